@@ -1,0 +1,43 @@
+# Everyday commands. Each target sets up what it needs (.venv, installs, generated code).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint proto proto-check bench chaos serve clean
+
+$(STAMP): pyproject.toml clients/python/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e clients/python -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## demo: gateway on SQLite + provider simulators + a demo agent that re-plans under faults
+demo: $(STAMP)
+	$(PY) -m effectgate.demo
+
+## test: the whole suite (lint, type check, generated-code check, tests)
+test: $(STAMP) lint proto-check
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+proto: $(STAMP)
+	$(PY) scripts/gen_protos.py
+
+proto-check: $(STAMP)
+	$(PY) scripts/gen_protos.py --check
+
+bench: $(STAMP)
+	$(PY) -m effectgate.bench
+
+chaos: $(STAMP)
+	$(PY) -m effectgate.gateway.cli chaos
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

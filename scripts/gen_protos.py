@@ -1,0 +1,89 @@
+"""Regenerate the Python code for proto/ into clients/python/src (or check it is current).
+
+Usage: python scripts/gen_protos.py [--check]
+
+The generated modules and their .pyi stubs are checked in so that the client installs with
+grpcio and protobuf alone; `--check` regenerates into a temporary folder and fails on any drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from grpc_tools import protoc
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTO_DIR = ROOT / "proto"
+OUT_DIR = ROOT / "clients" / "python" / "src"
+GENERATED_PACKAGES = ("effectgate/v1", "effectgate/tools/v1")
+
+
+def generate(out: Path) -> None:
+    # protoc finds the mypy-protobuf plugins on PATH; they live beside this interpreter.
+    bin_dir = str(Path(sys.executable).parent)
+    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    protos = sorted(str(p.relative_to(PROTO_DIR)) for p in PROTO_DIR.rglob("*.proto"))
+    include = Path(protoc.__file__).parent / "_proto"
+    args = [
+        "protoc",
+        f"-I{PROTO_DIR}",
+        f"-I{include}",
+        f"--python_out={out}",
+        f"--grpc_python_out={out}",
+        f"--mypy_out={out}",
+        f"--mypy_grpc_out={out}",
+        *protos,
+    ]
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
+    for package in GENERATED_PACKAGES:
+        marker = out / package / "py.typed"
+        marker.touch()
+        (out / package / "__init__.py").touch()
+    # effectgate/ and effectgate/tools/ stay namespace packages (PEP 420): the gateway
+    # distribution adds effectgate.gateway and effectgate.adapters beside them.
+
+
+def generated_files(base: Path) -> set[str]:
+    return {
+        str(p.relative_to(base))
+        for package in GENERATED_PACKAGES
+        for p in (base / package).glob("*")
+        if p.is_file()
+    }
+
+
+def check() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp)
+        generate(fresh)
+        want, have = generated_files(fresh), generated_files(OUT_DIR)
+        stale = sorted(want ^ have)
+        stale += sorted(f for f in want & have if not filecmp.cmp(fresh / f, OUT_DIR / f, shallow=False))
+        if stale:
+            print("generated code is stale; run `make proto`:", *stale, sep="\n  ")
+            return 1
+    print("generated code is current")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if checked-in code is stale")
+    if parser.parse_args().check:
+        return check()
+    for package in GENERATED_PACKAGES:
+        shutil.rmtree(OUT_DIR / package, ignore_errors=True)
+    generate(OUT_DIR)
+    print(f"generated {len(generated_files(OUT_DIR))} files under {OUT_DIR.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

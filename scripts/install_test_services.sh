@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the servers the test suite starts by itself (PostgreSQL, Dovecot IMAP) from Debian's
+# packages when they are missing. The tests start their own throw-away instances on loopback;
+# nothing here starts a service. Needs root (CI runs as root); elsewhere it only says what to do.
+set -euo pipefail
+
+missing=()
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+command -v dovecot >/dev/null 2>&1 || missing+=(dovecot-imapd)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test services missing: ${missing[*]} (run: sudo apt-get install -y ${missing[*]})" >&2
+  exit 0
+fi
+echo "installing test services: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# policy-rc.d keeps the packages from starting system-wide daemons: tests start their own.
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

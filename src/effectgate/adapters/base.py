@@ -1,0 +1,143 @@
+"""The adapter contract: how one tool becomes provider calls.
+
+An adapter declares the payload message it takes and what its provider can promise
+(`Capabilities`), and implements three things:
+
+- `normalize(payload)`: the canonical form the fingerprint is computed from;
+- `execute(call)`: one provider call carrying `call.provider_key`; it returns a `Receipt`, or
+  raises `DefinitiveError` (the provider refused and nothing happened) or `AmbiguousError`
+  (something may have happened). Any other exception is treated as ambiguous;
+- `verify(call)`: a read-only check of the whole postcondition against the provider's read API.
+  A half-applied effect is never `CONFIRMED`; a provider without a read API answers `UNKNOWN`.
+
+Error messages must be safe to show to agents, logs and spans: never put a secret, an
+`Authorization` header or a raw provider body with credentials in them.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from google.protobuf.message import Message
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the provider promises; the gateway's retry and verification rules read these."""
+
+    # The provider deduplicates requests that carry the same idempotency key.
+    dedups_on_key: bool
+    # How long the provider remembers a key (seconds); None when it does not dedup.
+    key_retention: float | None
+    # How long after a write its read API may still not show it (seconds).
+    consistency_window: float
+    # The provider has a read API that can prove an effect (or its absence).
+    has_read_api: bool
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What the provider said when it answered."""
+
+    external_id: str
+    provider_request_id: str = ""
+    result: JsonDict = field(default_factory=dict)
+    at: float = field(default_factory=time.time)
+
+
+class Outcome(enum.Enum):
+    CONFIRMED = "confirmed"
+    NOT_FOUND = "not_found"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a read-back of the provider found, with the evidence."""
+
+    outcome: Outcome
+    detail: str = ""
+    evidence: JsonDict = field(default_factory=dict)
+    at: float = field(default_factory=time.time)
+    # For CONFIRMED: the effect as the read API shows it (becomes the action's receipt).
+    receipt: Receipt | None = None
+
+    @classmethod
+    def unknown(cls, detail: str, **evidence: Any) -> Observation:
+        return cls(Outcome.UNKNOWN, detail=detail, evidence=dict(evidence))
+
+
+@dataclass(frozen=True)
+class ActionCall:
+    """One action as an adapter sees it, for `execute` and for `verify`."""
+
+    action_id: str
+    # The idempotency key to send; stable across retries and gateway restarts.
+    provider_key: str
+    # The normalised payload (an instance of the adapter's `payload_type`).
+    payload: Message
+    scope: str
+    tool: str
+    tenant: str
+    attempt: int = 1
+    # The receipt already stored, if any (lets verify retrieve by external id).
+    receipt: Receipt | None = None
+
+
+class AdapterError(Exception):
+    """Base of the errors an adapter raises; the message must hold no secret."""
+
+    def __init__(self, message: str, *, code: str = "", details: JsonDict | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.details: JsonDict = details or {}
+
+
+class DefinitiveError(AdapterError):
+    """The provider refused and applied nothing (declined card, validation error)."""
+
+
+class AmbiguousError(AdapterError):
+    """The outcome is unknown: timeout, reset, 5xx, key in use, partial success."""
+
+
+class ConfigError(Exception):
+    """An adapter's settings are wrong or a secret it needs is missing."""
+
+
+class Adapter(ABC):
+    """Base class of every adapter. Subclasses are found through the `effectgate.adapters`
+    entry-point group and built with `from_settings`."""
+
+    # The protobuf message type the tool's payload must be.
+    payload_type: ClassVar[type[Message]]
+
+    @classmethod
+    @abstractmethod
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> Adapter:
+        """Builds the adapter from its `[adapters.NAME]` table of the config."""
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    def normalize(self, payload: Message) -> Message:
+        """Canonical form of the payload; the default is the payload itself."""
+        return payload
+
+    @abstractmethod
+    async def execute(self, call: ActionCall) -> Receipt: ...
+
+    @abstractmethod
+    async def verify(self, call: ActionCall) -> Observation: ...
+
+    async def close(self) -> None:
+        """Releases connections; called once at gateway shutdown."""

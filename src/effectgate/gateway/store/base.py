@@ -1,0 +1,79 @@
+"""The store seam: a few atomic primitives that the effect protocol builds on.
+
+Dedup rests on the primary key (insert-if-absent), not on isolation levels. Every write after
+the insert is conditional on the lease `fence`, so a worker that lost its lease (paused, partitioned,
+presumed dead) can never record a dispatch or a result. Backends implement the primitives below
+and pass the store conformance suite (tests/store_conformance.py).
+"""
+
+from __future__ import annotations
+
+import base64
+from abc import ABC, abstractmethod
+
+from effectgate.gateway.domain import ActionRecord, ListQuery, Page, State
+
+
+class StoreError(Exception):
+    """Base of store errors."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be read or written durably now. Nothing may be sent to a provider."""
+
+
+# States the reconciler drives without any agent asking (see `Store.claim_due`).
+RECOVERABLE_STATES = (State.PLANNED, State.DISPATCHED)
+
+
+class Store(ABC):
+    """Durable home of action records. All times are Unix seconds (float)."""
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connects and applies schema migrations (safe to call from several replicas)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+        """Inserts `record` unless its action_id exists. Returns (stored record, inserted)."""
+
+    @abstractmethod
+    async def get(self, action_id: str) -> ActionRecord | None: ...
+
+    @abstractmethod
+    async def acquire_lease(
+        self, action_id: str, owner: str, now: float, ttl: float
+    ) -> ActionRecord | None:
+        """Takes the lease if nobody holds a live one: sets the owner, the expiry, and fence+1.
+        Returns the leased record, or None when the action is absent or leased by someone."""
+
+    @abstractmethod
+    async def update(self, record: ActionRecord) -> bool:
+        """Writes `record` if the stored fence and lease owner still equal the record's.
+        Returns False when the lease was lost (nothing is written)."""
+
+    @abstractmethod
+    async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
+        """Leases up to `limit` actions that need the reconciler: PLANNED or DISPATCHED whose lease
+        expired, and UNKNOWN whose next_check_at is due. Concurrent claimers get disjoint sets."""
+
+    @abstractmethod
+    async def list(self, query: ListQuery) -> Page:
+        """Actions of one tenant, oldest first, filtered, paged by an opaque cursor."""
+
+    @abstractmethod
+    async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
+        """Deletes up to `limit` terminal actions of `tool` created before `before`."""
+
+
+def encode_cursor(created_at: float, action_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{created_at!r}|{action_id}".encode()).decode()
+
+
+def decode_cursor(token: str) -> tuple[float, str]:
+    """Raises ValueError on a token this store did not make."""
+    created, _, action_id = base64.urlsafe_b64decode(token.encode()).decode().partition("|")
+    return float(created), action_id
