@@ -3,9 +3,11 @@
 An adapter declares the payload message it takes and what its provider can promise
 (`Capabilities`), and implements three things:
 
-- `normalize(payload)`: the canonical form the fingerprint is computed from;
+- `normalize(payload)`: the canonical form the fingerprint is computed from; it raises
+  `InvalidPayload` (with the offending `field`) for a payload no provider call could carry;
 - `execute(call)`: one provider call carrying `call.provider_key`; it returns a `Receipt`, or
-  raises `DefinitiveError` (the provider refused and nothing happened) or `AmbiguousError`
+  raises `DefinitiveError` (the provider refused and nothing happened), `NoEffectError` (this
+  attempt was refused before acting: auth, rate limit; retry later) or `AmbiguousError`
   (something may have happened). Any other exception is treated as ambiguous;
 - `verify(call)`: a read-only check of the whole postcondition against the provider's read API.
   A half-applied effect is never `CONFIRMED`; a provider without a read API answers `UNKNOWN`.
@@ -107,6 +109,19 @@ class DefinitiveError(AdapterError):
 
 class AmbiguousError(AdapterError):
     """The outcome is unknown: timeout, reset, 5xx, key in use, partial success."""
+
+
+class NoEffectError(AdapterError):
+    """The provider refused this attempt before acting (401, 429): nothing happened and a later
+    retry with the same key is safe. Not cached like a REJECTED outcome."""
+
+
+class InvalidPayload(AdapterError):
+    """`normalize` found the payload invalid; `field` names the offending payload field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message, code="invalid_payload")
+        self.field = field
 
 
 class ConfigError(Exception):

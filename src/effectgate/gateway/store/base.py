@@ -52,8 +52,9 @@ class Store(ABC):
 
     @abstractmethod
     async def update(self, record: ActionRecord) -> bool:
-        """Writes `record` if the stored fence and lease owner still equal the record's.
-        Returns False when the lease was lost (nothing is written)."""
+        """Writes `record` if the stored fence still equals `record.fence` (the fence grows at
+        every lease acquisition, so an equal fence means the writer still holds the lease it
+        acquired). Returns False when the lease was lost: nothing is written."""
 
     @abstractmethod
     async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:

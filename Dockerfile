@@ -1,0 +1,20 @@
+# effectgate gateway image: slim base, non-root, health check through the standard gRPC health service.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+
+COPY clients/python /app/clients/python
+COPY pyproject.toml README.md /app/
+COPY src /app/src
+RUN pip install /app/clients/python /app \
+    && useradd --system --uid 10001 --home-dir /var/lib/effectgate --create-home effectgate
+
+USER effectgate
+WORKDIR /var/lib/effectgate
+EXPOSE 50051
+# Mount the config (and TLS files) at /etc/effectgate; secrets come from the environment.
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-m", "effectgate.gateway.healthcheck", "127.0.0.1:50051"]
+ENTRYPOINT ["effectgate"]
+CMD ["serve", "--config", "/etc/effectgate/effectgate.toml"]

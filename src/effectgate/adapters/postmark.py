@@ -1,0 +1,215 @@
+"""`send_email` through a Postmark-style HTTP API (POST /email, search of sent messages).
+
+Postmark has no idempotency key: two identical POSTs send two emails. So the adapter never
+retries by itself, classifies failures strictly (only "could not connect" is harmless), and tags
+every message with the action (Metadata `effectgate_action_id`, plus a hash of the provider key so
+a later operator-granted generation is told apart) and a Message-ID derived from it. `verify`
+searches the sent messages by that metadata and confirms only a message that was actually
+`Sent` to the payload's recipient with the payload's subject.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from effectgate.tools.v1 import tools_pb2
+from google.protobuf.message import Message
+
+from effectgate.adapters import email_common
+from effectgate.adapters.base import (
+    ActionCall,
+    Adapter,
+    AmbiguousError,
+    Capabilities,
+    ConfigError,
+    DefinitiveError,
+    InvalidPayload,
+    Observation,
+    Outcome,
+    Receipt,
+)
+from effectgate.adapters.http_outcome import status_error, transport_error
+from effectgate.adapters.redact import scrub
+from effectgate.adapters.secrets import read_secret
+
+ACTION_KEY = "effectgate_action_id"  # Postmark: metadata keys <= 20 chars, values <= 80
+GENERATION_KEY = "effectgate_key"
+# Postmark documents 422 as "the request was refused" (invalid address, inactive recipient...).
+DEFINITIVE_STATUSES = frozenset({400, 404, 413, 422})
+_KNOWN = {
+    "base_url", "server_token_env", "server_token_file", "default_from", "message_stream",
+    "timeout", "consistency_window", "message_id_domain",
+}  # fmt: skip
+
+
+def _action_tag(action_id: str) -> str:
+    return action_id if len(action_id) <= 80 else hashlib.sha256(action_id.encode()).hexdigest()
+
+
+def _key_tag(provider_key: str) -> str:
+    return hashlib.sha256(provider_key.encode()).hexdigest()[:32]
+
+
+class PostmarkAdapter(Adapter):
+    payload_type = tools_pb2.SendEmail
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str,
+        server_token: str,
+        default_from: str = "",
+        message_stream: str = "",
+        timeout: float = 30.0,
+        consistency_window: float = 60.0,
+        message_id_domain: str = email_common.DEFAULT_DOMAIN,
+    ) -> None:
+        self.name = name
+        self._token = server_token
+        self._default_from = default_from
+        self._stream = message_stream
+        self._domain = message_id_domain
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            headers={"Accept": "application/json", "X-Postmark-Server-Token": server_token},
+        )
+        self._capabilities = Capabilities(
+            dedups_on_key=False,
+            key_retention=None,
+            consistency_window=consistency_window,
+            has_read_api=True,
+        )
+
+    def __repr__(self) -> str:
+        return f"PostmarkAdapter(name={self.name!r}, base_url={str(self._client.base_url)!r})"
+
+    @classmethod
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> PostmarkAdapter:
+        unknown = set(settings) - _KNOWN
+        if unknown:
+            raise ConfigError(f"adapters.{name}: unknown settings {sorted(unknown)}")
+        return cls(
+            name,
+            base_url=str(settings.get("base_url", "https://api.postmarkapp.com")),
+            server_token=read_secret(settings, "server_token"),
+            default_from=str(settings.get("default_from", "")),
+            message_stream=str(settings.get("message_stream", "")),
+            timeout=float(settings.get("timeout", 30.0)),
+            consistency_window=float(settings.get("consistency_window", 60.0)),
+            message_id_domain=str(settings.get("message_id_domain", email_common.DEFAULT_DOMAIN)),
+        )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def normalize(self, payload: Message) -> Message:
+        assert isinstance(payload, tools_pb2.SendEmail)
+        out = email_common.normalize(payload)
+        bad = email_common.invalid_field(email_common.email_of(out, self._default_from))
+        if bad:
+            raise InvalidPayload(*bad)
+        return out
+
+    def _email(self, call: ActionCall) -> email_common.Email:
+        assert isinstance(call.payload, tools_pb2.SendEmail)
+        email = email_common.email_of(call.payload, self._default_from)
+        bad = email_common.invalid_field(email)
+        if bad:
+            raise DefinitiveError(f"send_email: {bad[1]}", code="invalid_payload")
+        return email
+
+    async def execute(self, call: ActionCall) -> Receipt:
+        email = self._email(call)
+        body: dict[str, Any] = {
+            "From": email.sender,
+            "To": email.to,
+            "Subject": email.subject,
+            "TextBody": email.text,
+            "Headers": [{"Name": "Message-ID", "Value": email_common.message_id(call, self._domain)}],
+            "Metadata": {
+                ACTION_KEY: _action_tag(call.action_id),
+                GENERATION_KEY: _key_tag(call.provider_key),
+            },
+        }
+        if self._stream:
+            body["MessageStream"] = self._stream
+        try:
+            resp = await self._client.post("/email", json=body)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, "postmark send") from None
+        if resp.status_code != 200:
+            raise status_error(
+                resp.status_code,
+                resp.text,
+                "postmark send",
+                definitive=DEFINITIVE_STATUSES,
+                secrets=(self._token,),
+            )
+        try:
+            answer = resp.json()
+            message_id = str(answer["MessageID"])
+            error_code = int(answer.get("ErrorCode", 0))
+            message = str(answer.get("Message", ""))
+        except (ValueError, KeyError, TypeError):
+            raise AmbiguousError("postmark send: unreadable 200 answer", code="bad_answer") from None
+        if error_code != 0 or message != "OK":
+            # Accepted, but not (yet) sent: only part of the effect; verification decides.
+            detail = scrub(message, (self._token,))
+            raise AmbiguousError(
+                f"postmark send: accepted as {message_id} but not sent ({detail})",
+                code="not_sent",
+                details={"message_id": message_id},
+            )
+        return Receipt(external_id=message_id, result={"to": answer.get("To"), "status": "Sent"})
+
+    async def verify(self, call: ActionCall) -> Observation:
+        email = self._email(call)
+        params = {"count": "50", "offset": "0", f"metadata_{ACTION_KEY}": _action_tag(call.action_id)}
+        try:
+            resp = await self._client.get("/messages/outbound", params=params)
+        except httpx.HTTPError as exc:
+            return Observation.unknown(f"postmark search failed: {type(exc).__name__}")
+        if resp.status_code != 200:
+            return Observation.unknown(f"postmark search answered HTTP {resp.status_code}")
+        try:
+            messages = list(resp.json()["Messages"])
+        except (ValueError, KeyError, TypeError):
+            return Observation.unknown("postmark search: unreadable answer")
+        # Only this generation's messages count; an earlier one is another effect.
+        ours = [
+            m for m in messages if m.get("Metadata", {}).get(GENERATION_KEY) == _key_tag(call.provider_key)
+        ]
+        if not ours:
+            return Observation(
+                Outcome.NOT_FOUND,
+                detail="no sent message carries this action's metadata",
+                evidence={ACTION_KEY: _action_tag(call.action_id), "searched": len(messages)},
+            )
+        for msg in ours:
+            to = ",".join(str(r.get("Email", "")) for r in msg.get("To", []))
+            whole = msg.get("Status") == "Sent" and not email_common.mismatches(
+                email, {"to": to, "subject": str(msg.get("Subject", ""))}
+            )
+            if whole:
+                evidence = {"message_id": msg.get("MessageID"), "status": "Sent", "copies": len(ours)}
+                return Observation(
+                    Outcome.CONFIRMED,
+                    detail=f"message {msg.get('MessageID')} was sent",
+                    evidence=evidence,
+                    receipt=Receipt(external_id=str(msg.get("MessageID")), result=evidence),
+                )
+        states = sorted({str(m.get("Status")) for m in ours})
+        return Observation.unknown(
+            "a message of this action exists but is not sent as requested "
+            f"(status {', '.join(states)}, or recipient/subject differ)",
+            message_ids=[m.get("MessageID") for m in ours],
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()

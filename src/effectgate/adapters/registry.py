@@ -1,0 +1,60 @@
+"""Finding adapters: every adapter is an entry point in the `effectgate.adapters` group.
+
+A provider ships as its own package by declaring, in its pyproject.toml:
+
+    [project.entry-points."effectgate.adapters"]
+    myprovider = "my_package.adapter:MyAdapter"
+
+The config then names it: `[adapters.NAME]` with `kind = "myprovider"` (the kind defaults to
+NAME, so `[adapters.stripe]` needs no `kind`). Several tables may share one kind (two HTTP APIs
+through the generic `http` adapter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from effectgate.adapters.base import Adapter, ConfigError
+
+GROUP = "effectgate.adapters"
+
+
+def installed() -> dict[str, EntryPoint]:
+    """The adapter kinds installed now, by name.
+
+    Read afresh at each call (importlib.metadata scans sys.path), so a package installed while
+    the process runs is seen too.
+    """
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=GROUP):
+        # With the same package visible twice on sys.path the first one wins, like imports do.
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def adapter_class(kind: str) -> type[Adapter]:
+    """The adapter class registered under `kind`; a ConfigError names what is installed."""
+    available = installed()
+    ep = available.get(kind)
+    if ep is None:
+        names = ", ".join(sorted(available)) or "none"
+        raise ConfigError(
+            f"no adapter of kind {kind!r} is installed (installed: {names}); "
+            f"install the package that declares it in the {GROUP!r} entry-point group"
+        )
+    try:
+        cls = ep.load()
+    except Exception as exc:  # an import error in a plugin must name the plugin
+        raise ConfigError(f"adapter {kind!r} ({ep.value}) failed to load: {exc!r}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+        raise ConfigError(f"adapter {kind!r} ({ep.value}) is not an effectgate Adapter subclass")
+    return cls
+
+
+def build_adapter(name: str, settings: Mapping[str, Any]) -> Adapter:
+    """Builds the adapter of the `[adapters.NAME]` table; `kind` defaults to NAME."""
+    kind = str(settings.get("kind") or name)
+    own = {k: v for k, v in settings.items() if k != "kind"}
+    return adapter_class(kind).from_settings(name, own)

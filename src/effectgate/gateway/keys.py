@@ -1,0 +1,32 @@
+"""Keys: the action id, the payload fingerprint and the provider idempotency key.
+
+The action id comes only from what the agent runtime injected (tenant, run, step) and what the
+tool call is about (tool, scope): never from model-written arguments and never from the model's
+tool-call id, which changes every time the model re-plans.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from google.protobuf.message import Message
+
+
+def action_id(tenant: str, run_id: str, step_id: str, tool: str, scope: str) -> str:
+    # JSON framing keeps ("a|b", "c") and ("a", "b|c") apart.
+    material = json.dumps([tenant, run_id, step_id, tool, scope], ensure_ascii=False)
+    return "act_" + hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def fingerprint(payload: Message) -> str:
+    """Hash of the normalised payload in protobuf's deterministic serialisation."""
+    digest = hashlib.sha256(payload.DESCRIPTOR.full_name.encode() + b"\0")
+    digest.update(payload.SerializeToString(deterministic=True))
+    return "sha256:" + digest.hexdigest()
+
+
+def provider_key(action: str, generation: int) -> str:
+    """The idempotency key sent to the provider: stable across retries, restarts and
+    replicas; a new generation only after an operator-granted bypass."""
+    return f"effectgate-{action}-g{generation}"

@@ -1,0 +1,76 @@
+"""The reconciler: resolves abandoned and UNKNOWN actions with no agent asking.
+
+At start-up and then every `interval` (or as soon as work is signalled) it leases due actions —
+PLANNED or DISPATCHED whose lease expired (a worker died), UNKNOWN whose re-check is due — and
+drives each one: a DISPATCHED action is verified before anything is sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from effectgate.gateway.domain import ActionRecord
+from effectgate.gateway.errors import GatewayError
+from effectgate.gateway.protocol import EffectProtocol
+
+log = logging.getLogger("effectgate.reconciler")
+
+
+class Reconciler:
+    def __init__(self, protocol: EffectProtocol, *, interval: float, batch: int = 32, parallel: int = 8) -> None:
+        self.protocol = protocol
+        self.interval = interval
+        self.batch = batch
+        self._slots = asyncio.Semaphore(parallel)
+        self._stop = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run_once(self) -> int:
+        """Claims one batch of due work and starts driving it; returns how many were claimed."""
+        settings = self.protocol.settings
+        claimed = await self.protocol.store.claim_due(
+            settings.owner, self.protocol.clock(), settings.lease_ttl, self.batch
+        )
+        for record in claimed:
+            task = asyncio.create_task(self._drive(record.action_id, record))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return len(claimed)
+
+    async def _drive(self, action_id: str, record: ActionRecord) -> None:
+        async with self._slots:
+            try:
+                settled = await self.protocol.drive_leased(record)
+                log.info("reconciled %s -> %s (%s)", action_id, settled.state.value, settled.reason)
+            except GatewayError as exc:
+                log.warning("reconciling %s failed: %s", action_id, exc.message)
+            except Exception:
+                log.exception("reconciling %s failed", action_id)
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                claimed = await self.run_once()
+            except Exception as exc:  # the store may be down for a while: keep trying
+                log.warning("reconciler pass failed: %s", exc)
+                claimed = 0
+            if claimed >= self.batch:
+                continue  # more is due right now
+            self.protocol.work_ready.clear()
+            waiters = [
+                asyncio.ensure_future(self._stop.wait()),
+                asyncio.ensure_future(self.protocol.work_ready.wait()),
+            ]
+            _, pending = await asyncio.wait(
+                waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED
+            )
+            for waiter in pending:
+                waiter.cancel()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,53 @@
+"""effectgate.v1.Operator: approvals, reconciliation and bypass grants, for people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from effectgate.gateway.errors import InvalidRequest
+from effectgate.gateway.operator import Operations
+from effectgate.gateway.rpc.auth import Authenticator
+from effectgate.gateway.rpc.handlers import translate_errors
+from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate.v1 import gateway_pb2_grpc as pb_grpc
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _need_id(action_id: str) -> None:
+    if not action_id:
+        raise InvalidRequest([("action_id", "must not be empty")])
+
+
+class OperatorService(pb_grpc.OperatorServicer):
+    def __init__(self, operations: Operations, auth: Authenticator) -> None:
+        self.operations = operations
+        self.auth = auth
+
+    @translate_errors
+    async def Reconcile(self, request: pb.ReconcileRequest, context: Context) -> pb.Action:
+        who = self.auth.authenticate(context.invocation_metadata(), "operator")
+        _need_id(request.action_id)
+        resolution = PB_TO_STATE.get(request.resolution)
+        if resolution is None:
+            raise InvalidRequest([("resolution", "must be CONFIRMED, REJECTED or NOT_FOUND")])
+        record = await self.operations.reconcile(
+            who.tenant, request.action_id, resolution, who.name, request.note, request.external_id
+        )
+        return action_pb(record)
+
+    @translate_errors
+    async def Approve(self, request: pb.ApproveRequest, context: Context) -> pb.Action:
+        who = self.auth.authenticate(context.invocation_metadata(), "operator")
+        _need_id(request.action_id)
+        return action_pb(await self.operations.approve(who.tenant, request.action_id, who.name, request.note))
+
+    @translate_errors
+    async def GrantBypass(self, request: pb.GrantBypassRequest, context: Context) -> pb.Action:
+        who = self.auth.authenticate(context.invocation_metadata(), "operator")
+        _need_id(request.action_id)
+        record = await self.operations.grant_bypass(who.tenant, request.action_id, who.name, request.note)
+        return action_pb(record)

@@ -1,0 +1,89 @@
+"""The one place where gateway errors become gRPC statuses with google.rpc details."""
+
+from __future__ import annotations
+
+import math
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from effectgate.gateway.errors import (
+    ActionNotFound,
+    AlreadyExecuted,
+    GatewayError,
+    GatewayUnavailable,
+    InFlight,
+    InvalidRequest,
+    PayloadMismatch,
+    PermissionDenied,
+    PolicyConflict,
+    Unauthenticated,
+)
+from effectgate.gateway.rpc.wire import action_pb
+
+DOMAIN = "effectgate.dev"
+
+CODES: list[tuple[type[GatewayError], int]] = [
+    (InvalidRequest, code_pb2.INVALID_ARGUMENT),
+    (Unauthenticated, code_pb2.UNAUTHENTICATED),
+    (PermissionDenied, code_pb2.PERMISSION_DENIED),
+    (ActionNotFound, code_pb2.NOT_FOUND),
+    (PayloadMismatch, code_pb2.FAILED_PRECONDITION),
+    (AlreadyExecuted, code_pb2.ALREADY_EXISTS),
+    (InFlight, code_pb2.ABORTED),
+    (PolicyConflict, code_pb2.FAILED_PRECONDITION),
+    (GatewayUnavailable, code_pb2.UNAVAILABLE),
+]
+
+
+def _pack(message: object) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)  # type: ignore[arg-type]
+    return packed
+
+
+def _retry_info(seconds: float) -> error_details_pb2.RetryInfo:
+    whole = math.floor(seconds)
+    return error_details_pb2.RetryInfo(
+        retry_delay=duration_pb2.Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
+    )
+
+
+def to_status(error: GatewayError) -> grpc.Status:
+    code = next((c for kind, c in CODES if isinstance(error, kind)), code_pb2.INTERNAL)
+    metadata: dict[str, str] = {}
+    details: list[any_pb2.Any] = []
+    if isinstance(error, InvalidRequest):
+        details.append(
+            _pack(
+                error_details_pb2.BadRequest(
+                    field_violations=[
+                        error_details_pb2.BadRequest.FieldViolation(field=f, description=d)
+                        for f, d in error.violations
+                    ]
+                )
+            )
+        )
+    if isinstance(error, PayloadMismatch):
+        metadata = {
+            "action_id": error.record.action_id,
+            "stored_fingerprint": error.stored_fingerprint,
+            "fingerprint": error.fingerprint,
+        }
+    if isinstance(error, AlreadyExecuted):
+        metadata = {"action_id": error.record.action_id, "state": error.record.state.value}
+        details.append(_pack(action_pb(error.record)))
+    if isinstance(error, InFlight):
+        metadata = {"action_id": error.action_id}
+        details.append(_pack(_retry_info(error.retry_after)))
+    if isinstance(error, ActionNotFound):
+        metadata = {"action_id": error.action_id}
+    if isinstance(error, GatewayUnavailable):
+        details.append(_pack(_retry_info(error.retry_after)))
+    details.insert(
+        0, _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata))
+    )
+    status = status_pb2.Status(code=code, message=error.message, details=details)
+    return rpc_status.to_status(status)

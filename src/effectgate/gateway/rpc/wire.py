@@ -1,0 +1,108 @@
+"""Conversions between domain records and effectgate.v1 messages. No logic lives here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import struct_pb2, timestamp_pb2
+
+from effectgate.adapters.base import Observation, Outcome, Receipt
+from effectgate.gateway.domain import ActionRecord, NextStep, State
+from effectgate.gateway.keys import provider_key
+from effectgate.v1 import gateway_pb2 as pb
+
+STATE_TO_PB = {
+    State.PLANNED: pb.EFFECT_STATE_PLANNED,
+    State.DISPATCHED: pb.EFFECT_STATE_DISPATCHED,
+    State.CONFIRMED: pb.EFFECT_STATE_CONFIRMED,
+    State.REJECTED: pb.EFFECT_STATE_REJECTED,
+    State.NOT_FOUND: pb.EFFECT_STATE_NOT_FOUND,
+    State.UNKNOWN: pb.EFFECT_STATE_UNKNOWN,
+    State.AWAITING_APPROVAL: pb.EFFECT_STATE_AWAITING_APPROVAL,
+}
+PB_TO_STATE = {v: k for k, v in STATE_TO_PB.items()}
+OUTCOME_TO_PB = {
+    Outcome.CONFIRMED: pb.OBSERVATION_OUTCOME_CONFIRMED,
+    Outcome.NOT_FOUND: pb.OBSERVATION_OUTCOME_NOT_FOUND,
+    Outcome.UNKNOWN: pb.OBSERVATION_OUTCOME_UNKNOWN,
+}
+NEXT_STEP_TO_PB = {
+    NextStep.NONE: pb.NEXT_STEP_NONE,
+    NextStep.RECHECK: pb.NEXT_STEP_RECHECK,
+    NextStep.OPERATOR: pb.NEXT_STEP_OPERATOR,
+    NextStep.DISPATCH: pb.NEXT_STEP_DISPATCH,
+    NextStep.APPROVE: pb.NEXT_STEP_APPROVE,
+}
+
+
+def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+def struct(values: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update({k: _jsonable(v) for k, v in values.items()})
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def receipt_pb(receipt: Receipt) -> pb.Receipt:
+    return pb.Receipt(
+        external_id=receipt.external_id,
+        provider_request_id=receipt.provider_request_id,
+        result=struct(receipt.result),
+        at=timestamp(receipt.at),
+    )
+
+
+def observation_pb(obs: Observation) -> pb.Observation:
+    return pb.Observation(
+        outcome=OUTCOME_TO_PB[obs.outcome],
+        evidence=struct(obs.evidence),
+        at=timestamp(obs.at),
+        detail=obs.detail,
+    )
+
+
+def action_pb(record: ActionRecord) -> pb.Action:
+    action = pb.Action(
+        action_id=record.action_id,
+        tenant=record.tenant,
+        context=pb.RunContext(
+            run_id=record.run_id,
+            step_id=record.step_id,
+            parent_run_id=record.parent_run_id,
+            agent=record.agent,
+        ),
+        tool=record.tool,
+        scope=record.scope,
+        fingerprint=record.fingerprint,
+        state=STATE_TO_PB[record.state],
+        attempts=record.attempts,
+        reason=record.reason,
+        created_at=timestamp(record.created_at),
+        updated_at=timestamp(record.updated_at),
+        tool_call_id=record.tool_call_id,
+        generation=record.generation,
+        next_step=NEXT_STEP_TO_PB[record.next_step],
+        provider_key=provider_key(record.action_id, record.generation),
+        notes=list(record.notes),
+    )
+    if record.receipt is not None:
+        action.receipt.CopyFrom(receipt_pb(record.receipt))
+    if record.observation is not None:
+        action.observation.CopyFrom(observation_pb(record.observation))
+    if record.next_check_at is not None:
+        action.next_check_at.CopyFrom(timestamp(record.next_check_at))
+    return action

@@ -1,0 +1,178 @@
+"""A CRM/ledger server with NO idempotency keys: the 2026 study's two tasks.
+
+Endpoints (JSON, `Authorization: Bearer <api_key>`):
+
+    POST /customers/{id}/activate   status := ACTIVE, activated_at := now
+    GET  /customers/{id}            the customer as reads see it now
+    POST /invoices                  {"id", "amount", "currency"?}: appends an invoice row
+    GET  /invoices/{id}             the first visible row with this id (404 if none)
+
+Nothing is deduplicated: a second POST of the same invoice id appends a second row (the study
+counts duplicates, so the simulator must record them rather than refuse them), and every applied
+activation is a ledger entry even though activating twice changes nothing more.
+
+Customers exist on first use when their id looks like `cus_<alnum>`; other ids are 404 (a
+definitive refusal). An invoice with a non-positive or non-integer amount is a 422.
+
+Faults (see `faults.py`): `partial` applies half the effect: activation sets status ACTIVE but
+leaves `activated_at` null; an invoice row is stored without its amount (null). The answer shows
+the half-applied resource. `delayed_visibility`: reads (GET) show the write only after the plan's
+`visibility_lag`; until then they show the previous state. The injected `conflict` is a 409.
+
+Ledger: `{"kind": "activate_customer" | "invoice", "params", "fault", "at"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from aiohttp import web
+
+from effectgate.simulators.faults import Fault, FaultPlan
+from effectgate.simulators.server import JsonDict, SimResponse, SimulatorServer
+
+DEFAULT_API_KEY = "crm-sim-key"
+_CUSTOMER_ID = re.compile(r"^cus_[A-Za-z0-9]+$")
+
+
+@dataclass
+class _Version:
+    """One state of a record and the time from which reads see it."""
+
+    data: JsonDict | None
+    visible_at: float
+
+
+def _seen(versions: list[_Version], now: float) -> JsonDict | None:
+    """The newest version already visible at `now` (None: nothing visible)."""
+    visible = [v for v in versions if v.visible_at <= now]
+    return visible[-1].data if visible else None
+
+
+class CrmSimulator(SimulatorServer):
+    name: ClassVar[str] = "crm"
+
+    def __init__(
+        self,
+        *,
+        api_key: str = DEFAULT_API_KEY,
+        faults: FaultPlan | None = None,
+        visibility_lag: float = 5.0,
+        latency: float = 0.0,
+    ) -> None:
+        super().__init__(faults=faults, visibility_lag=visibility_lag, latency=latency)
+        self.api_key = api_key
+        self.customers: dict[str, list[_Version]] = {}
+        # Every invoice row ever written, duplicates included, each with its visibility.
+        self.invoices: list[_Version] = []
+
+    def reset_state(self) -> None:
+        self.customers.clear()
+        self.invoices.clear()
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/customers/{id}/activate", self._activate)
+        app.router.add_get("/customers/{id}", self._get_customer)
+        app.router.add_post("/invoices", self._create_invoice)
+        app.router.add_get("/invoices/{id}", self._get_invoice)
+
+    def error_response(self, status: int, code: str, message: str) -> SimResponse:
+        return SimResponse(status, {"error": code, "message": message})
+
+    def _authenticate(self, request: web.Request) -> SimResponse | None:
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return self.error_response(401, "unauthorized", "Missing or invalid API key.")
+        return None
+
+    def _customer(self, customer_id: str) -> list[_Version] | None:
+        if not _CUSTOMER_ID.match(customer_id):
+            return None
+        initial = {"id": customer_id, "status": "INACTIVE", "activated_at": None}
+        return self.customers.setdefault(customer_id, [_Version(initial, 0.0)])
+
+    # -- customers -----------------------------------------------------------------------------
+
+    async def _activate(self, request: web.Request) -> web.StreamResponse:
+        refused = self._authenticate(request)
+        customer_id = request.match_info["id"]
+        versions = self._customer(customer_id)
+        if refused is None and versions is None:
+            refused = self.error_response(404, "not_found", f"No customer {customer_id}.")
+        if refused is not None:
+            return self.render(refused)
+        assert versions is not None
+
+        async def commit(fault: Fault | None) -> SimResponse:
+            now = self.now()
+            data = {
+                "id": customer_id,
+                "status": "ACTIVE",
+                "activated_at": None if fault is Fault.PARTIAL else now,
+            }
+            versions.append(_Version(data, now + self.visibility_delay(fault)))
+            self.record("activate_customer", {"id": customer_id}, fault=fault.value if fault else None)
+            return SimResponse(200, dict(data))
+
+        return await self.write(request, commit)
+
+    async def _get_customer(self, request: web.Request) -> web.StreamResponse:
+        refused = self._authenticate(request)
+        customer_id = request.match_info["id"]
+        versions = self._customer(customer_id)
+        if refused is None and versions is None:
+            refused = self.error_response(404, "not_found", f"No customer {customer_id}.")
+        if refused is not None:
+            return self.render(refused)
+        assert versions is not None
+        return self.render(SimResponse(200, dict(_seen(versions, self.now()) or {})))
+
+    # -- invoices ------------------------------------------------------------------------------
+
+    def _invoice_body(self, text: str) -> JsonDict | SimResponse:
+        try:
+            body: Any = json.loads(text)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not str(body.get("id", "")):
+            return self.error_response(422, "invalid", "An invoice needs an id.")
+        amount = body.get("amount")
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+            return self.error_response(422, "invalid", "amount must be a positive integer.")
+        return {"id": str(body["id"]), "amount": amount, "currency": str(body.get("currency", "usd"))}
+
+    async def _create_invoice(self, request: web.Request) -> web.StreamResponse:
+        refused = self._authenticate(request)
+        if refused is not None:
+            return self.render(refused)
+        parsed = self._invoice_body(await request.text())
+        if isinstance(parsed, SimResponse):
+            return self.render(parsed)
+        params = parsed
+
+        async def commit(fault: Fault | None) -> SimResponse:
+            now = self.now()
+            row = dict(params, created_at=now)
+            if fault is Fault.PARTIAL:
+                row["amount"] = None
+            self.invoices.append(_Version(row, now + self.visibility_delay(fault)))
+            self.record("invoice", dict(params), fault=fault.value if fault else None)
+            return SimResponse(201, dict(row))
+
+        return await self.write(request, commit)
+
+    async def _get_invoice(self, request: web.Request) -> web.StreamResponse:
+        refused = self._authenticate(request)
+        if refused is not None:
+            return self.render(refused)
+        invoice_id = request.match_info["id"]
+        now = self.now()
+        rows = [
+            v.data for v in self.invoices if v.visible_at <= now and v.data and v.data["id"] == invoice_id
+        ]
+        if not rows:
+            return self.render(self.error_response(404, "not_found", f"No invoice {invoice_id}."))
+        # Reads show the first row; `copies` lets a checker see duplicates.
+        return self.render(SimResponse(200, dict(rows[0], copies=len(rows))))

@@ -1,0 +1,206 @@
+"""A real gateway for tests: in-process on a grpc.aio server (port 0), or as a child process
+(`effectgate serve`) for crash tests, always talked to through the generated client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from effectgate.client import EffectGateClient
+from effectgate.gateway.config import Config, parse_config
+from effectgate.gateway.server import Gateway
+from effectgate.v1 import gateway_pb2_grpc
+
+API_KEY = "sk_test_effectgate_canary_3f9a1c"
+API_KEY_ENV = "EFFECTGATE_TEST_STRIPE_KEY"
+os.environ.setdefault(API_KEY_ENV, API_KEY)
+
+
+def config_doc(
+    store_url: str,
+    *,
+    adapters: Mapping[str, Mapping[str, Any]],
+    tools: Mapping[str, Mapping[str, Any]],
+    gateway: Mapping[str, Any] | None = None,
+    principals: list[Mapping[str, Any]] | None = None,
+    listen: str = "127.0.0.1:0",
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "server": {"listen": listen, "shutdown_grace": "2s"},
+        "store": {"url": store_url},
+        "gateway": {
+            "lease_ttl": "3s",
+            "reconcile_interval": "0.2s",
+            "recheck_min": "0.2s",
+            **(gateway or {}),
+        },
+        "adapters": {k: dict(v) for k, v in adapters.items()},
+        "tools": {k: dict(v) for k, v in tools.items()},
+    }
+    if principals:
+        doc["principals"] = principals
+    return doc
+
+
+def stripe_tools(api_base: str, **tool: Any) -> dict[str, Any]:
+    """Adapters and tools tables for charge_card on a Stripe simulator."""
+    return {
+        "adapters": {"stripe": {"api_base": api_base, "api_key_env": API_KEY_ENV, "timeout": 5}},
+        "tools": {
+            "charge_card": {
+                "adapter": "stripe",
+                "consistency_window": "1s",
+                "attempt_timeout": "2s",
+                "deadline": "10s",
+                **tool,
+            }
+        },
+    }
+
+
+@dataclass
+class LiveGateway:
+    gateway: Gateway
+    client: EffectGateClient
+    channel: grpc.aio.Channel
+    target: str
+
+    @property
+    def stub(self) -> gateway_pb2_grpc.EffectGatewayStub:
+        return self.client.stub
+
+    @property
+    def operator(self) -> gateway_pb2_grpc.OperatorStub:
+        return self.client.operator
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.gateway.stop()
+
+
+async def start_gateway(config: Config | dict[str, Any], *, token: str = "") -> LiveGateway:
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    gateway = await Gateway.start(cfg)
+    target = f"127.0.0.1:{gateway.port}"
+    channel = grpc.aio.insecure_channel(target)
+    return LiveGateway(gateway, EffectGateClient(channel, token=token), channel, target)
+
+
+# -- a gateway in a child process -----------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def write_toml(doc: Mapping[str, Any], path: Path) -> Path:
+    """A minimal TOML writer for config docs: tables of scalars, nested tables, arrays of tables."""
+    lines: list[str] = []
+
+    def table(prefix: str, values: Mapping[str, Any]) -> None:
+        scalars = {k: v for k, v in values.items() if not isinstance(v, Mapping)}
+        lines.append(f"[{prefix}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in scalars.items())
+        for key, value in values.items():
+            if isinstance(value, Mapping):
+                table(f"{prefix}.{key}", value)
+
+    for key, value in doc.items():
+        if key == "principals":
+            for principal in value:
+                lines.append("[[principals]]")
+                lines.extend(f"{k} = {_toml_value(v)}" for k, v in principal.items())
+        else:
+            table(key, value)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class GatewayProcess:
+    """`effectgate serve` in a child process; `kill()` is a real SIGKILL."""
+
+    def __init__(
+        self, config_path: Path, *, crash_at: str = "", env: Mapping[str, str] | None = None
+    ) -> None:
+        child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        child_env.pop("EFFECTGATE_CRASH_AT", None)
+        if crash_at:
+            child_env["EFFECTGATE_CRASH_AT"] = crash_at
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "effectgate.gateway.cli",
+                "--log-level",
+                "WARNING",
+                "serve",
+                "--config",
+                str(config_path),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            text=True,
+        )
+        self.port = 0
+        self.output: list[str] = []
+
+    async def ready(self, timeout: float = 20.0) -> int:
+        assert self.proc.stdout is not None
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while loop.time() < end:
+            line = await asyncio.wait_for(
+                loop.run_in_executor(None, self.proc.stdout.readline), end - loop.time()
+            )
+            if not line:
+                break
+            self.output.append(line)
+            found = re.search(r"serving on port (\d+)", line)
+            if found:
+                self.port = int(found.group(1))
+                # Keep draining the pipe so the child never blocks on a full pipe.
+                loop.run_in_executor(None, self._drain)
+                return self.port
+        raise RuntimeError("gateway did not start:\n" + "".join(self.output))
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(20)
+
+    async def wait_exit(self, timeout: float = 20.0) -> int:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.proc.wait, timeout)

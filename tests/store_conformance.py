@@ -1,0 +1,274 @@
+"""The store conformance suite: what every backend must do, written once.
+
+`StoreConformance` is collected through tests/test_store_conformance.py, which parametrises the
+`backend` fixture over SQLite and PostgreSQL. Times are plain numbers (the store never reads a
+clock), so every lease and due-date case is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from effectgate.gateway.domain import ActionRecord, ListQuery, State
+from effectgate.gateway.store import Store, StoreUnavailable, open_store
+from tests.store_backends import Backend, record, rich_record
+
+NOW = 10_000.0
+
+
+async def insert_all(store: Store, *records: ActionRecord) -> None:
+    for rec in records:
+        assert (await store.insert_if_absent(rec))[1]
+
+
+async def list_all(store: Store, query: ListQuery) -> list[str]:
+    """Every id the query pages through, in order; fails on a repeated page token."""
+    ids: list[str] = []
+    tokens: set[str] = set()
+    while True:
+        page = await store.list(query)
+        ids.extend(r.action_id for r in page.records)
+        if not page.next_token:
+            return ids
+        assert page.next_token not in tokens
+        tokens.add(page.next_token)
+        query = dataclasses.replace(query, after=page.next_token)
+
+
+class StoreConformance:
+    async def test_insert_if_absent_dedups(self, backend: Backend) -> None:
+        store = await backend.store()
+        first = record("a1")
+        assert await store.insert_if_absent(first) == (first, True)
+        other = record("a1", payload=b"different", fingerprint="other", created_at=2.0)
+        assert await store.insert_if_absent(other) == (first, False)
+        assert await store.get("a1") == first
+        assert await store.get("absent") is None
+
+    async def test_concurrent_inserts_of_one_id_insert_once(self, backend: Backend) -> None:
+        stores = [await backend.store(), await backend.store()]
+        candidates = [record("same", step_id=f"s{i}", fingerprint=f"f{i}") for i in range(50)]
+        results = await asyncio.gather(*(stores[i % 2].insert_if_absent(c) for i, c in enumerate(candidates)))
+        winners = [stored for stored, inserted in results if inserted]
+        assert len(winners) == 1
+        assert all(stored == winners[0] for stored, _ in results)
+        assert await stores[1].get("same") == winners[0]
+
+    async def test_acquire_lease_only_when_free_or_expired(self, backend: Backend) -> None:
+        store = await backend.store()
+        await insert_all(store, record("a1"))
+        leased = await store.acquire_lease("a1", "w1", NOW, 30.0)
+        assert leased is not None
+        assert (leased.fence, leased.lease_owner, leased.lease_expires_at) == (1, "w1", NOW + 30)
+        assert await store.get("a1") == leased
+        assert await store.acquire_lease("a1", "w2", NOW + 29.9, 30.0) is None
+        assert await store.acquire_lease("a1", "w1", NOW + 1, 30.0) is None  # even its holder
+        taken = await store.acquire_lease("a1", "w2", NOW + 30, 30.0)  # expiry is inclusive
+        assert taken is not None
+        assert (taken.fence, taken.lease_owner, taken.lease_expires_at) == (2, "w2", NOW + 60)
+        assert await store.get("a1") == taken
+        assert await store.acquire_lease("absent", "w1", NOW, 30.0) is None
+
+    async def test_update_is_fenced(self, backend: Backend) -> None:
+        store = await backend.store()
+        await insert_all(store, record("a1"))
+        stale = await store.acquire_lease("a1", "w1", NOW, 10.0)
+        fresh = await store.acquire_lease("a1", "w2", NOW + 11, 10.0)
+        assert stale is not None and fresh is not None
+        # The paused worker wakes up and tries to record a dispatch: nothing is written.
+        assert not await store.update(stale.evolve(state=State.DISPATCHED, attempts=1))
+        assert not await store.update(stale.evolve(fence=0, reason="guess"))
+        assert await store.get("a1") == fresh
+        done = fresh.evolve(state=State.DISPATCHED, attempts=1, updated_at=NOW + 12, dispatched_at=NOW)
+        assert await store.update(done)
+        assert await store.get("a1") == done
+        # Releasing the lease is an ordinary fenced write.
+        released = done.evolve(lease_owner="", lease_expires_at=0.0)
+        assert await store.update(released)
+        assert await store.get("a1") == released
+        assert not await store.update(record("absent", fence=1))
+        assert await store.get("absent") is None
+
+    async def test_claim_due_takes_only_due_work(self, backend: Backend) -> None:
+        store = await backend.store()
+        unknown = State.UNKNOWN
+        await insert_all(
+            store,
+            record("planned-free"),
+            record("planned-live"),
+            record("dispatched-expired", state=State.DISPATCHED),
+            record("dispatched-live", state=State.DISPATCHED),
+            record("unknown-due", state=unknown, next_check_at=NOW - 1),
+            record("unknown-due-now", state=unknown, next_check_at=NOW),
+            record("unknown-later", state=unknown, next_check_at=NOW + 1),
+            record("unknown-never", state=unknown, next_check_at=None),
+            record("unknown-due-live", state=unknown, next_check_at=NOW - 1),
+            *(record(s.value, state=s, next_check_at=NOW - 1) for s in State if s not in _DRIVEN),
+        )
+        for action_id in ("planned-live", "dispatched-live", "unknown-due-live"):
+            assert await store.acquire_lease(action_id, "worker", NOW - 5, 60.0)
+        assert await store.acquire_lease("dispatched-expired", "dead", NOW - 100, 60.0)
+
+        claimed = await store.claim_due("rec", NOW, 30.0, 100)
+        due = {"planned-free", "dispatched-expired", "unknown-due", "unknown-due-now"}
+        assert {r.action_id for r in claimed} == due
+        for rec in claimed:
+            assert rec.lease_owner == "rec" and rec.lease_expires_at == NOW + 30
+            assert rec.fence == (2 if rec.action_id == "dispatched-expired" else 1)
+            assert await store.get(rec.action_id) == rec
+        assert await store.claim_due("rec2", NOW + 0.5, 30.0, 100) == []
+        # Once the reconciler's own leases expire, the same work is due again.
+        again = await store.claim_due("rec2", NOW + 30, 30.0, 100)
+        assert {r.action_id for r in again} >= due
+        assert len(await store.claim_due("rec3", NOW + 1_000, 30.0, 2)) == 2
+        assert await store.claim_due("rec3", NOW + 1_000, 30.0, 0) == []
+
+    async def test_concurrent_claims_are_disjoint(self, backend: Backend) -> None:
+        one, two = await backend.store(), await backend.store()
+        await insert_all(one, *(record(f"a{i:03}", created_at=float(i)) for i in range(60)))
+        claims: dict[str, list[str]] = {}
+
+        async def claimer(store: Store, owner: str) -> None:
+            while batch := await store.claim_due(owner, NOW, 60.0, 7):
+                claims.setdefault(owner, []).extend(r.action_id for r in batch)
+
+        await asyncio.gather(claimer(one, "r1"), claimer(two, "r2"), claimer(one, "r3"), claimer(two, "r4"))
+        every = list(itertools.chain.from_iterable(claims.values()))
+        assert sorted(every) == [f"a{i:03}" for i in range(60)]  # each exactly once
+        for owner, ids in claims.items():
+            for action_id in ids:
+                stored = await two.get(action_id)
+                assert stored is not None and (stored.lease_owner, stored.fence) == (owner, 1)
+
+    async def test_list_filters_and_pages(self, backend: Backend) -> None:
+        store = await backend.store()
+        records = [
+            record(
+                f"a{i:02}",
+                created_at=float(100 + i // 3),  # ties: ordered by action_id
+                run_id=f"run-{i % 2}",
+                tool="pay" if i % 3 else "refund",
+                state=State.CONFIRMED if i % 4 == 0 else State.PLANNED,
+            )
+            for i in range(25)
+        ]
+        await insert_all(store, *reversed(records), record("other-tenant", tenant="globex"))
+        expected = [r.action_id for r in records]
+        assert await list_all(store, ListQuery(tenant="acme", page_size=7)) == expected
+        assert await list_all(store, ListQuery(tenant="acme", page_size=25)) == expected
+        assert await list_all(store, ListQuery(tenant="globex")) == ["other-tenant"]
+        assert await list_all(store, ListQuery(tenant="nobody")) == []
+
+        def matching(state: State | None = None, run_id: str = "", tool: str = "") -> list[str]:
+            return [
+                r.action_id
+                for r in records
+                if (state is None or r.state == state)
+                and (not run_id or r.run_id == run_id)
+                and (not tool or r.tool == tool)
+            ]
+
+        for state, run_id, tool in [
+            (State.CONFIRMED, "", ""),
+            (None, "run-1", ""),
+            (None, "", "refund"),
+            (State.PLANNED, "run-0", "pay"),
+            (State.UNKNOWN, "", ""),
+        ]:
+            query = ListQuery(tenant="acme", state=state, run_id=run_id, tool=tool, page_size=3)
+            assert await list_all(store, query) == matching(state, run_id, tool)
+
+        # The cursor is a position, not an offset: rows inserted behind it do not shift pages.
+        first = await store.list(ListQuery(tenant="acme", page_size=10))
+        await insert_all(store, record("a00-early", created_at=50.0), record("z-late", created_at=999.0))
+        rest = await list_all(store, ListQuery(tenant="acme", page_size=10, after=first.next_token))
+        assert [r.action_id for r in first.records] + rest == [*expected, "z-late"]
+        with pytest.raises(ValueError):
+            await store.list(ListQuery(tenant="acme", after="not a cursor"))
+
+    async def test_purge_deletes_only_old_terminal_actions(self, backend: Backend) -> None:
+        store = await backend.store()
+        old = {s: record(f"old-{s.value}", tool="pay", state=s, created_at=100.0) for s in State}
+        await insert_all(
+            store,
+            *old.values(),
+            record("new-confirmed", tool="pay", state=State.CONFIRMED, created_at=200.0),
+            record("other-tool", tool="refund", state=State.CONFIRMED, created_at=100.0),
+        )
+        assert await store.purge("pay", 200.0) == 2
+        for state, rec in old.items():
+            assert (await store.get(rec.action_id) is None) == state.terminal
+        assert await store.get("new-confirmed") is not None
+        assert await store.get("other-tool") is not None
+        await insert_all(store, *(record(f"c{i}", tool="x", state=State.REJECTED) for i in range(3)))
+        assert await store.purge("x", NOW, limit=2) == 2
+        assert await store.purge("x", NOW, limit=2) == 1
+        assert await store.purge("x", NOW) == 0
+
+    async def test_record_round_trips_exactly(self, backend: Backend) -> None:
+        store = await backend.store()
+        rich = rich_record("rich")
+        assert await store.insert_if_absent(rich) == (rich, True)
+        assert await store.get("rich") == rich
+        leased = await store.acquire_lease("rich", "w", NOW, 5.0)
+        assert leased == rich.evolve(fence=1, lease_owner="w", lease_expires_at=NOW + 5)
+        changed = leased.evolve(notes=(*rich.notes, "third"), observation=None, next_check_at=None)
+        assert await store.update(changed)
+        assert await (await backend.store()).get("rich") == changed
+        page = await store.list(ListQuery(tenant="acme"))
+        assert page.records == [changed]
+
+    async def test_unreachable_store_fails_closed(self, backend: Backend) -> None:
+        store = open_store(backend.unreachable_url)
+        with pytest.raises(StoreUnavailable):
+            await store.open()
+        await store.close()
+
+    async def test_unwritable_store_fails_closed(self, backend: Backend) -> None:
+        store = await backend.store()
+        await insert_all(store, record("kept"))
+        leased = await store.acquire_lease("kept", "w", NOW, 60.0)
+        assert leased is not None
+        await backend.block_writes()
+        attempts: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.insert_if_absent(record("new")),
+            lambda: store.insert_if_absent(record("new")),
+            lambda: store.acquire_lease("kept", "w2", NOW + 100, 60.0),
+            lambda: store.update(leased.evolve(state=State.DISPATCHED)),
+            lambda: store.claim_due("rec", NOW + 100, 60.0, 10),
+            lambda: store.purge("payments.charge", NOW),
+        ]
+        for attempt in attempts:
+            with pytest.raises(StoreUnavailable):
+                await attempt()
+        await backend.unblock_writes()
+        reader = await backend.store()
+        assert await reader.get("new") is None
+        assert await reader.get("kept") == leased
+        assert (await reader.insert_if_absent(record("new")))[1]
+
+    async def test_closed_store_is_unavailable(self, backend: Backend) -> None:
+        store = await backend.store()
+        await store.close()
+        with pytest.raises(StoreUnavailable):
+            await store.get("a1")
+        with pytest.raises(StoreUnavailable):
+            await store.insert_if_absent(record("a1"))
+
+    async def test_replicas_starting_together_share_one_schema(self, backend: Backend) -> None:
+        stores = [await backend.store(open_it=False) for _ in range(3)]
+        await asyncio.gather(*(s.open() for s in stores))
+        await insert_all(stores[0], record("a1"))
+        assert [await s.get("a1") for s in stores] == [record("a1")] * 3
+        # A restart re-runs the migrations as no-ops.
+        await stores[2].close()
+        await stores[2].open()
+        assert await stores[2].get("a1") == record("a1")
+
+
+_DRIVEN = (State.PLANNED, State.DISPATCHED, State.UNKNOWN)

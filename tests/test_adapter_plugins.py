@@ -1,0 +1,77 @@
+"""A third adapter package, outside effectgate/adapters, is found through its entry point.
+
+The package (tests/plugins/eg_echo_adapter) is really installed, by pip from its own pyproject,
+into a temporary directory that is then put on sys.path: discovery reads the dist-info pip wrote,
+exactly as for a package installed in site-packages, without touching the venv.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.protobuf import struct_pb2
+
+from effectgate.adapters.base import ActionCall, ConfigError, Outcome
+from effectgate.adapters.registry import adapter_class, build_adapter, installed
+
+PLUGIN = Path(__file__).parent / "plugins" / "eg_echo_adapter"
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("plugin")
+    source = work / "src"
+    shutil.copytree(PLUGIN, source)  # pip builds in place; keep the repository clean
+    site = work / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(site), str(source)],
+        check=True,
+        timeout=120,
+    )  # fmt: skip
+    return site
+
+
+@pytest.fixture
+def with_plugin(plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.syspath_prepend(str(plugin_site))
+    yield
+    sys.modules.pop("eg_echo_adapter", None)
+
+
+def test_builtin_adapters_are_entry_points() -> None:
+    assert {"stripe", "postmark", "smtp", "http"} <= set(installed())
+
+
+def test_unknown_kind_lists_what_is_installed() -> None:
+    with pytest.raises(ConfigError) as err:
+        adapter_class("echo")
+    assert "no adapter of kind 'echo'" in str(err.value)
+    assert "http, postmark, smtp, stripe" in str(err.value)
+
+
+def test_kind_defaults_to_the_table_name_and_may_repeat() -> None:
+    a = build_adapter("crm_a", {"kind": "http", "request": {"url": "http://127.0.0.1:9/a"}})
+    b = build_adapter("crm_b", {"kind": "http", "request": {"url": "http://127.0.0.1:9/b"}})
+    assert type(a) is type(b) is adapter_class("http")
+    with pytest.raises(ConfigError, match="kind 'crm_c'"):
+        build_adapter("crm_c", {"request": {"url": "/x"}})
+
+
+async def test_third_party_package_is_discovered(with_plugin: None) -> None:
+    cls = adapter_class("echo")
+    assert cls.__module__ == "eg_echo_adapter"
+    assert Path(sys.modules["eg_echo_adapter"].__file__ or "").is_relative_to(sys.path[0])
+    adapter = build_adapter("echo_main", {"kind": "echo"})
+    payload = struct_pb2.Struct()
+    payload.update({"hello": "world"})
+    call = ActionCall("act_1", "key_1", payload, scope="s", tool="echo", tenant="t")
+    assert (await adapter.verify(call)).outcome is Outcome.NOT_FOUND
+    receipt = await adapter.execute(call)
+    assert receipt.result == {"hello": "world"}
+    assert (await adapter.verify(call)).outcome is Outcome.CONFIRMED

@@ -1,0 +1,10 @@
+"""Runs the store conformance suite (tests/store_conformance.py) on every backend
+(the parametrised `backend` fixture lives in tests/conftest.py)."""
+
+from __future__ import annotations
+
+from tests.store_conformance import StoreConformance
+
+
+class TestStoreConformance(StoreConformance):
+    pass

@@ -1,0 +1,109 @@
+"""PostgreSQL-only store behaviour: migrations, row locks, server loss and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from effectgate.gateway.store import StoreUnavailable, open_store
+from effectgate.gateway.store.postgres import PostgresStore, migrations
+from tests import pg
+from tests.store_backends import record
+
+NOW = 10_000.0
+
+
+async def test_concurrent_starts_apply_each_migration_once(pg_dsn: str) -> None:
+    stores = [open_store(pg_dsn) for _ in range(5)]
+    try:
+        await asyncio.gather(*(s.open() for s in stores))
+    finally:
+        for store in stores:
+            await store.close()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        applied = [(r["version"], r["name"]) for r in await conn.fetch("SELECT * FROM schema_migrations")]
+        indexes = {r["indexname"] for r in await conn.fetch("SELECT indexname FROM pg_indexes")}
+    finally:
+        await conn.close()
+    assert sorted(applied) == [(version, name) for version, name, _ in migrations()]
+    assert applied[0] == (1, "0001_actions.sql")
+    assert {
+        "actions_state_next_check",
+        "actions_state_lease",
+        "actions_tenant_created",
+        "actions_run",
+        "actions_tool_created",
+    } <= indexes
+
+
+async def test_postgres_scheme_alias(pg_dsn: str) -> None:
+    store = open_store(pg_dsn.replace("postgresql://", "postgres://", 1))
+    await store.open()
+    try:
+        assert (await store.insert_if_absent(record("a1")))[1]
+    finally:
+        await store.close()
+
+
+async def test_claim_due_skips_rows_locked_elsewhere(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn)
+    await store.open()
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        for action_id in ("a1", "a2"):
+            await store.insert_if_absent(record(action_id))
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM actions WHERE action_id = 'a1' FOR UPDATE")
+            claimed = await asyncio.wait_for(store.claim_due("rec", NOW, 30.0, 10), 2.0)
+            assert [r.action_id for r in claimed] == ["a2"]
+    finally:
+        await other.close()
+        await store.close()
+
+
+async def test_stalled_statement_fails_closed(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, command_timeout=0.3)
+    await store.open()
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        await store.insert_if_absent(record("a1"))
+        leased = await store.acquire_lease("a1", "w", NOW, 30.0)
+        assert leased is not None
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM actions WHERE action_id = 'a1' FOR UPDATE")
+            with pytest.raises(StoreUnavailable):
+                await store.update(leased.evolve(reason="blocked"))
+        assert await store.get("a1") == leased
+    finally:
+        await other.close()
+        await store.close()
+
+
+async def test_server_loss_fails_closed_and_recovers(pg_private_server: pg.PgServer) -> None:
+    name, dsn = await pg.create_database(pg_private_server.dsn)
+    store = PostgresStore(dsn, connect_timeout=1.0)
+    await store.open()
+    try:
+        await store.insert_if_absent(record("before"))
+        pg_private_server.stop("immediate")
+        with pytest.raises(StoreUnavailable):
+            await store.insert_if_absent(record("during"))
+        with pytest.raises(StoreUnavailable):
+            await store.get("before")
+        pg_private_server.start()
+        # The pool replaces its dead connections; no restart of the store is needed.
+        async with asyncio.timeout(10):
+            while True:
+                try:
+                    assert (await store.insert_if_absent(record("after")))[1]
+                    break
+                except StoreUnavailable:
+                    await asyncio.sleep(0.1)
+        assert await store.get("before") is not None
+        assert await store.get("during") is None
+    finally:
+        await store.close()
+        await pg.drop_database(pg_private_server.dsn, name)
