@@ -76,11 +76,11 @@ class LiveGateway:
     target: str
 
     @property
-    def stub(self) -> gateway_pb2_grpc.EffectGatewayStub:
+    def stub(self) -> gateway_pb2_grpc.EffectGatewayAsyncStub:
         return self.client.stub
 
     @property
-    def operator(self) -> gateway_pb2_grpc.OperatorStub:
+    def operator(self) -> gateway_pb2_grpc.OperatorAsyncStub:
         return self.client.operator
 
     async def close(self) -> None:

@@ -70,9 +70,11 @@ class SqliteBackend(Backend):
 
     @property
     def unreachable_url(self) -> str:
-        directory = self.tmp_path / "a-directory"
-        directory.mkdir(exist_ok=True)
-        return f"sqlite:///{directory}"
+        # A file that is not a database. (A path aiosqlite cannot even open works too, but
+        # aiosqlite then stops its worker thread behind the caller's back, which warns.)
+        garbage = self.tmp_path / "not-a-database.db"
+        garbage.write_bytes(b"this is not an SQLite file" * 100)
+        return f"sqlite:///{garbage}"
 
     async def block_writes(self) -> None:
         # Another process holding the write lock: file permissions would not stop root (CI).

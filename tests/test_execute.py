@@ -43,7 +43,11 @@ async def gw(tmp_path: Path, sim: StripeSimulator) -> AsyncIterator[LiveGateway]
 
 
 def request(
-    run: str = "run-1", step: str = "charge", scope: str = "order:1093", payload: Any = CHARGE, call: str = "c1"
+    run: str = "run-1",
+    step: str = "charge",
+    scope: str = "order:1093",
+    payload: Any = CHARGE,
+    call: str = "c1",
 ) -> pb.ExecuteRequest:
     packed = any_pb2.Any()
     packed.Pack(payload)
@@ -130,7 +134,9 @@ async def test_search_lag_longer_than_first_verification_makes_no_second_effect(
 
 async def test_same_key_other_amount_is_refused(gw: LiveGateway, sim: StripeSimulator) -> None:
     await gw.stub.Execute(request())
-    other = tools_pb2.ChargeCard(customer="cus_42", amount=2000, currency="usd", payment_method="pm_card_visa")
+    other = tools_pb2.ChargeCard(
+        customer="cus_42", amount=2000, currency="usd", payment_method="pm_card_visa"
+    )
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await gw.stub.Execute(request(payload=other, call="c2"))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -142,7 +148,9 @@ async def test_same_key_other_amount_is_refused(gw: LiveGateway, sim: StripeSimu
 
 async def test_normalised_payload_is_the_same_action(gw: LiveGateway, sim: StripeSimulator) -> None:
     first = await gw.stub.Execute(request())
-    shouted = tools_pb2.ChargeCard(customer=" cus_42 ", amount=1000, currency="USD", payment_method="pm_card_visa")
+    shouted = tools_pb2.ChargeCard(
+        customer=" cus_42 ", amount=1000, currency="USD", payment_method="pm_card_visa"
+    )
     again = await gw.stub.Execute(request(payload=shouted, call="c2"))
     assert again.replayed and again.action.fingerprint == first.action.fingerprint
     assert len(effects(sim)) == 1
@@ -190,7 +198,10 @@ async def test_store_that_cannot_be_written_fails_closed(tmp_path: Path, sim: St
         (lambda r: setattr(r, "tool", "launch_rockets"), "tool"),
         (lambda r: r.payload.Pack(tools_pb2.SendEmail(to="a@b.c")), "payload"),
         (lambda r: r.ClearField("payload"), "payload"),
-        (lambda r: r.payload.Pack(tools_pb2.ChargeCard(customer="c", amount=-5, currency="usd")), "payload.amount"),
+        (
+            lambda r: r.payload.Pack(tools_pb2.ChargeCard(customer="c", amount=-5, currency="usd")),
+            "payload.amount",
+        ),
     ],
 )
 async def test_invalid_requests_get_field_violations(
@@ -289,7 +300,11 @@ async def test_verify_rpc_reads_back_without_dispatching(gw: LiveGateway, sim: S
     assert by_id.observation.outcome == pb.OBSERVATION_OUTCOME_CONFIRMED
     by_ref = await gw.stub.Verify(
         pb.VerifyRequest(
-            ref=pb.ActionRef(context=pb.RunContext(run_id="run-1", step_id="charge"), tool="charge_card", scope="order:1093")
+            ref=pb.ActionRef(
+                context=pb.RunContext(run_id="run-1", step_id="charge"),
+                tool="charge_card",
+                scope="order:1093",
+            )
         )
     )
     assert by_ref.action.action_id == done.action.action_id

@@ -195,9 +195,7 @@ def parse_config(doc: Mapping[str, Any]) -> Config:
         max_message_bytes=int(server.get("max_message_bytes", Config.max_message_bytes)),
         shutdown_grace=parse_duration(server.get("shutdown_grace", 10), "server.shutdown_grace"),
         lease_ttl=parse_duration(gateway.get("lease_ttl", 30), "gateway.lease_ttl"),
-        reconcile_interval=parse_duration(
-            gateway.get("reconcile_interval", 5), "gateway.reconcile_interval"
-        ),
+        reconcile_interval=parse_duration(gateway.get("reconcile_interval", 5), "gateway.reconcile_interval"),
         recheck_min=parse_duration(gateway.get("recheck_min", 2), "gateway.recheck_min"),
         recheck_max=parse_duration(gateway.get("recheck_max", 3600), "gateway.recheck_max"),
         retention_interval=parse_duration(
@@ -214,9 +212,7 @@ def parse_config(doc: Mapping[str, Any]) -> Config:
         )
     for tool in tools.values():
         if tool.attempt_timeout >= config.lease_ttl:
-            raise ConfigError(
-                f"tools.{tool.name}.attempt_timeout must be shorter than gateway.lease_ttl"
-            )
+            raise ConfigError(f"tools.{tool.name}.attempt_timeout must be shorter than gateway.lease_ttl")
     return config
 
 

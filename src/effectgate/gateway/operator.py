@@ -62,7 +62,9 @@ class Operations:
         resolved = leased.evolve(
             state=resolution,
             receipt=receipt,
-            observation=Observation(RESOLUTIONS[resolution], detail=f"operator: {note}", evidence=evidence, at=now),
+            observation=Observation(
+                RESOLUTIONS[resolution], detail=f"operator: {note}", evidence=evidence, at=now
+            ),
             reason=f"reconciled by {who}",
             next_step=NextStep.DISPATCH if resolution is State.NOT_FOUND else NextStep.NONE,
             next_check_at=None,

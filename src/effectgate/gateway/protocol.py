@@ -232,7 +232,9 @@ class EffectProtocol:
             self.store.acquire_lease(action_id, self.settings.owner, self.clock(), self.settings.lease_ttl)
         )
         if leased is None:  # in flight elsewhere: observe without writing
-            return record, await self.driver.read_back(record, tool, self.clock() + tool.config.attempt_timeout)
+            return record, await self.driver.read_back(
+                record, tool, self.clock() + tool.config.attempt_timeout
+            )
         try:
             return await self._guard(self.driver.observe(leased, tool))
         except LeaseLost:

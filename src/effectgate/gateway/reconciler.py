@@ -19,7 +19,9 @@ log = logging.getLogger("effectgate.reconciler")
 
 
 class Reconciler:
-    def __init__(self, protocol: EffectProtocol, *, interval: float, batch: int = 32, parallel: int = 8) -> None:
+    def __init__(
+        self, protocol: EffectProtocol, *, interval: float, batch: int = 32, parallel: int = 8
+    ) -> None:
         self.protocol = protocol
         self.interval = interval
         self.batch = batch

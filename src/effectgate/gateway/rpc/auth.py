@@ -13,9 +13,7 @@ from collections.abc import Iterable, Sequence
 from effectgate.gateway.config import Principal
 from effectgate.gateway.errors import PermissionDenied, Unauthenticated
 
-DEV_PRINCIPAL = Principal(
-    name="dev", tenant="dev", token_sha256="", roles=frozenset({"agent", "operator"})
-)
+DEV_PRINCIPAL = Principal(name="dev", tenant="dev", token_sha256="", roles=frozenset({"agent", "operator"}))
 
 
 class Authenticator:

@@ -44,9 +44,7 @@ class Store(ABC):
     async def get(self, action_id: str) -> ActionRecord | None: ...
 
     @abstractmethod
-    async def acquire_lease(
-        self, action_id: str, owner: str, now: float, ttl: float
-    ) -> ActionRecord | None:
+    async def acquire_lease(self, action_id: str, owner: str, now: float, ttl: float) -> ActionRecord | None:
         """Takes the lease if nobody holds a live one: sets the owner, the expiry, and fence+1.
         Returns the leased record, or None when the action is absent or leased by someone."""
 

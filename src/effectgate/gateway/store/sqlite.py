@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -105,11 +106,24 @@ class SqliteStore(Store):
         try:
             self._db = await aiosqlite.connect(self.path, isolation_level=None)
             await self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            await self._db.execute("PRAGMA journal_mode = WAL")
+            await self._enable_wal(self._db)
             await self._db.execute(f"PRAGMA synchronous = {self.synchronous}")
             await self._db.executescript(SCHEMA)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+
+    async def _enable_wal(self, db: aiosqlite.Connection) -> None:
+        # Switching a new file to WAL fails at once ("database is locked", no busy handler)
+        # while another process opens the same file: retry within the busy timeout.
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                await db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(0.01)
 
     async def close(self) -> None:
         if self._db is not None:

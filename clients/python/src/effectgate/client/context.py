@@ -61,7 +61,9 @@ def _using(ctx: RunContext) -> Iterator[RunContext]:
 def run(run_id: str | None = None, *, agent: str = "", parent_run_id: str = "") -> Iterator[RunContext]:
     """One agent run. Pass the id your runtime persists (so a resumed run keeps it); a new one is
     made only for a brand-new run."""
-    with _using(RunContext(run_id=run_id or f"run-{uuid.uuid4().hex}", agent=agent, parent_run_id=parent_run_id)) as ctx:
+    with _using(
+        RunContext(run_id=run_id or f"run-{uuid.uuid4().hex}", agent=agent, parent_run_id=parent_run_id)
+    ) as ctx:
         yield ctx
 
 
