@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint proto proto-check bench chaos serve clean
+.PHONY: demo test test-services lint proto proto-check bench chaos venv clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,12 @@ demo: $(STAMP)
 	$(PY) -m effectgate.demo
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
-test: $(STAMP) lint proto-check
+test: $(STAMP) test-services lint proto-check
 	$(PY) -m pytest
+
+# Debian's PostgreSQL and Dovecot, installed when missing (as root); the tests start their own.
+test-services:
+	bash scripts/install_test_services.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -72,11 +72,15 @@ class Target:
         self.adapter_name = name.replace(":", "_").replace("+", "_")
 
     def settings(self) -> dict[str, Any]:
+        os.environ.setdefault(SECRET_ENV, CANARY)
         return self._settings()
 
     async def build(self, secret: str | None = None) -> Adapter:
         os.environ[SECRET_ENV] = CANARY if secret is None else secret
-        return build_adapter(self.adapter_name, self.settings())
+        try:
+            return build_adapter(self.adapter_name, self._settings())
+        finally:
+            os.environ[SECRET_ENV] = CANARY
 
     def good_payload(self, tag: str) -> Message:
         return self._good(tag)

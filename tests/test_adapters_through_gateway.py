@@ -109,5 +109,7 @@ async def test_faults_through_gateway(name: str, tmp_path: Path, request: pytest
     assert not duplicates, f"duplicate effects at the provider: {duplicates}"
     states = Counter(gateway_pb2.EffectState.Name(a.state) for a in actions)
     print(name, dict(states), "effects:", len(target.effect_identities()))
+    for a in actions:
+        print("   ", gateway_pb2.EffectState.Name(a.state), a.attempts, a.reason[:150])
     if target.sim is not None and name != "smtp":
         assert states["EFFECT_STATE_CONFIRMED"] > 0

@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 
+from effectgate.adapters.base import ConfigError as AdapterConfigError
 from effectgate.gateway.config import ConfigError, load_config
 
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         from effectgate.chaos.cli import main as chaos_main
 
         return chaos_main(args.rest)
-    except ConfigError as exc:
+    except (ConfigError, AdapterConfigError) as exc:
         print(f"effectgate: configuration error: {exc}", file=sys.stderr)
         return 2
 

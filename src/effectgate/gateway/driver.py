@@ -29,7 +29,7 @@ from effectgate.adapters.base import (
     Outcome,
     Receipt,
 )
-from effectgate.gateway import failpoints
+from effectgate.gateway import failpoints, telemetry
 from effectgate.gateway.domain import ActionRecord, NextStep, State
 from effectgate.gateway.keys import provider_key
 from effectgate.gateway.store.base import Store
@@ -127,7 +127,8 @@ class Driver:
             return await self._write(record.evolve(reason="no time left to send"))
         call = self._call(record, tool)
         try:
-            receipt = await asyncio.wait_for(tool.adapter.execute(call), timeout)
+            with telemetry.span("effectgate.provider.execute", tool=record.tool, attempt=record.attempts):
+                receipt = await asyncio.wait_for(tool.adapter.execute(call), timeout)
         except DefinitiveError as exc:
             return await self._write(
                 record.evolve(
@@ -173,7 +174,10 @@ class Driver:
     async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:
         timeout = max(MIN_CALL_BUDGET, min(tool.config.attempt_timeout, deadline - self.clock()))
         try:
-            return await asyncio.wait_for(tool.adapter.verify(self._call(record, tool)), timeout)
+            with telemetry.span("effectgate.provider.verify", tool=record.tool) as current:
+                observation = await asyncio.wait_for(tool.adapter.verify(self._call(record, tool)), timeout)
+                current.set_attribute("effectgate.outcome", observation.outcome.value)
+                return observation
         except TimeoutError:
             return Observation.unknown("read-back timed out")
         except Exception as exc:  # an adapter bug must not lose the action

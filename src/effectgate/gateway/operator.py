@@ -6,12 +6,15 @@ note on the action. Each takes the action's lease first, so it cannot race a wor
 
 from __future__ import annotations
 
+import asyncio
+
 from effectgate.adapters.base import Observation, Outcome, Receipt
 from effectgate.gateway.config import Bypass
 from effectgate.gateway.domain import ActionRecord, NextStep, State
-from effectgate.gateway.errors import InvalidRequest, PolicyConflict
+from effectgate.gateway.errors import InFlight, InvalidRequest, PolicyConflict
 from effectgate.gateway.protocol import EffectProtocol
 
+APPROVAL_RACE_POLLS = 200
 RESOLUTIONS = {
     State.CONFIRMED: Outcome.CONFIRMED,
     State.REJECTED: Outcome.NOT_FOUND,
@@ -24,10 +27,18 @@ class Operations:
         self.protocol = protocol
 
     async def approve(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
-        record = await self.protocol.get(tenant, action_id)
-        if record.state is not State.AWAITING_APPROVAL:
-            return record  # approving twice (or after the fact) changes nothing
-        leased = await self.protocol.lease(action_id)
+        # Two clicks may race: the loser waits for the winner's short write, then sees the
+        # action approved and changes nothing.
+        for _ in range(APPROVAL_RACE_POLLS):
+            record = await self.protocol.get(tenant, action_id)
+            if record.state is not State.AWAITING_APPROVAL:
+                return record  # approving twice (or after the fact) changes nothing
+            leased = await self.protocol.try_lease(action_id)
+            if leased is not None:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise InFlight(action_id, retry_after=0.5)
         if leased.state is not State.AWAITING_APPROVAL:
             return await self._release(leased)
         approved = leased.evolve(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from effectgate.adapters.base import Observation
-from effectgate.gateway import failpoints, keys
+from effectgate.gateway import failpoints, keys, telemetry
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
 from effectgate.gateway.domain import ActionRecord, ListQuery, NextStep, Page, State
 from effectgate.gateway.driver import Driver, DriverSettings, LeaseLost
@@ -96,6 +96,12 @@ class EffectProtocol:
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
+        with telemetry.span("effectgate.execute", tool=cmd.tool, tool_call_id=cmd.tool_call_id) as current:
+            result = await self._execute(cmd, deadline)
+            telemetry.describe(current, result.record, replayed=result.replayed)
+            return result
+
+    async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
         validate_context(cmd.run_id, cmd.step_id, cmd.tool)
         tool = self.tools.get(cmd.tool)
         payload = tool.normalize(tool.parse(cmd.payload_type_url, cmd.payload))
@@ -160,9 +166,7 @@ class EffectProtocol:
                     raise InFlight(record.action_id, retry_after=max(0.5, record.lease_expires_at - now))
                 record, delay = await self._wait_for_holder(record, deadline, delay)
                 continue
-            leased = await self._guard(
-                self.store.acquire_lease(record.action_id, self.settings.owner, now, self.settings.lease_ttl)
-            )
+            leased = await self.try_lease(record.action_id)
             if leased is None:  # someone else took it between our read and our claim
                 record = await self._get(record.action_id)
                 continue
@@ -228,9 +232,7 @@ class EffectProtocol:
         """A read-back now. It updates the action only if nobody drives it; it never dispatches."""
         record = await self.get(tenant, action_id)
         tool = self.tools.get(record.tool)
-        leased = await self._guard(
-            self.store.acquire_lease(action_id, self.settings.owner, self.clock(), self.settings.lease_ttl)
-        )
+        leased = await self.try_lease(action_id)
         if leased is None:  # in flight elsewhere: observe without writing
             return record, await self.driver.read_back(
                 record, tool, self.clock() + tool.config.attempt_timeout
@@ -260,10 +262,14 @@ class EffectProtocol:
             raise ActionNotFound(action_id)
         return record
 
-    async def lease(self, action_id: str) -> ActionRecord:
-        leased = await self._guard(
+    async def try_lease(self, action_id: str) -> ActionRecord | None:
+        return await self._guard(
             self.store.acquire_lease(action_id, self.settings.owner, self.clock(), self.settings.lease_ttl)
         )
+
+    async def lease(self, action_id: str) -> ActionRecord:
+        """The action's lease, or InFlight when another worker holds it."""
+        leased = await self.try_lease(action_id)
         if leased is None:
             await self._get(action_id)  # raises ActionNotFound when absent
             raise InFlight(action_id, retry_after=1.0)

@@ -75,9 +75,20 @@ class Gateway:
 
     @classmethod
     async def start(cls, config: Config) -> Gateway:
+        adapters = build_adapters(config)  # config errors surface before anything is opened
         store = open_store(config.store_url)
-        await store.open()
-        adapters = build_adapters(config)
+        try:
+            await store.open()
+            return await cls._serve(config, store, adapters)
+        except BaseException:
+            await store.close()
+            for adapter in adapters.values():
+                with contextlib.suppress(Exception):
+                    await adapter.close()
+            raise
+
+    @classmethod
+    async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter]) -> Gateway:
         tools = ToolSet(
             {name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()}
         )

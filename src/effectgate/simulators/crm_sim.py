@@ -16,7 +16,9 @@ definitive refusal). An invoice with a non-positive or non-integer amount is a 4
 
 Faults (see `faults.py`): `partial` applies half the effect: activation sets status ACTIVE but
 leaves `activated_at` null; an invoice row is stored without its amount (null). The answer shows
-the half-applied resource. `delayed_visibility`: reads (GET) show the write only after the plan's
+the half-applied resource. With `settle_seconds` set, the missing half lands that much later (a
+non-atomic write finishing late, as a Stripe `processing` intent settles); None keeps it half.
+`delayed_visibility`: reads (GET) show the write only after the plan's
 `visibility_lag`; until then they show the previous state. The injected `conflict` is a 409.
 
 Ledger: `{"kind": "activate_customer" | "invoice", "params", "fault", "at"}`.
@@ -44,12 +46,18 @@ class _Version:
 
     data: JsonDict | None
     visible_at: float
+    # A half-applied write's whole form and when it lands (None: it never does).
+    whole: JsonDict | None = None
+    whole_at: float = 0.0
+
+    def at(self, now: float) -> JsonDict | None:
+        return self.whole if self.whole is not None and now >= self.whole_at else self.data
 
 
 def _seen(versions: list[_Version], now: float) -> JsonDict | None:
     """The newest version already visible at `now` (None: nothing visible)."""
     visible = [v for v in versions if v.visible_at <= now]
-    return visible[-1].data if visible else None
+    return visible[-1].at(now) if visible else None
 
 
 class CrmSimulator(SimulatorServer):
@@ -62,9 +70,11 @@ class CrmSimulator(SimulatorServer):
         faults: FaultPlan | None = None,
         visibility_lag: float = 5.0,
         latency: float = 0.0,
+        settle_seconds: float | None = None,
     ) -> None:
         super().__init__(faults=faults, visibility_lag=visibility_lag, latency=latency)
         self.api_key = api_key
+        self.settle_seconds = settle_seconds
         self.customers: dict[str, list[_Version]] = {}
         # Every invoice row ever written, duplicates included, each with its visibility.
         self.invoices: list[_Version] = []
@@ -93,6 +103,16 @@ class CrmSimulator(SimulatorServer):
         initial = {"id": customer_id, "status": "INACTIVE", "activated_at": None}
         return self.customers.setdefault(customer_id, [_Version(initial, 0.0)])
 
+    def _half(self, whole: JsonDict, missing: str, fault: Fault | None, now: float) -> _Version:
+        """The stored version of a write; a `partial` one lacks `missing` (maybe until it settles)."""
+        visible_at = now + self.visibility_delay(fault)
+        if fault is not Fault.PARTIAL:
+            return _Version(whole, visible_at)
+        half = dict(whole, **{missing: None})
+        if self.settle_seconds is None:
+            return _Version(half, visible_at)
+        return _Version(half, visible_at, whole=whole, whole_at=now + self.settle_seconds)
+
     # -- customers -----------------------------------------------------------------------------
 
     async def _activate(self, request: web.Request) -> web.StreamResponse:
@@ -107,12 +127,10 @@ class CrmSimulator(SimulatorServer):
 
         async def commit(fault: Fault | None) -> SimResponse:
             now = self.now()
-            data = {
-                "id": customer_id,
-                "status": "ACTIVE",
-                "activated_at": None if fault is Fault.PARTIAL else now,
-            }
-            versions.append(_Version(data, now + self.visibility_delay(fault)))
+            data = {"id": customer_id, "status": "ACTIVE", "activated_at": now}
+            version = self._half(data, "activated_at", fault, now)
+            versions.append(version)
+            data = version.data or data
             self.record("activate_customer", {"id": customer_id}, fault=fault.value if fault else None)
             return SimResponse(200, dict(data))
 
@@ -154,12 +172,10 @@ class CrmSimulator(SimulatorServer):
 
         async def commit(fault: Fault | None) -> SimResponse:
             now = self.now()
-            row = dict(params, created_at=now)
-            if fault is Fault.PARTIAL:
-                row["amount"] = None
-            self.invoices.append(_Version(row, now + self.visibility_delay(fault)))
+            version = self._half(dict(params, created_at=now), "amount", fault, now)
+            self.invoices.append(version)
             self.record("invoice", dict(params), fault=fault.value if fault else None)
-            return SimResponse(201, dict(row))
+            return SimResponse(201, dict(version.data or {}))
 
         return await self.write(request, commit)
 
@@ -170,7 +186,9 @@ class CrmSimulator(SimulatorServer):
         invoice_id = request.match_info["id"]
         now = self.now()
         rows = [
-            v.data for v in self.invoices if v.visible_at <= now and v.data and v.data["id"] == invoice_id
+            row
+            for v in self.invoices
+            if v.visible_at <= now and (row := v.at(now)) and row["id"] == invoice_id
         ]
         if not rows:
             return self.render(self.error_response(404, "not_found", f"No invoice {invoice_id}."))

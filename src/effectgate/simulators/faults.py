@@ -15,6 +15,8 @@ order of events):
 - `partial`: the effect is applied only partly; each simulator documents what that means.
 - `delayed_visibility`: the effect shows up in search/list reads only after `visibility_lag`
   seconds (reads by id stay immediate, as at Stripe).
+- `drop_delayed`: both of the above on one write, a lost response whose effect reads do not show
+  yet (the study draws its timeout and delayed-visibility faults independently, so they meet).
 
 Decisions come first from a scripted queue (`script([...])`, for exact tests), then from the
 random plan: one `random.Random(seed)` draw per decision, walked through the kinds in the fixed
@@ -38,6 +40,8 @@ class Fault(enum.StrEnum):
     CONFLICT = "conflict"
     PARTIAL = "partial"
     DELAYED_VISIBILITY = "delayed_visibility"
+    # Appended last: the draw walks kinds in this order, so earlier plans keep their faults.
+    DROP_DELAYED = "drop_delayed"
 
 
 # The order random draws walk through; part of the determinism contract, do not reorder.
@@ -84,6 +88,7 @@ class FaultPlan:
     conflict: float = 0.0
     partial: float = 0.0
     delayed_visibility: float = 0.0
+    drop_delayed: float = 0.0
     seed: int = 0
     slow_seconds: float = 2.0
     # Lag of a `delayed_visibility` effect; None means the simulator's own default.

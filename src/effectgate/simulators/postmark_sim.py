@@ -13,8 +13,9 @@ Refusals: 401 (ErrorCode 10) for a bad token; 422 (ErrorCode 300) for a missing 
 sender/recipient; 422 (ErrorCode 406) for a recipient in `inactive_domain` (Postmark's
 "inactive recipient"). None of them consume a fault.
 
-Faults (see `faults.py`): `partial` accepts the message but leaves it `Queued` (never sent); the
-answer says `"Message": "Queued"` instead of `"OK"`. `delayed_visibility` hides it from the
+Faults (see `faults.py`): `partial` accepts the message but leaves it `Queued` (never sent, or
+with `settle_seconds` set, sent that much later); the answer says `"Message": "Queued"`, not `"OK"`.
+`delayed_visibility` hides it from the
 search for the plan's `visibility_lag` (at least `search_lag`). The injected `conflict` is a 409.
 
 Ledger: `{"kind": "email", "id", "params": {from, to, subject}, "metadata", "status", "fault"}`.
@@ -43,6 +44,14 @@ _ERROR_CODES = {"conflict": 409, "api_error": 500}
 class _Sent:
     data: JsonDict
     visible_at: float
+    # When a `Queued` message goes out (None: never).
+    sends_at: float | None = None
+
+    def view(self, now: float) -> JsonDict:
+        if self.sends_at is not None and now >= self.sends_at:
+            self.sends_at = None
+            self.data["Status"] = "Sent"
+        return self.data
 
 
 class PostmarkSimulator(SimulatorServer):
@@ -57,9 +66,11 @@ class PostmarkSimulator(SimulatorServer):
         faults: FaultPlan | None = None,
         visibility_lag: float = 5.0,
         latency: float = 0.0,
+        settle_seconds: float | None = None,
     ) -> None:
         super().__init__(faults=faults, visibility_lag=visibility_lag, latency=latency)
         self.server_token = server_token
+        self.settle_seconds = settle_seconds
         self.search_lag = search_lag
         self.inactive_domain = inactive_domain.lower()
         self.messages: list[_Sent] = []
@@ -124,7 +135,8 @@ class PostmarkSimulator(SimulatorServer):
             "Headers": list(body.get("Headers", [])),
             "MessageStream": str(body.get("MessageStream", "outbound")),
         }
-        self.messages.append(_Sent(data, now + self.visibility_delay(fault, self.search_lag)))
+        sends_at = None if status == "Sent" or self.settle_seconds is None else now + self.settle_seconds
+        self.messages.append(_Sent(data, now + self.visibility_delay(fault, self.search_lag), sends_at))
         self.record(
             "email",
             {"from": body["From"], "to": body["To"], "subject": data["Subject"]},
@@ -157,7 +169,7 @@ class PostmarkSimulator(SimulatorServer):
         recipient = query.get("recipient", "").lower()
         now = self.now()
         hits = [
-            m.data
+            m.view(now)
             for m in self.messages
             if m.visible_at <= now
             and all(m.data["Metadata"].get(k) == v for k, v in wanted.items())

@@ -10,7 +10,7 @@ in one shared order:
                  -> error_after_commit? the answer becomes a 500
                  -> slot.complete(answer)    # idempotency store keeps what the client should get
                  -> slow? sleep slow_seconds
-                 -> drop_after_commit? close the connection with no answer
+                 -> drop_after_commit (or drop_delayed)? close the connection with no answer
 
 Every simulator also serves the admin endpoints (no auth; loopback only):
 
@@ -122,7 +122,7 @@ class SimulatorServer:
 
     def visibility_delay(self, fault: Fault | None, normal: float = 0.0) -> float:
         """Seconds until an effect committed under `fault` shows in search/list reads."""
-        if fault is Fault.DELAYED_VISIBILITY:
+        if fault in (Fault.DELAYED_VISIBILITY, Fault.DROP_DELAYED):
             lag = self.injector.plan.visibility_lag
             return max(normal, self.visibility_lag if lag is None else lag)
         return normal
@@ -171,7 +171,7 @@ class SimulatorServer:
                 slot.release()
         if fault is Fault.SLOW:
             await asyncio.sleep(self.injector.plan.slow_seconds)
-        if fault is Fault.DROP_AFTER_COMMIT:
+        if fault in (Fault.DROP_AFTER_COMMIT, Fault.DROP_DELAYED):
             self.drop_connection(request)
         return self.render(answer)
 

@@ -1,0 +1,110 @@
+"""What operators meet first: health, reflection, the container's health check, config errors."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from effectgate.gateway import healthcheck
+from effectgate.gateway.config import ConfigError, parse_config, parse_duration
+from effectgate.simulators.stripe_sim import StripeSimulator
+from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools, write_toml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+async def live(tmp_path: Path) -> AsyncIterator[LiveGateway]:
+    sim = StripeSimulator(api_key=API_KEY)
+    await sim.start()
+    gateway = await start_gateway(config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url)))
+    yield gateway
+    await gateway.close()
+    await sim.stop()
+
+
+async def test_health_service_reports_serving(live: LiveGateway) -> None:
+    stub = health_pb2_grpc.HealthStub(live.channel)
+    for service in ("", "effectgate.v1.EffectGateway", "effectgate.v1.Operator"):
+        answer = await stub.Check(health_pb2.HealthCheckRequest(service=service))
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    # The container health check speaks the same protocol (blocking client, in a thread).
+    assert await asyncio.to_thread(healthcheck.check, live.target)
+    assert not await asyncio.to_thread(healthcheck.check, "127.0.0.1:1", 0.5)
+
+
+async def test_reflection_lists_the_services(live: LiveGateway) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(live.channel)
+
+    async def ask() -> AsyncIterator[reflection_pb2.ServerReflectionRequest]:
+        yield reflection_pb2.ServerReflectionRequest(list_services="")
+
+    names = set()
+    async for answer in stub.ServerReflectionInfo(ask()):
+        names |= {s.name for s in answer.list_services_response.service}
+    assert {"effectgate.v1.EffectGateway", "effectgate.v1.Operator", "grpc.health.v1.Health"} <= names
+
+
+def test_dev_mode_refuses_non_loopback() -> None:
+    doc = config_doc("sqlite:///x.db", listen="0.0.0.0:50051", **stripe_tools("http://127.0.0.1:1"))
+    with pytest.raises(ConfigError, match="development mode"):
+        parse_config(doc)
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"tools": {"t": {"adapter": "nope"}}}, "tools.t.adapter"),
+        ({"tools": {"t": {"adapter": "stripe", "on_repeat": "sometimes"}}}, "on_repeat"),
+        ({"tools": {"t": {"adapter": "stripe", "deadline": "soon"}}}, "not a duration"),
+        ({"tools": {"t": {"adapter": "stripe", "colour": "red"}}}, "unknown keys"),
+        ({"principals": [{"name": "a", "tenant": "t", "token_sha256": "abc"}]}, "hex SHA-256"),
+    ],
+)
+def test_config_errors_name_the_key(patch: dict[str, object], message: str) -> None:
+    doc: dict[str, object] = {"adapters": {"stripe": {}}, **patch}
+    with pytest.raises(ConfigError, match=message):
+        parse_config(doc)
+
+
+def test_durations() -> None:
+    assert parse_duration("500ms", "k") == 0.5
+    assert parse_duration("2s", "k") == 2.0
+    assert parse_duration("1h", "k") == 3600.0
+    assert parse_duration(3, "k") == 3.0
+
+
+def test_serve_exits_2_with_a_clear_message_on_bad_config(tmp_path: Path) -> None:
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools("http://127.0.0.1:1"))
+    doc["adapters"]["stripe"]["api_key_env"] = "EFFECTGATE_TEST_UNSET_VARIABLE"
+    config = write_toml(doc, tmp_path / "bad.toml")
+    done = subprocess.run(
+        [sys.executable, "-m", "effectgate.gateway.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "EFFECTGATE_TEST_UNSET_VARIABLE" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_dockerfile_runs_what_we_test() -> None:
+    """No Docker engine here: check the image's contract against the code it runs."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.\d+-slim", text, re.M)
+    user = re.search(r"^USER (\S+)", text, re.M)
+    assert user and user.group(1) not in ("root", "0")
+    assert "effectgate.gateway.healthcheck" in text and "HEALTHCHECK" in text
+    assert re.search(r'^ENTRYPOINT \["effectgate"\]', text, re.M)
+    assert '"serve", "--config"' in text
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'effectgate = "effectgate.gateway.cli:main"' in pyproject
