@@ -24,7 +24,16 @@ from tests import dovecot
 from tests.adapter_targets import CANARY, LAG, TARGET_NAMES, start_target
 from tests.harness import config_doc, start_gateway
 
-ACTIONS = 8
+ACTIONS = 12
+SCRIPT = [
+    "drop_after_commit",
+    "conflict",
+    "delayed_visibility",
+    "partial",
+    "error_after_commit",
+    "slow",
+    None,
+]
 CALLS_PER_ACTION = 3
 SETTLED = {
     gateway_pb2.EFFECT_STATE_CONFIRMED,
@@ -68,7 +77,10 @@ async def test_faults_through_gateway(name: str, tmp_path: Path, request: pytest
     imap = request.getfixturevalue("imap_server") if name == "smtp+imap" else None
     target = await start_target(name, imap)
     assert target.sim is not None
-    target.sim.injector.configure(FaultPlan.study_level("high", seed=11, visibility_lag=LAG))
+    # Every fault kind once, in a fixed order, then the study's "high" mix at random. A `slow`
+    # answer outlasts the attempt timeout: a lost response from the gateway's side.
+    target.sim.injector.configure(FaultPlan.study_level("high", seed=3, visibility_lag=LAG, slow_seconds=2.5))
+    target.sim.injector.script(SCRIPT)
     tool = "act"
     doc = config_doc(
         f"sqlite:///{tmp_path / 'effects.db'}",
@@ -107,6 +119,7 @@ async def test_faults_through_gateway(name: str, tmp_path: Path, request: pytest
     assert actions[-1].state == gateway_pb2.EFFECT_STATE_REJECTED, actions[-1]
     duplicates = {k: n for k, n in Counter(target.effect_identities()).items() if n > 1}
     assert not duplicates, f"duplicate effects at the provider: {duplicates}"
+    assert {str(f) for f in target.sim.injector.decisions} >= {str(f) for f in SCRIPT}
     states = Counter(gateway_pb2.EffectState.Name(a.state) for a in actions)
     print(name, dict(states), "effects:", len(target.effect_identities()))
     for a in actions:

@@ -281,13 +281,19 @@ class Driver:
         return retention is None or self.clock() - first < retention * 0.9
 
     async def _write(self, record: ActionRecord) -> ActionRecord:
+        """Writes under our lease; a settled action releases it in the same write."""
         now = self.clock()
-        fresh = record.evolve(updated_at=now, lease_expires_at=now + self.settings.lease_ttl)
+        if record.state.terminal:
+            fresh = record.evolve(updated_at=now, lease_owner="", lease_expires_at=0.0)
+        else:
+            fresh = record.evolve(updated_at=now, lease_expires_at=now + self.settings.lease_ttl)
         if not await self.store.update(fresh):
             raise LeaseLost(record.action_id)
         return fresh
 
     async def release(self, record: ActionRecord) -> ActionRecord:
+        if not record.lease_owner:
+            return record  # released by the write that settled it
         released = record.evolve(updated_at=self.clock(), lease_owner="", lease_expires_at=0.0)
         if not await self.store.update(released):
             raise LeaseLost(record.action_id)
