@@ -27,6 +27,7 @@ test-services:
 	bash scripts/install_test_services.sh
 
 lint: $(STAMP)
+	bash scripts/buf_lint.sh
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from effectgate.tools.v1 import tools_pb2
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
@@ -23,6 +22,7 @@ from effectgate.simulators.postmark_sim import PostmarkSimulator
 from effectgate.simulators.server import SimulatorServer
 from effectgate.simulators.smtp_sim import MaildirDrop, SmtpSimulator
 from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.tools.v1 import tools_pb2
 from tests import dovecot
 
 CANARY = "sk_test_canary7f3a9c1eSECRET"

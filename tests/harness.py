@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ def config_doc(
     adapters: Mapping[str, Mapping[str, Any]],
     tools: Mapping[str, Mapping[str, Any]],
     gateway: Mapping[str, Any] | None = None,
-    principals: list[Mapping[str, Any]] | None = None,
+    principals: Sequence[Mapping[str, Any]] | None = None,
     listen: str = "127.0.0.1:0",
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {
@@ -137,13 +137,14 @@ def write_toml(doc: Mapping[str, Any], path: Path) -> Path:
 class GatewayProcess:
     """`effectgate serve` in a child process; `kill()` is a real SIGKILL."""
 
-    def __init__(
-        self, config_path: Path, *, crash_at: str = "", env: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, config_path: Path, *, crash_at: str = "", pause_at: str = "", env: Mapping[str, str] | None = None) -> None:
         child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         child_env.pop("EFFECTGATE_CRASH_AT", None)
+        child_env.pop("EFFECTGATE_PAUSE_AT", None)
         if crash_at:
             child_env["EFFECTGATE_CRASH_AT"] = crash_at
+        if pause_at:
+            child_env["EFFECTGATE_PAUSE_AT"] = pause_at
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -168,9 +169,7 @@ class GatewayProcess:
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         while loop.time() < end:
-            line = await asyncio.wait_for(
-                loop.run_in_executor(None, self.proc.stdout.readline), end - loop.time()
-            )
+            line = await asyncio.wait_for(loop.run_in_executor(None, self.proc.stdout.readline), end - loop.time())
             if not line:
                 break
             self.output.append(line)

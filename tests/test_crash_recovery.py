@@ -54,9 +54,7 @@ async def wait_settled(target: str, action: str, timeout: float = 20.0) -> pb.Ac
 
 
 @pytest.mark.parametrize("point", ["after_planned", "after_dispatched", "after_provider_commit"])
-async def test_restart_after_kill_at_each_crash_point(
-    tmp_path: Path, sim: StripeSimulator, point: str
-) -> None:
+async def test_restart_after_kill_at_each_crash_point(tmp_path: Path, sim: StripeSimulator, point: str) -> None:
     config = write_toml(
         config_doc(
             f"sqlite:///{tmp_path}/eg.db",
@@ -78,9 +76,7 @@ async def test_restart_after_kill_at_each_crash_point(
     survivor = GatewayProcess(config)
     await survivor.ready()
     try:
-        action = await wait_settled(
-            survivor.target, action_id("dev", "run-crash", "pay", "charge_card", "invoice:9")
-        )
+        action = await wait_settled(survivor.target, action_id("dev", "run-crash", "pay", "charge_card", "invoice:9"))
         assert action.state == pb.EFFECT_STATE_CONFIRMED, action
         assert len(sim.ledger) == 1
         assert action.receipt.external_id == sim.ledger[0]["id"]
@@ -92,9 +88,7 @@ async def test_kill_while_provider_is_processing(tmp_path: Path, sim: StripeSimu
     """SIGKILL from outside while the request is at the provider, which commits afterwards."""
     sim.latency = 1.0
     config = write_toml(
-        config_doc(
-            f"sqlite:///{tmp_path}/eg.db", gateway={"lease_ttl": "2.5s"}, **stripe_tools(sim.base_url)
-        ),
+        config_doc(f"sqlite:///{tmp_path}/eg.db", gateway={"lease_ttl": "2.5s"}, **stripe_tools(sim.base_url)),
         tmp_path / "effectgate.toml",
     )
     doomed = GatewayProcess(config)
@@ -113,9 +107,7 @@ async def test_kill_while_provider_is_processing(tmp_path: Path, sim: StripeSimu
     survivor = GatewayProcess(config)
     await survivor.ready()
     try:
-        action = await wait_settled(
-            survivor.target, action_id("dev", "run-k", "pay", "charge_card", "invoice:9")
-        )
+        action = await wait_settled(survivor.target, action_id("dev", "run-k", "pay", "charge_card", "invoice:9"))
         assert action.state == pb.EFFECT_STATE_CONFIRMED
         assert len(sim.ledger) == 1
     finally:
@@ -130,9 +122,7 @@ async def test_sigterm_lets_the_action_in_flight_finish(tmp_path: Path, sim: Str
     gateway = GatewayProcess(config)
     await gateway.ready()
     async with grpc.aio.insecure_channel(gateway.target) as channel:
-        call = asyncio.ensure_future(
-            gateway_pb2_grpc.EffectGatewayStub(channel).Execute(charge_request("run-t"))
-        )
+        call = asyncio.ensure_future(gateway_pb2_grpc.EffectGatewayStub(channel).Execute(charge_request("run-t")))
         await asyncio.sleep(0.3)
         gateway.proc.send_signal(signal.SIGTERM)
         answer = await call

@@ -101,9 +101,7 @@ async def test_twenty_concurrent_executes_make_one_effect(gw: LiveGateway, sim: 
 
 
 @pytest.mark.parametrize("fault", ["drop_after_commit", "error_after_commit"])
-async def test_failure_after_commit_is_verified_not_repeated(
-    gw: LiveGateway, sim: StripeSimulator, fault: str
-) -> None:
+async def test_failure_after_commit_is_verified_not_repeated(gw: LiveGateway, sim: StripeSimulator, fault: str) -> None:
     sim.injector.script([fault])
     answer = await gw.stub.Execute(request())
     assert answer.action.state == pb.EFFECT_STATE_CONFIRMED
@@ -134,9 +132,7 @@ async def test_search_lag_longer_than_first_verification_makes_no_second_effect(
 
 async def test_same_key_other_amount_is_refused(gw: LiveGateway, sim: StripeSimulator) -> None:
     await gw.stub.Execute(request())
-    other = tools_pb2.ChargeCard(
-        customer="cus_42", amount=2000, currency="usd", payment_method="pm_card_visa"
-    )
+    other = tools_pb2.ChargeCard(customer="cus_42", amount=2000, currency="usd", payment_method="pm_card_visa")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await gw.stub.Execute(request(payload=other, call="c2"))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -148,9 +144,7 @@ async def test_same_key_other_amount_is_refused(gw: LiveGateway, sim: StripeSimu
 
 async def test_normalised_payload_is_the_same_action(gw: LiveGateway, sim: StripeSimulator) -> None:
     first = await gw.stub.Execute(request())
-    shouted = tools_pb2.ChargeCard(
-        customer=" cus_42 ", amount=1000, currency="USD", payment_method="pm_card_visa"
-    )
+    shouted = tools_pb2.ChargeCard(customer=" cus_42 ", amount=1000, currency="USD", payment_method="pm_card_visa")
     again = await gw.stub.Execute(request(payload=shouted, call="c2"))
     assert again.replayed and again.action.fingerprint == first.action.fingerprint
     assert len(effects(sim)) == 1

@@ -22,9 +22,7 @@ from tests.harness import API_KEY, config_doc, start_gateway, stripe_tools
 from tests.test_execute import request
 
 # One call: (which logical action, how many concurrent copies, the client's patience).
-calls = st.lists(
-    st.tuples(st.integers(0, 3), st.integers(1, 3), st.sampled_from([0.3, 5.0])), min_size=1, max_size=10
-)
+calls = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.sampled_from([0.3, 5.0])), min_size=1, max_size=10)
 
 
 async def run_history(workload: list[tuple[int, int, float]], seed: int) -> None:

@@ -102,7 +102,11 @@ async def test_double_approval_dispatches_once(tmp_path: Path, sim: StripeSimula
             live.operator.Approve(approve, metadata=auth(OPERATOR_TOKEN)),
             live.operator.Approve(approve, metadata=auth(OPERATOR_TOKEN)),
         )
-        assert {first.state, second.state} <= {pb.EFFECT_STATE_PLANNED, pb.EFFECT_STATE_DISPATCHED, pb.EFFECT_STATE_CONFIRMED}
+        assert {first.state, second.state} <= {
+            pb.EFFECT_STATE_PLANNED,
+            pb.EFFECT_STATE_DISPATCHED,
+            pb.EFFECT_STATE_CONFIRMED,
+        }
         # The agent resumes (LangGraph re-runs the node) while the reconciler also picks it up.
         resumed = await live.stub.Execute(request(call="resume"), metadata=auth(AGENT_TOKEN))
         for _ in range(50):

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import stripe
-from effectgate.tools.v1.tools_pb2 import ChargeCard, SendEmail
 
 from effectgate.adapters.base import (
     ActionCall,
@@ -26,6 +25,7 @@ from effectgate.adapters.base import (
 from effectgate.adapters.stripe import StripeAdapter, classify
 from effectgate.simulators.faults import FaultPlan
 from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.tools.v1.tools_pb2 import ChargeCard, SendEmail
 
 # The SDK's HTTPXClient posts its form body with `data=<str>`, which httpx deprecates.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>':DeprecationWarning")

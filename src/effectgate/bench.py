@@ -45,9 +45,7 @@ def summary(name: str, samples: list[float], wall: float) -> dict[str, float | s
     }
 
 
-async def measure(
-    name: str, n: int, concurrency: int, one: Callable[[int], Awaitable[None]]
-) -> dict[str, float | str]:
+async def measure(name: str, n: int, concurrency: int, one: Callable[[int], Awaitable[None]]) -> dict[str, float | str]:
     samples: list[float] = []
     slots = asyncio.Semaphore(concurrency)
 
@@ -86,7 +84,9 @@ async def run(n: int, concurrency: int) -> list[dict[str, float | str]]:
         async def direct(i: int) -> None:
             form = {"customer": "cus_bench", "amount": "500", "currency": "usd", "payment_method": "pm_card_visa"}
             headers = {"Idempotency-Key": uuid.uuid4().hex}
-            (await http.post("/v1/payment_intents", data={**form, "confirm": "true"}, headers=headers)).raise_for_status()
+            (
+                await http.post("/v1/payment_intents", data={**form, "confirm": "true"}, headers=headers)
+            ).raise_for_status()
 
         results.append(await measure("direct provider call", n, 1, direct))
         for synchronous in ("FULL", "NORMAL"):
@@ -124,7 +124,9 @@ def main() -> None:
     print(f"{'measurement':40} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>9} {'p50 vs direct':>14}")
     for row in results:
         p50 = float(row["p50_ms"])
-        print(f"{row['name']!s:40} {p50:8.2f} {float(row['p99_ms']):8.2f} {float(row['per_s']):9.0f} {p50 / base:13.1f}x")
+        print(
+            f"{row['name']!s:40} {p50:8.2f} {float(row['p99_ms']):8.2f} {float(row['per_s']):9.0f} {p50 / base:13.1f}x"
+        )
 
 
 if __name__ == "__main__":

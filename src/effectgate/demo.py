@@ -118,9 +118,7 @@ async def gateway_agent(client: EffectGateClient, req: Request) -> str:
     return answer
 
 
-async def _round(
-    sim: StripeSimulator, agent: Callable[[Request], Awaitable[str]]
-) -> list[tuple[str, int]]:
+async def _round(sim: StripeSimulator, agent: Callable[[Request], Awaitable[str]]) -> list[tuple[str, int]]:
     rows = []
     for req in REQUESTS:
         sim.injector.script([req.fault] if req.fault else [])

@@ -154,5 +154,5 @@ class Adapter(ABC):
     @abstractmethod
     async def verify(self, call: ActionCall) -> Observation: ...
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Releases connections; called once at gateway shutdown."""

@@ -12,9 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from effectgate.tools.v1 import tools_pb2
-
 from effectgate.adapters.base import ActionCall
+from effectgate.tools.v1 import tools_pb2
 
 DEFAULT_DOMAIN = "effectgate"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

@@ -80,9 +80,7 @@ class HttpAdapter(Adapter):
         where = f"adapters.{name}"
         self.name = name
         self._request = RequestTemplate.parse(f"{where}.request", settings.get("request"))
-        self._verify = (
-            RequestTemplate.parse(f"{where}.verify", settings["verify"]) if "verify" in settings else None
-        )
+        self._verify = RequestTemplate.parse(f"{where}.verify", settings["verify"]) if "verify" in settings else None
         self._expect = tpl.parse_all(f"{where}.expect", settings.get("expect"))
         if self._verify is not None and not self._expect:
             raise ConfigError(f"{where}: `verify` needs at least one `expect` postcondition")
@@ -110,9 +108,7 @@ class HttpAdapter(Adapter):
             raise ConfigError(f"{where}: dedups_on_key needs an idempotency_header")
         self._capabilities = Capabilities(
             dedups_on_key=dedups,
-            key_retention=float(settings["key_retention"])
-            if dedups and "key_retention" in settings
-            else None,
+            key_retention=float(settings["key_retention"]) if dedups and "key_retention" in settings else None,
             consistency_window=float(settings.get("consistency_window", 30.0)),
             has_read_api=self._verify is not None,
         )
@@ -174,9 +170,7 @@ class HttpAdapter(Adapter):
         except httpx.HTTPError as exc:
             raise transport_error(exc, what) from None
         if not resp.is_success:
-            raise status_error(
-                resp.status_code, resp.text, what, definitive=self._definitive, secrets=(self._token,)
-            )
+            raise status_error(resp.status_code, resp.text, what, definitive=self._definitive, secrets=(self._token,))
         doc = _json_or_none(resp)
         wrong = tpl.failures(self._response_expect, doc, values)
         if wrong:

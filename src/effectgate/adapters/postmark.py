@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from effectgate.tools.v1 import tools_pb2
 from google.protobuf.message import Message
 
 from effectgate.adapters import email_common
@@ -34,6 +33,7 @@ from effectgate.adapters.base import (
 from effectgate.adapters.http_outcome import status_error, transport_error
 from effectgate.adapters.redact import scrub
 from effectgate.adapters.secrets import read_secret
+from effectgate.tools.v1 import tools_pb2
 
 ACTION_KEY = "effectgate_action_id"  # Postmark: metadata keys <= 20 chars, values <= 80
 GENERATION_KEY = "effectgate_key"
@@ -182,9 +182,7 @@ class PostmarkAdapter(Adapter):
         except (ValueError, KeyError, TypeError):
             return Observation.unknown("postmark search: unreadable answer")
         # Only this generation's messages count; an earlier one is another effect.
-        ours = [
-            m for m in messages if m.get("Metadata", {}).get(GENERATION_KEY) == _key_tag(call.provider_key)
-        ]
+        ours = [m for m in messages if m.get("Metadata", {}).get(GENERATION_KEY) == _key_tag(call.provider_key)]
         if not ours:
             return Observation(
                 Outcome.NOT_FOUND,

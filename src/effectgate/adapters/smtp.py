@@ -18,7 +18,6 @@ from email.utils import formatdate
 from typing import Any
 
 import aiosmtplib
-from effectgate.tools.v1 import tools_pb2
 from google.protobuf.message import Message
 
 from effectgate.adapters import email_common
@@ -38,6 +37,7 @@ from effectgate.adapters.base import (
 from effectgate.adapters.imap_lookup import ImapSettings, find_by_message_id
 from effectgate.adapters.redact import scrub
 from effectgate.adapters.secrets import read_secret
+from effectgate.tools.v1 import tools_pb2
 
 _KNOWN = {
     "host", "port", "username_env", "username_file", "password_env", "password_file",
@@ -151,9 +151,7 @@ class SmtpAdapter(Adapter):
         email = self._email(call)
         mid, raw = self._message(call, email)
         rcpts = [email.to] + ([self._archive_rcpt] if self._archive_rcpt else [])
-        client = aiosmtplib.SMTP(
-            hostname=self._host, port=self._port, timeout=self._timeout, start_tls=self._starttls
-        )
+        client = aiosmtplib.SMTP(hostname=self._host, port=self._port, timeout=self._timeout, start_tls=self._starttls)
         phase = "connect"
         try:
             await client.connect()

@@ -38,15 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     chaos_cmd = commands.add_parser("chaos", help="run the chaos harness (see docs)", add_help=False)
     chaos_cmd.add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
             return asyncio.run(serve(args.config))
         from effectgate.chaos.cli import main as chaos_main
 
-        return chaos_main(args.rest)
+        return int(chaos_main(args.rest))
     except (ConfigError, AdapterConfigError) as exc:
         print(f"effectgate: configuration error: {exc}", file=sys.stderr)
         return 2

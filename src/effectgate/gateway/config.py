@@ -198,9 +198,7 @@ def parse_config(doc: Mapping[str, Any]) -> Config:
         reconcile_interval=parse_duration(gateway.get("reconcile_interval", 5), "gateway.reconcile_interval"),
         recheck_min=parse_duration(gateway.get("recheck_min", 2), "gateway.recheck_min"),
         recheck_max=parse_duration(gateway.get("recheck_max", 3600), "gateway.recheck_max"),
-        retention_interval=parse_duration(
-            gateway.get("retention_interval", 3600), "gateway.retention_interval"
-        ),
+        retention_interval=parse_duration(gateway.get("retention_interval", 3600), "gateway.retention_interval"),
         principals=principals,
         adapters=adapters,
         tools=tools,

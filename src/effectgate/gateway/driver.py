@@ -134,9 +134,7 @@ class Driver:
                 record.evolve(
                     state=State.REJECTED,
                     reason=f"rejected by provider: {exc.message}",
-                    receipt=Receipt(
-                        external_id="", result={"code": exc.code, "error": exc.message, **exc.details}
-                    ),
+                    receipt=Receipt(external_id="", result={"code": exc.code, "error": exc.message, **exc.details}),
                 )
             )
         except NoEffectError as exc:
@@ -156,9 +154,7 @@ class Driver:
             record.evolve(state=State.CONFIRMED, receipt=receipt, reason="receipt", next_step=NextStep.NONE)
         )
 
-    async def _verify(
-        self, record: ActionRecord, tool: BoundTool, deadline: float
-    ) -> tuple[ActionRecord, bool]:
+    async def _verify(self, record: ActionRecord, tool: BoundTool, deadline: float) -> tuple[ActionRecord, bool]:
         """One read-back. Returns the updated record and whether a same-key retry is safe now."""
         observation = await self.read_back(record, tool, deadline)
         record = await self._apply(record, tool, observation)

@@ -1,8 +1,9 @@
 """Named crash points for the crash-recovery tests (the FoundationDB / TiKV failpoint idea).
 
 `EFFECTGATE_CRASH_AT=after_dispatched` makes the process SIGKILL itself the first time it
-reaches that point, so a test can prove recovery from each durable state. Unset (production), a
-failpoint is one dictionary lookup.
+reaches that point, so a test can prove recovery from each durable state;
+`EFFECTGATE_PAUSE_AT=after_dispatched` makes it SIGSTOP itself there instead (a stalled worker,
+resumed later by SIGCONT). Unset (production), a failpoint is two string comparisons.
 """
 
 from __future__ import annotations
@@ -11,9 +12,14 @@ import os
 import signal
 
 POINTS = ("after_planned", "after_dispatched", "after_provider_commit")
-_armed = os.environ.get("EFFECTGATE_CRASH_AT", "")
+_crash_at = os.environ.get("EFFECTGATE_CRASH_AT", "")
+_pause_at = os.environ.get("EFFECTGATE_PAUSE_AT", "")
 
 
 def hit(point: str) -> None:
-    if _armed == point:
+    global _pause_at
+    if _crash_at == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    if _pause_at == point:
+        _pause_at = ""  # once: after SIGCONT the worker carries on as a stalled worker would
+        os.kill(os.getpid(), signal.SIGSTOP)

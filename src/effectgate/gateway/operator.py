@@ -73,9 +73,7 @@ class Operations:
         resolved = leased.evolve(
             state=resolution,
             receipt=receipt,
-            observation=Observation(
-                RESOLUTIONS[resolution], detail=f"operator: {note}", evidence=evidence, at=now
-            ),
+            observation=Observation(RESOLUTIONS[resolution], detail=f"operator: {note}", evidence=evidence, at=now),
             reason=f"reconciled by {who}",
             next_step=NextStep.DISPATCH if resolution is State.NOT_FOUND else NextStep.NONE,
             next_check_at=None,
@@ -96,9 +94,7 @@ class Operations:
         if not note.strip():
             raise InvalidRequest([("note", "say why a second effect is wanted")])
         leased = await self.protocol.lease(action_id)
-        granted = leased.evolve(
-            bypass_granted=True, notes=(*leased.notes, f"bypass granted by {who}: {note}")
-        )
+        granted = leased.evolve(bypass_granted=True, notes=(*leased.notes, f"bypass granted by {who}: {note}"))
         return await self._release(granted)
 
     async def _release(self, record: ActionRecord) -> ActionRecord:

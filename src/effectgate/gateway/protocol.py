@@ -172,9 +172,7 @@ class EffectProtocol:
                 continue
             return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
 
-    async def _wait_for_holder(
-        self, record: ActionRecord, deadline: float, delay: float
-    ) -> tuple[ActionRecord, float]:
+    async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
         task = self.inflight.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             remaining = deadline - self.clock()
@@ -191,9 +189,7 @@ class EffectProtocol:
 
     async def _bypass(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ExecuteResult:
         if not record.bypass_granted:
-            raise PolicyConflict(
-                f"action {record.action_id} has no operator bypass grant", reason="BYPASS_NOT_GRANTED"
-            )
+            raise PolicyConflict(f"action {record.action_id} has no operator bypass grant", reason="BYPASS_NOT_GRANTED")
         leased = await self.lease(record.action_id)
         fresh = leased.evolve(
             generation=leased.generation + 1,
@@ -216,7 +212,15 @@ class EffectProtocol:
 
     async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ActionRecord:
         try:
-            return await self._guard(self.driver.drive(record, tool, deadline))
+            return await self.driver.drive(record, tool, deadline)
+        except StoreUnavailable as exc:
+            # Something may have been sent already: the lease runs out and the reconciler
+            # verifies the action before anything more is sent.
+            raise GatewayUnavailable(
+                f"the store failed while the action was in flight ({exc}); it is verified before any "
+                "retry: call again with the same run context",
+                retry_after=self.settings.lease_ttl,
+            ) from exc
         except LeaseLost:
             log.warning("lease on %s lost to another worker; stopped", record.action_id)
             return await self._get(record.action_id)
@@ -234,9 +238,7 @@ class EffectProtocol:
         tool = self.tools.get(record.tool)
         leased = await self.try_lease(action_id)
         if leased is None:  # in flight elsewhere: observe without writing
-            return record, await self.driver.read_back(
-                record, tool, self.clock() + tool.config.attempt_timeout
-            )
+            return record, await self.driver.read_back(record, tool, self.clock() + tool.config.attempt_timeout)
         try:
             return await self._guard(self.driver.observe(leased, tool))
         except LeaseLost:

@@ -19,9 +19,7 @@ log = logging.getLogger("effectgate.reconciler")
 
 
 class Reconciler:
-    def __init__(
-        self, protocol: EffectProtocol, *, interval: float, batch: int = 32, parallel: int = 8
-    ) -> None:
+    def __init__(self, protocol: EffectProtocol, *, interval: float, batch: int = 32, parallel: int = 8) -> None:
         self.protocol = protocol
         self.interval = interval
         self.batch = batch
@@ -65,9 +63,7 @@ class Reconciler:
                 asyncio.ensure_future(self._stop.wait()),
                 asyncio.ensure_future(self.protocol.work_ready.wait()),
             ]
-            _, pending = await asyncio.wait(
-                waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED
-            )
+            _, pending = await asyncio.wait(waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
 

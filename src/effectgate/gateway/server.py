@@ -89,9 +89,7 @@ class Gateway:
 
     @classmethod
     async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter]) -> Gateway:
-        tools = ToolSet(
-            {name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()}
-        )
+        tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         protocol = EffectProtocol(
             store,
@@ -119,9 +117,7 @@ class Gateway:
         gateway_pb2_grpc.add_OperatorServicer_to_server(OperatorService(Operations(protocol), auth), server)
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         credentials = _credentials(config)
         if credentials is None:
             port = server.add_insecure_port(config.listen)

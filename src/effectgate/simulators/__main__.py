@@ -44,9 +44,7 @@ SIMULATORS: dict[str, Factory] = {
         visibility_lag=a.visibility_lag,
         latency=a.latency,
     ),
-    "crm": lambda a, p: CrmSimulator(
-        api_key=a.api_key, faults=p, visibility_lag=a.visibility_lag, latency=a.latency
-    ),
+    "crm": lambda a, p: CrmSimulator(api_key=a.api_key, faults=p, visibility_lag=a.visibility_lag, latency=a.latency),
 }
 
 

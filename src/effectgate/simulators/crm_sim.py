@@ -185,11 +185,7 @@ class CrmSimulator(SimulatorServer):
             return self.render(refused)
         invoice_id = request.match_info["id"]
         now = self.now()
-        rows = [
-            row
-            for v in self.invoices
-            if v.visible_at <= now and (row := v.at(now)) and row["id"] == invoice_id
-        ]
+        rows = [row for v in self.invoices if v.visible_at <= now and (row := v.at(now)) and row["id"] == invoice_id]
         if not rows:
             return self.render(self.error_response(404, "not_found", f"No invoice {invoice_id}."))
         # Reads show the first row; `copies` lets a checker see duplicates.

@@ -162,9 +162,7 @@ class PostmarkSimulator(SimulatorServer):
         try:
             count, offset = int(query["count"]), int(query.get("offset", "0"))
         except (KeyError, ValueError):
-            return self.render(
-                SimResponse(422, {"ErrorCode": 300, "Message": "count and offset are required."})
-            )
+            return self.render(SimResponse(422, {"ErrorCode": 300, "Message": "count and offset are required."}))
         wanted = {k[len("metadata_") :]: v for k, v in query.items() if k.startswith("metadata_")}
         recipient = query.get("recipient", "").lower()
         now = self.now()

@@ -62,9 +62,7 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
         elif target == "ref":
             ref = request.ref
             validate_context(ref.context.run_id, ref.context.step_id, ref.tool)
-            action_id = derive_action_id(
-                principal.tenant, ref.context.run_id, ref.context.step_id, ref.tool, ref.scope
-            )
+            action_id = derive_action_id(principal.tenant, ref.context.run_id, ref.context.step_id, ref.tool, ref.scope)
         else:
             raise InvalidRequest([("target", "give an action_id or a ref")])
         record, observation = await self.protocol.verify(principal.tenant, action_id)
@@ -92,6 +90,4 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
                 after=request.page_token,
             )
         )
-        return pb.ListActionsResponse(
-            actions=[action_pb(r) for r in page.records], next_page_token=page.next_token
-        )
+        return pb.ListActionsResponse(actions=[action_pb(r) for r in page.records], next_page_token=page.next_token)

@@ -51,6 +51,4 @@ class Authenticator:
     @staticmethod
     def check_tool(principal: Principal, tool: str) -> None:
         if principal.tools and tool not in principal.tools:
-            raise PermissionDenied(
-                f"principal {principal.name} may not use tool {tool!r}", reason="TOOL_NOT_ALLOWED"
-            )
+            raise PermissionDenied(f"principal {principal.name} may not use tool {tool!r}", reason="TOOL_NOT_ALLOWED")

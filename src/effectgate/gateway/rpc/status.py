@@ -60,8 +60,7 @@ def to_status(error: GatewayError) -> grpc.Status:
             _pack(
                 error_details_pb2.BadRequest(
                     field_violations=[
-                        error_details_pb2.BadRequest.FieldViolation(field=f, description=d)
-                        for f, d in error.violations
+                        error_details_pb2.BadRequest.FieldViolation(field=f, description=d) for f, d in error.violations
                     ]
                 )
             )
@@ -82,8 +81,6 @@ def to_status(error: GatewayError) -> grpc.Status:
         metadata = {"action_id": error.action_id}
     if isinstance(error, GatewayUnavailable):
         details.append(_pack(_retry_info(error.retry_after)))
-    details.insert(
-        0, _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata))
-    )
+    details.insert(0, _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata)))
     status = status_pb2.Status(code=code, message=error.message, details=details)
     return rpc_status.to_status(status)

@@ -125,9 +125,7 @@ class PostgresStore(Store):
                 if inserted:
                     return record, True
                 # A separate statement: its fresh snapshot sees the row that won the conflict.
-                row = await conn.fetchrow(
-                    f"SELECT {_COLUMNS} FROM actions WHERE action_id = $1", record.action_id
-                )
+                row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM actions WHERE action_id = $1", record.action_id)
                 if row is not None:
                     return _record(row), False
         raise StoreUnavailable("action row vanished during insert")
@@ -255,9 +253,7 @@ async def _migrate(conn: Any) -> None:
         for version, name, sql in migrations():
             if version not in applied:
                 await conn.execute(sql)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
-                )
+                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name)
 
 
 def _row(r: ActionRecord) -> Sequence[Any]:

@@ -171,9 +171,7 @@ class SqliteStore(Store):
             )
             if cursor.rowcount == 1:
                 return record, True
-            async with db.execute(
-                "SELECT body FROM actions WHERE action_id = ?", (record.action_id,)
-            ) as existing:
+            async with db.execute("SELECT body FROM actions WHERE action_id = ?", (record.action_id,)) as existing:
                 row = await existing.fetchone()
         if row is None:  # pragma: no cover - INSERT OR IGNORE ignored for another reason
             raise StoreUnavailable("insert ignored but no row found")
@@ -186,8 +184,7 @@ class SqliteStore(Store):
     async def acquire_lease(self, action_id: str, owner: str, now: float, ttl: float) -> ActionRecord | None:
         async with self._write() as db:
             async with db.execute(
-                "SELECT body FROM actions WHERE action_id = ?"
-                " AND (lease_owner = '' OR lease_expires_at <= ?)",
+                "SELECT body FROM actions WHERE action_id = ? AND (lease_owner = '' OR lease_expires_at <= ?)",
                 (action_id, now),
             ) as cursor:
                 row = await cursor.fetchone()
@@ -196,8 +193,7 @@ class SqliteStore(Store):
             current = ActionRecord.from_json(row[0])
             leased = current.evolve(fence=current.fence + 1, lease_owner=owner, lease_expires_at=now + ttl)
             await db.execute(
-                "UPDATE actions SET fence = ?, lease_owner = ?, lease_expires_at = ?, body = ?"
-                " WHERE action_id = ?",
+                "UPDATE actions SET fence = ?, lease_owner = ?, lease_expires_at = ?, body = ? WHERE action_id = ?",
                 (leased.fence, owner, leased.lease_expires_at, leased.to_json(), action_id),
             )
             return leased
@@ -227,12 +223,9 @@ class SqliteStore(Store):
                 rows = await cursor.fetchall()
             for (body,) in rows:
                 current = ActionRecord.from_json(body)
-                leased = current.evolve(
-                    fence=current.fence + 1, lease_owner=owner, lease_expires_at=now + ttl
-                )
+                leased = current.evolve(fence=current.fence + 1, lease_owner=owner, lease_expires_at=now + ttl)
                 await db.execute(
-                    "UPDATE actions SET fence = ?, lease_owner = ?, lease_expires_at = ?, body = ?"
-                    " WHERE action_id = ?",
+                    "UPDATE actions SET fence = ?, lease_owner = ?, lease_expires_at = ?, body = ? WHERE action_id = ?",
                     (leased.fence, owner, leased.lease_expires_at, leased.to_json(), leased.action_id),
                 )
                 claimed.append(leased)

@@ -31,9 +31,7 @@ class RunContext:
         )
 
 
-_current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
-    "effectgate_run_context", default=None
-)
+_current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("effectgate_run_context", default=None)
 
 
 def current() -> RunContext:

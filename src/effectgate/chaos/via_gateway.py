@@ -1,0 +1,201 @@
+"""Method (c): effectgate. The agent runtime injects the run context (run id, a stable step id,
+the agent's name) and the model's tool call goes through a real gateway via the generated
+client. With `--crash` the gateway is an `effectgate serve` child process that is kill -9'd and
+restarted at seeded moments; its reconciler finishes what the dead one started."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import grpc
+from effectgate.client import EffectGateClient
+from effectgate.client.context import RunContext
+from effectgate.v1 import gateway_pb2 as pb
+
+from effectgate.chaos.method import Answer, Method, Run
+from effectgate.chaos.model import CONSISTENCY_WINDOW, Told
+from effectgate.chaos.process import ChildGateway, free_port, write_config
+from effectgate.gateway import keys
+from effectgate.gateway.config import parse_config
+from effectgate.gateway.server import Gateway
+
+STEP = "step-1"  # the logical step: the same for every re-plan, resume and subagent
+TENANT = "dev"  # development mode: loopback only, one tenant
+CALL_TIMEOUT = 4.0
+SETTLE_BUDGET = 12.0  # how long the reconciler gets once the faults stopped
+KILLS_PER_CELL = 2
+TERMINAL = (pb.EFFECT_STATE_CONFIRMED, pb.EFFECT_STATE_REJECTED)
+
+
+def tool_name(run: Run) -> str:
+    return f"{run.scenario.name}_{run.episode.seed}"
+
+
+def gateway_doc(runs: list[Run], store_url: str, port: int) -> dict[str, Any]:
+    adapters, tools = {}, {}
+    for run in runs:
+        adapters[f"a{run.episode.seed}"] = run.scenario.adapter(run.sim.base_url)
+        tools[tool_name(run)] = {
+            "adapter": f"a{run.episode.seed}",
+            "consistency_window": CONSISTENCY_WINDOW,
+            "attempt_timeout": 1.5,
+            "deadline": 3.0,
+            "max_attempts": 3,
+            "approval": "required" if run.episode.behaviour == "approval_twice" else "none",
+        }
+    return {
+        "server": {"listen": f"127.0.0.1:{port}", "shutdown_grace": 1.0},
+        "store": {"url": store_url},
+        "gateway": {
+            "lease_ttl": 2.0,
+            "reconcile_interval": 0.2,
+            "recheck_min": 0.2,
+            "recheck_max": 1.0,
+        },
+        "adapters": adapters,
+        "tools": tools,
+    }
+
+
+class ViaGateway(Method):
+    name = "effectgate"
+
+    def __init__(self) -> None:
+        self.gateway: Gateway | None = None
+        self.child: ChildGateway | None = None
+        self.client: EffectGateClient | None = None
+        self.crasher: asyncio.Task[None] | None = None
+        self.kills = 0
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    async def open(self, runs: list[Run], options: Any) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
+        port = free_port()
+        doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
+        if options.crash:
+            self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
+            await self.child.start()
+            first = runs[0].episode
+            rng = random.Random(f"crash:{first.level}:{first.scenario}:{options.seeds}")
+            moments = sorted(rng.uniform(0.1, 2.5) for _ in range(KILLS_PER_CELL))
+            self.crasher = asyncio.create_task(self._crash(moments))
+        else:
+            self.gateway = await Gateway.start(parse_config(doc))
+        self.client = EffectGateClient.connect(f"127.0.0.1:{port}")
+
+    async def _crash(self, moments: list[float]) -> None:
+        assert self.child is not None
+        start = asyncio.get_running_loop().time()
+        for moment in moments:
+            await asyncio.sleep(max(0.0, start + moment - asyncio.get_running_loop().time()))
+            self.child.kill()
+            self.kills += 1
+            await self.child.start()
+
+    async def quiesce(self) -> None:
+        if self.crasher is not None:
+            # Let a restart in progress finish; no kill after the agents are done.
+            self.crasher.cancel()
+            await asyncio.gather(self.crasher, return_exceptions=True)
+            if self.child is not None and (self.child.proc is None or self.child.proc.poll() is not None):
+                await self.child.start()
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+        if self.gateway is not None:
+            await self.gateway.stop()
+        if self.child is not None:
+            self.child.terminate()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def _context(self, run: Run, agent: str) -> RunContext:
+        return RunContext(run_id=run.episode.run_id, step_id=STEP, agent=agent)
+
+    async def _execute(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse:
+        assert self.client is not None
+        typed = run.scenario.typed(args)
+        return await self.client.execute(
+            tool_name(run),
+            run.scenario.payload(typed),
+            scope=run.scenario.scope(typed),
+            tool_call_id=call_id,
+            context=self._context(run, agent),
+            timeout=CALL_TIMEOUT,
+        )
+
+    async def interrupt_for_approval(self, run: Run) -> None:
+        assert self.client is not None
+        answer = await self._retrying(run, "agent", "call-approval", run.scenario.args(run.episode.seed, False))
+        if answer is None:
+            return
+        request = pb.ApproveRequest(action_id=answer.action.action_id, note="ok")
+        # The approver double-clicks: two Approve RPCs at once.
+        await asyncio.gather(
+            *(self._approve(request) for _ in range(2)),
+        )
+
+    async def _approve(self, request: pb.ApproveRequest) -> None:
+        assert self.client is not None
+        for _ in range(10):
+            try:
+                await self.client.operator.Approve(request, timeout=CALL_TIMEOUT)
+                return
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.3)  # the gateway may be restarting
+
+    async def _retrying(
+        self, run: Run, agent: str, call_id: str, args: dict[str, Any]
+    ) -> pb.ExecuteResponse | None:
+        for attempt in range(10):
+            try:
+                return await self._execute(run, agent, f"{call_id}-{attempt}", args)
+            except grpc.aio.AioRpcError as err:
+                run.notes.append(f"{call_id}: {err.code().name}")
+                await asyncio.sleep(0.3)
+        return None
+
+    async def call(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> Answer:
+        try:
+            answer = await self._execute(run, agent, call_id, args)
+        except grpc.aio.AioRpcError as err:
+            if err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+                run.notes.append(f"{call_id}: {err.code().name}: {err.details()}")
+            # Unavailable (a restart), deadline, in flight: the outcome is not known yet.
+            await asyncio.sleep(0.3)
+            return Answer(Told.UNKNOWN, final=False, detail=err.code().name)
+        return _answer(answer.action)
+
+    async def settle(self, run: Run, told: Told) -> Told:
+        if told is not Told.UNKNOWN:
+            return told
+        assert self.client is not None
+        typed = run.scenario.typed(run.scenario.args(run.episode.seed, False))
+        action_id = keys.action_id(TENANT, run.episode.run_id, STEP, tool_name(run), run.scenario.scope(typed))
+        loop = asyncio.get_running_loop()
+        end = loop.time() + SETTLE_BUDGET
+        while loop.time() < end:
+            try:
+                if (await self.client.get(action_id)).state in TERMINAL:
+                    break
+            except grpc.aio.AioRpcError as err:
+                if err.code() is grpc.StatusCode.NOT_FOUND:
+                    break  # the agent never reached the gateway; it asks now
+            await asyncio.sleep(0.2)
+        # The resumed agent asks for its step again: the stored outcome, never a second effect.
+        answer = await self._retrying(run, "agent", "call-resume", run.scenario.args(run.episode.seed, False))
+        return Told.UNKNOWN if answer is None else _answer(answer.action).told
+
+
+def _answer(action: pb.Action) -> Answer:
+    if action.state == pb.EFFECT_STATE_CONFIRMED:
+        return Answer(Told.SUCCESS, final=True)
+    if action.state == pb.EFFECT_STATE_REJECTED:
+        return Answer(Told.FAILURE, final=True, detail=action.reason)
+    # UNKNOWN, in flight, waiting: the gateway says so, and the model may ask again.
+    return Answer(Told.UNKNOWN, final=False, detail=pb.EffectState.Name(action.state))
