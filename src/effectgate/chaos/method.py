@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +33,7 @@ class Answer:
     detail: str = ""
 
 
-class Method(ABC):
+class Method:
     name: str = ""
 
     async def open(self, runs: list[Run], options: Any) -> None:
@@ -46,9 +45,9 @@ class Method(ABC):
     async def interrupt_for_approval(self, run: Run) -> None:
         """The run hits a human approval before the tool runs; the human clicks twice."""
 
-    @abstractmethod
     async def call(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> Answer:
         """One tool call by the model, with the arguments as the model wrote them."""
+        raise NotImplementedError
 
     async def quiesce(self) -> None:
         """Every agent has answered: stop injecting process faults (kill -9)."""

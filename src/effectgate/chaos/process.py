@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,41 +53,43 @@ def write_config(doc: Mapping[str, Any], path: Path) -> Path:
 
 
 class ChildGateway:
-    """One `effectgate serve` process; `kill()` is a real SIGKILL."""
+    """One `effectgate serve` process at a time; `kill()` is a real SIGKILL."""
 
     def __init__(self, config_path: Path) -> None:
         self.config_path = config_path
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
 
     async def start(self, timeout: float = 30.0) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("EFFECTGATE_CRASH_AT", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "ERROR", "serve"]
-            + ["--config", str(self.config_path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-m", "effectgate.gateway.cli", "--log-level", "ERROR", "serve"),
+            *("--config", str(self.config_path)),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
             env=env,
-            text=True,
         )
-        stdout = self.proc.stdout
-        assert stdout is not None
-        loop = asyncio.get_running_loop()
-        line = await asyncio.wait_for(loop.run_in_executor(None, stdout.readline), timeout)
+        assert self.proc.stdout is not None
+        # The one line it prints to stdout says it listens (logs go to stderr, discarded).
+        line = (await asyncio.wait_for(self.proc.stdout.readline(), timeout)).decode()
         if not re.search(r"serving on port \d+", line):
-            self.kill()
+            await self.kill()
             raise RuntimeError(f"effectgate serve did not start: {line!r}")
-        # Nothing more is read; the gateway logs to stderr (discarded) at ERROR level only.
 
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+            await asyncio.wait_for(self.proc.wait(), 10)
 
-    def terminate(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+    async def terminate(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                await self.kill()

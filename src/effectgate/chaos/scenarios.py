@@ -17,7 +17,6 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 import httpx
-from effectgate.tools.v1 import tools_pb2
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
@@ -27,6 +26,7 @@ from effectgate.simulators.faults import FaultPlan
 from effectgate.simulators.postmark_sim import PostmarkSimulator
 from effectgate.simulators.server import SimulatorServer
 from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.tools.v1 import tools_pb2
 
 # One loopback-only test secret for every simulator, handed to adapters through the environment.
 SECRET_ENV = "EFFECTGATE_CHAOS_KEY"
@@ -341,6 +341,4 @@ class RecordInvoice(Scenario):
         return f"invoice:{typed['id']}"
 
 
-SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (ChargeCard(), SendEmail(), ActivateCustomer(), RecordInvoice())
-}
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (ChargeCard(), SendEmail(), ActivateCustomer(), RecordInvoice())}

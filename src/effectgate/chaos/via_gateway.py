@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from effectgate.client import EffectGateClient
-from effectgate.client.context import RunContext
-from effectgate.v1 import gateway_pb2 as pb
 
 from effectgate.chaos.method import Answer, Method, Run
 from effectgate.chaos.model import CONSISTENCY_WINDOW, Told
 from effectgate.chaos.process import ChildGateway, free_port, write_config
+from effectgate.client import EffectGateClient
+from effectgate.client.context import RunContext
 from effectgate.gateway import keys
 from effectgate.gateway.config import parse_config
 from effectgate.gateway.server import Gateway
+from effectgate.v1 import gateway_pb2 as pb
 
 STEP = "step-1"  # the logical step: the same for every re-plan, resume and subagent
 TENANT = "dev"  # development mode: loopback only, one tenant
@@ -92,7 +92,7 @@ class ViaGateway(Method):
         start = asyncio.get_running_loop().time()
         for moment in moments:
             await asyncio.sleep(max(0.0, start + moment - asyncio.get_running_loop().time()))
-            self.child.kill()
+            await self.child.kill()
             self.kills += 1
             await self.child.start()
 
@@ -101,7 +101,7 @@ class ViaGateway(Method):
             # Let a restart in progress finish; no kill after the agents are done.
             self.crasher.cancel()
             await asyncio.gather(self.crasher, return_exceptions=True)
-            if self.child is not None and (self.child.proc is None or self.child.proc.poll() is not None):
+            if self.child is not None and not self.child.alive:
                 await self.child.start()
 
     async def close(self) -> None:
@@ -110,7 +110,7 @@ class ViaGateway(Method):
         if self.gateway is not None:
             await self.gateway.stop()
         if self.child is not None:
-            self.child.terminate()
+            await self.child.terminate()
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -149,9 +149,7 @@ class ViaGateway(Method):
             except grpc.aio.AioRpcError:
                 await asyncio.sleep(0.3)  # the gateway may be restarting
 
-    async def _retrying(
-        self, run: Run, agent: str, call_id: str, args: dict[str, Any]
-    ) -> pb.ExecuteResponse | None:
+    async def _retrying(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse | None:
         for attempt in range(10):
             try:
                 return await self._execute(run, agent, f"{call_id}-{attempt}", args)

@@ -30,6 +30,12 @@ async def serve(config_path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["chaos"]:
+        # argparse's REMAINDER does not keep leading options (`chaos --seeds 5`): hand them over as-is.
+        from effectgate.chaos.cli import main as chaos_main
+
+        return chaos_main(argv[1:])
     parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)
