@@ -137,7 +137,9 @@ def write_toml(doc: Mapping[str, Any], path: Path) -> Path:
 class GatewayProcess:
     """`effectgate serve` in a child process; `kill()` is a real SIGKILL."""
 
-    def __init__(self, config_path: Path, *, crash_at: str = "", pause_at: str = "", env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, config_path: Path, *, crash_at: str = "", pause_at: str = "", env: Mapping[str, str] | None = None
+    ) -> None:
         child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         child_env.pop("EFFECTGATE_CRASH_AT", None)
         child_env.pop("EFFECTGATE_PAUSE_AT", None)

@@ -237,6 +237,7 @@ async def test_killed_replicas_actions_settle_on_another_replica(
     effects = effects_by_action(sim)
     assert all(count == 1 for count in effects.values()), effects
     assert len(effects) == len(doomed_runs) + stored_early
+    print("DEBUG stored_early", stored_early, "creates", sim.creates)
 
 
 # -- 3. a paused replica loses its lease and cannot write when it wakes up ----------------------
@@ -373,3 +374,4 @@ async def test_postgres_restart_fails_closed_and_settles(
             if code == grpc.StatusCode.OK:  # never a lost or replaced receipt
                 assert action.receipt.external_id == external_id
     assert set(effects) == {action_of(r) for r in final}
+    print("DEBUG codes", codes, "actions", len(final), "creates", sum(sim.creates.values()), "states", Counter(a.attempts for a in final.values()))

@@ -101,9 +101,7 @@ async def test_execute_creates_one_confirmed_intent(sim: StripeSimulator, adapte
     assert confirmed.receipt.external_id == receipt.external_id
 
 
-async def test_decline_is_definitive_and_verifies_not_found(
-    sim: StripeSimulator, adapter: StripeAdapter
-) -> None:
+async def test_decline_is_definitive_and_verifies_not_found(sim: StripeSimulator, adapter: StripeAdapter) -> None:
     declined = call(payment_method="pm_card_chargeDeclined")
     with pytest.raises(DefinitiveError) as caught:
         await adapter.execute(declined)
@@ -184,9 +182,7 @@ async def test_conflicts_and_key_reuse_are_ambiguous(sim: StripeSimulator, adapt
     assert len(sim.ledger) == 2
 
 
-async def test_duplicates_are_reported_and_mismatches_are_unknown(
-    sim: StripeSimulator, adapter: StripeAdapter
-) -> None:
+async def test_duplicates_are_reported_and_mismatches_are_unknown(sim: StripeSimulator, adapter: StripeAdapter) -> None:
     await adapter.execute(call(key="key-a"))
     await adapter.execute(call(key="key-b"))  # a second key for one action: a real duplicate
     await asyncio.sleep(LAG + 0.15)
@@ -197,9 +193,7 @@ async def test_duplicates_are_reported_and_mismatches_are_unknown(
     assert other.outcome is Outcome.UNKNOWN and other.evidence["differences"] == ["amount"]
 
 
-async def test_timeouts_and_unreachable_provider(
-    sim: StripeSimulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_timeouts_and_unreachable_provider(sim: StripeSimulator, monkeypatch: pytest.MonkeyPatch) -> None:
     slow = build(sim, monkeypatch, timeout=0.2)
     try:
         sim.injector.configure(FaultPlan(slow_seconds=1.0))

@@ -93,9 +93,7 @@ async def test_same_key_replays_the_first_answer(sim: StripeSimulator, http: htt
     assert len(sim.ledger) == 1
 
 
-async def test_same_key_other_parameters_is_idempotency_error(
-    sim: StripeSimulator, http: httpx.AsyncClient
-) -> None:
+async def test_same_key_other_parameters_is_idempotency_error(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
     assert (await create(http)).status_code == 200
     response = await create(http, amount="1600")
     assert response.status_code == 400
@@ -103,9 +101,7 @@ async def test_same_key_other_parameters_is_idempotency_error(
     assert len(sim.ledger) == 1
 
 
-async def test_concurrent_request_with_key_in_flight_gets_409(
-    sim: StripeSimulator, http: httpx.AsyncClient
-) -> None:
+async def test_concurrent_request_with_key_in_flight_gets_409(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
     sim.latency = 0.3
     first, second = await asyncio.gather(create(http), create(http))
     statuses = sorted([first.status_code, second.status_code])
@@ -160,9 +156,7 @@ async def test_validation_errors_store_nothing(sim: StripeSimulator, http: httpx
     assert (await create(http)).status_code == 200
 
 
-async def test_search_shows_an_intent_only_after_the_lag(
-    sim: StripeSimulator, http: httpx.AsyncClient
-) -> None:
+async def test_search_shows_an_intent_only_after_the_lag(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
     sim.search_lag = 0.3
     intent = (await create(http)).json()
     assert await search(http, "a1") == []
@@ -193,9 +187,7 @@ async def test_drop_after_commit_cuts_the_connection_but_keeps_the_effect(
     assert len(sim.ledger) == 1
 
 
-async def test_error_after_commit_answers_500_and_replays_it(
-    sim: StripeSimulator, http: httpx.AsyncClient
-) -> None:
+async def test_error_after_commit_answers_500_and_replays_it(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
     sim.injector.script(["error_after_commit"])
     response = await create(http)
     assert response.status_code == 500 and response.json()["error"]["type"] == "api_error"
@@ -212,9 +204,7 @@ async def test_slow_answer_comes_after_the_commit(sim: StripeSimulator, http: ht
     assert (await create(http, key="slow-1")).status_code == 200
     assert time.monotonic() - started >= 0.4
     with pytest.raises(httpx.ReadTimeout):
-        await http.post(
-            "/v1/payment_intents", data=charge("a2"), headers={"Idempotency-Key": "slow-2"}, timeout=0.1
-        )
+        await http.post("/v1/payment_intents", data=charge("a2"), headers={"Idempotency-Key": "slow-2"}, timeout=0.1)
     assert len(sim.ledger) == 2  # the client gave up; the effect is there
 
 
@@ -239,9 +229,7 @@ async def test_partial_is_processing_until_settled(sim: StripeSimulator, http: h
     assert settled["status"] == "succeeded" and settled["amount_received"] == 1500
 
 
-async def test_delayed_visibility_hides_from_search_only(
-    sim: StripeSimulator, http: httpx.AsyncClient
-) -> None:
+async def test_delayed_visibility_hides_from_search_only(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
     sim.injector.script(["delayed_visibility", None])
     hidden = (await create(http, key="k1", action="a1")).json()
     shown = (await create(http, key="k2", action="a2")).json()

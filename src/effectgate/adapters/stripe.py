@@ -17,7 +17,6 @@ from typing import Any, ClassVar, TypeVar
 
 import httpx
 import stripe
-from effectgate.tools.v1.tools_pb2 import ChargeCard
 from google.protobuf.message import Message
 from stripe.params import PaymentIntentCreateParams
 
@@ -36,6 +35,7 @@ from effectgate.adapters.base import (
     Receipt,
 )
 from effectgate.adapters.secrets import read_secret
+from effectgate.tools.v1.tools_pb2 import ChargeCard
 
 # The PaymentIntent metadata key that ties an intent to its action (verify searches on it).
 ACTION_METADATA_KEY = "effectgate_action_id"
@@ -79,12 +79,8 @@ def classify(exc: Exception, what: str) -> AdapterError:
             msg = f"{what}: idempotency key reused with other parameters; an earlier effect may exist"
             return AmbiguousError(msg, code="idempotency_error", details=details)
         if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError | stripe.RateLimitError):
-            code = code or {401: "authentication_failed", 403: "permission_denied"}.get(
-                status or 0, "rate_limited"
-            )
-            return NoEffectError(
-                f"{what}: refused before acting ({code}); retry later", code=code, details=details
-            )
+            code = code or {401: "authentication_failed", 403: "permission_denied"}.get(status or 0, "rate_limited")
+            return NoEffectError(f"{what}: refused before acting ({code}); retry later", code=code, details=details)
         if isinstance(exc, stripe.InvalidRequestError):
             details["param"] = _code(exc.param, "")
             code = code or "invalid_request"
@@ -95,9 +91,7 @@ def classify(exc: Exception, what: str) -> AdapterError:
                 return NoEffectError(f"{what}: could not connect; nothing was sent", code="connect")
             if isinstance(cause, httpx.TimeoutException):
                 return AmbiguousError(f"{what}: timed out; the effect may have happened", code="timeout")
-            return AmbiguousError(
-                f"{what}: connection lost; the effect may have happened", code="connection_lost"
-            )
+            return AmbiguousError(f"{what}: connection lost; the effect may have happened", code="connection_lost")
         # 409 (key in use, lock timeout), 5xx and anything unexpected: the outcome is unknown.
         code = code or (f"http_{status}" if status else "stripe_error")
         return AmbiguousError(
@@ -231,9 +225,7 @@ class StripeAdapter(Adapter):
         if charge.description:
             params["description"] = charge.description
         intent = await _guard(
-            self._client.v1.payment_intents.create_async(
-                params=params, options={"idempotency_key": call.provider_key}
-            ),
+            self._client.v1.payment_intents.create_async(params=params, options={"idempotency_key": call.provider_key}),
             "create payment",
         )
         if intent.status == "succeeded":
@@ -261,9 +253,7 @@ class StripeAdapter(Adapter):
         external_id = call.receipt.external_id if call.receipt else ""
         if external_id:
             try:
-                intent = await _guard(
-                    self._client.v1.payment_intents.retrieve_async(external_id), "read payment"
-                )
+                intent = await _guard(self._client.v1.payment_intents.retrieve_async(external_id), "read payment")
             except DefinitiveError as exc:
                 if exc.code != "resource_missing":
                     raise
@@ -296,12 +286,8 @@ class StripeAdapter(Adapter):
         }
         if not mine:
             if intents:
-                return Observation.unknown(
-                    "the receipt's PaymentIntent belongs to another action", **evidence
-                )
-            return Observation(
-                Outcome.NOT_FOUND, detail="no PaymentIntent for this action", evidence=evidence
-            )
+                return Observation.unknown("the receipt's PaymentIntent belongs to another action", **evidence)
+            return Observation(Outcome.NOT_FOUND, detail="no PaymentIntent for this action", evidence=evidence)
         moving = [i for i in mine if i.status not in _NO_MONEY]
         if len(moving) > 1:
             # More than one intent moved (or may move) money for one action: never hide it.
@@ -311,9 +297,7 @@ class StripeAdapter(Adapter):
         if matching:
             intent = matching[0]
             receipt = Receipt(intent.id, request_id, _result(intent))
-            return Observation(
-                Outcome.CONFIRMED, detail="payment succeeded", evidence=evidence, receipt=receipt
-            )
+            return Observation(Outcome.CONFIRMED, detail="payment succeeded", evidence=evidence, receipt=receipt)
         if succeeded:
             evidence["differences"] = _differences(succeeded[0], charge)
             return Observation.unknown("a succeeded payment differs from the payload", **evidence)
@@ -334,9 +318,7 @@ class StripeAdapter(Adapter):
 
 def _action_of(intent: stripe.PaymentIntent) -> str:
     metadata = intent.metadata
-    return (
-        str(metadata[ACTION_METADATA_KEY]) if metadata is not None and ACTION_METADATA_KEY in metadata else ""
-    )
+    return str(metadata[ACTION_METADATA_KEY]) if metadata is not None and ACTION_METADATA_KEY in metadata else ""
 
 
 def _metadata_query(action_id: str) -> str:

@@ -106,9 +106,7 @@ class SimulatorServer:
     def now(self) -> float:
         return time.time()
 
-    def record(
-        self, kind: str, params: JsonDict, *, idempotency_key: str | None = None, **extra: Any
-    ) -> JsonDict:
+    def record(self, kind: str, params: JsonDict, *, idempotency_key: str | None = None, **extra: Any) -> JsonDict:
         """Appends one applied effect to the ledger and returns the entry."""
         entry: JsonDict = {
             "kind": kind,

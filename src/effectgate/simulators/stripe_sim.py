@@ -171,14 +171,10 @@ class StripeSimulator(SimulatorServer):
     def _validate(self, form: JsonDict) -> SimResponse | None:
         for name in ("amount", "currency"):
             if not form.get(name):
-                return self.error_response(
-                    400, "parameter_missing", f"Missing required param: {name}.", param=name
-                )
+                return self.error_response(400, "parameter_missing", f"Missing required param: {name}.", param=name)
         amount = str(form["amount"])
         if not amount.isdigit() or int(amount) < 1:
-            return self.error_response(
-                400, "parameter_invalid_integer", "Invalid positive integer", param="amount"
-            )
+            return self.error_response(400, "parameter_invalid_integer", "Invalid positive integer", param="amount")
         currency = str(form["currency"])
         if len(currency) != 3 or not currency.isalpha() or currency != currency.lower():
             return self.error_response(400, "parameter_invalid", "Invalid currency.", param="currency")
@@ -294,9 +290,7 @@ class StripeSimulator(SimulatorServer):
         intent = self.intents.get(intent_id)
         if intent is None:
             return self.render(
-                self.error_response(
-                    404, "resource_missing", f"No such payment_intent: '{intent_id}'", param="intent"
-                )
+                self.error_response(404, "resource_missing", f"No such payment_intent: '{intent_id}'", param="intent")
             )
         return self.render(SimResponse(200, self._view(intent)))
 

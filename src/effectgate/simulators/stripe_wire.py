@@ -94,10 +94,8 @@ def parse_search_query(query: str) -> list[Clause]:
 
 def matches(obj: JsonDict, clauses: list[Clause]) -> bool:
     for clause in clauses:
-        if clause.field == "metadata":
-            actual = (obj.get("metadata") or {}).get(clause.key)
-        else:
-            actual = obj.get(clause.field)
+        source = (obj.get("metadata") or {}) if clause.field == "metadata" else obj
+        actual = source.get(clause.key if clause.field == "metadata" else clause.field)
         if actual is None or str(actual) != str(clause.value):
             return False
     return True
