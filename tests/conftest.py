@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from effectgate.simulators.stripe_sim import StripeSimulator
 from tests import pg
+from tests.harness import API_KEY
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend
 
 
@@ -76,3 +78,12 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield chosen
     finally:
         await chosen.aclose()
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[StripeSimulator]:
+    """A Stripe simulator on loopback whose search shows an intent 0.3 s after it is created."""
+    simulator = StripeSimulator(api_key=API_KEY, search_lag=0.3)
+    await simulator.start()
+    yield simulator
+    await simulator.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -17,17 +16,9 @@ from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
-from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools, write_toml
+from tests.harness import GatewayProcess, config_doc, stripe_tools, write_toml
 
 CHARGE = tools_pb2.ChargeCard(customer="cus_7", amount=4200, currency="eur", payment_method="pm_card_visa")
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[StripeSimulator]:
-    simulator = StripeSimulator(api_key=API_KEY, search_lag=0.3)
-    await simulator.start()
-    yield simulator
-    await simulator.stop()
 
 
 def charge_request(run: str) -> pb.ExecuteRequest:

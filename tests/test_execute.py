@@ -18,17 +18,9 @@ from grpc_status import rpc_status
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
-from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools
+from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
 
 CHARGE = tools_pb2.ChargeCard(customer="cus_42", amount=1000, currency="usd", payment_method="pm_card_visa")
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[StripeSimulator]:
-    simulator = StripeSimulator(api_key=API_KEY, search_lag=0.3)
-    await simulator.start()
-    yield simulator
-    await simulator.stop()
 
 
 def gateway_doc(tmp_path: Path, sim: StripeSimulator, **tool: Any) -> dict[str, Any]:

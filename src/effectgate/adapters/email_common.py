@@ -12,7 +12,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from effectgate.adapters.base import ActionCall
+from google.protobuf.message import Message
+
+from effectgate.adapters.base import ActionCall, Adapter, Capabilities, DefinitiveError, InvalidPayload
 from effectgate.tools.v1 import tools_pb2
 
 DEFAULT_DOMAIN = "effectgate"
@@ -72,3 +74,32 @@ def mismatches(expected: Email, found: Mapping[str, str]) -> list[str]:
     if " ".join(found.get("subject", "").split()) != expected.subject:
         wrong.append("subject")
     return wrong
+
+
+class EmailAdapter(Adapter):
+    """What every `send_email` adapter shares: the payload type, normalisation and validation.
+    Subclasses set `_default_from` and `_capabilities` in their constructor."""
+
+    payload_type = tools_pb2.SendEmail
+    _default_from: str
+    _capabilities: Capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def normalize(self, payload: Message) -> Message:
+        assert isinstance(payload, tools_pb2.SendEmail)
+        out = normalize(payload)
+        bad = invalid_field(email_of(out, self._default_from))
+        if bad:
+            raise InvalidPayload(*bad)
+        return out
+
+    def _email(self, call: ActionCall) -> Email:
+        assert isinstance(call.payload, tools_pb2.SendEmail)
+        email = email_of(call.payload, self._default_from)
+        bad = invalid_field(email)
+        if bad:  # normalize should have caught it; nothing is sent either way
+            raise DefinitiveError(f"send_email: {bad[1]}", code="invalid_payload")
+        return email

@@ -15,17 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from google.protobuf.message import Message
 
 from effectgate.adapters import email_common
 from effectgate.adapters.base import (
     ActionCall,
-    Adapter,
     AmbiguousError,
     Capabilities,
     ConfigError,
-    DefinitiveError,
-    InvalidPayload,
     Observation,
     Outcome,
     Receipt,
@@ -33,7 +29,6 @@ from effectgate.adapters.base import (
 from effectgate.adapters.http_outcome import status_error, transport_error
 from effectgate.adapters.redact import scrub
 from effectgate.adapters.secrets import read_secret
-from effectgate.tools.v1 import tools_pb2
 
 ACTION_KEY = "effectgate_action_id"  # Postmark: metadata keys <= 20 chars, values <= 80
 GENERATION_KEY = "effectgate_key"
@@ -53,9 +48,7 @@ def _key_tag(provider_key: str) -> str:
     return hashlib.sha256(provider_key.encode()).hexdigest()[:32]
 
 
-class PostmarkAdapter(Adapter):
-    payload_type = tools_pb2.SendEmail
-
+class PostmarkAdapter(email_common.EmailAdapter):
     def __init__(
         self,
         name: str,
@@ -103,26 +96,6 @@ class PostmarkAdapter(Adapter):
             consistency_window=float(settings.get("consistency_window", 60.0)),
             message_id_domain=str(settings.get("message_id_domain", email_common.DEFAULT_DOMAIN)),
         )
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self._capabilities
-
-    def normalize(self, payload: Message) -> Message:
-        assert isinstance(payload, tools_pb2.SendEmail)
-        out = email_common.normalize(payload)
-        bad = email_common.invalid_field(email_common.email_of(out, self._default_from))
-        if bad:
-            raise InvalidPayload(*bad)
-        return out
-
-    def _email(self, call: ActionCall) -> email_common.Email:
-        assert isinstance(call.payload, tools_pb2.SendEmail)
-        email = email_common.email_of(call.payload, self._default_from)
-        bad = email_common.invalid_field(email)
-        if bad:
-            raise DefinitiveError(f"send_email: {bad[1]}", code="invalid_payload")
-        return email
 
     async def execute(self, call: ActionCall) -> Receipt:
         email = self._email(call)

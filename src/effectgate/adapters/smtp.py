@@ -18,17 +18,14 @@ from email.utils import formatdate
 from typing import Any
 
 import aiosmtplib
-from google.protobuf.message import Message
 
 from effectgate.adapters import email_common
 from effectgate.adapters.base import (
     ActionCall,
-    Adapter,
     AmbiguousError,
     Capabilities,
     ConfigError,
     DefinitiveError,
-    InvalidPayload,
     NoEffectError,
     Observation,
     Outcome,
@@ -37,7 +34,6 @@ from effectgate.adapters.base import (
 from effectgate.adapters.imap_lookup import ImapSettings, find_by_message_id
 from effectgate.adapters.redact import scrub
 from effectgate.adapters.secrets import read_secret
-from effectgate.tools.v1 import tools_pb2
 
 _KNOWN = {
     "host", "port", "username_env", "username_file", "password_env", "password_file",
@@ -47,9 +43,7 @@ _KNOWN = {
 }  # fmt: skip
 
 
-class SmtpAdapter(Adapter):
-    payload_type = tools_pb2.SendEmail
-
+class SmtpAdapter(email_common.EmailAdapter):
     def __init__(
         self,
         name: str,
@@ -114,26 +108,6 @@ class SmtpAdapter(Adapter):
             consistency_window=float(settings.get("consistency_window", 60.0)),
             imap=imap,
         )
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self._capabilities
-
-    def normalize(self, payload: Message) -> Message:
-        assert isinstance(payload, tools_pb2.SendEmail)
-        out = email_common.normalize(payload)
-        bad = email_common.invalid_field(email_common.email_of(out, self._default_from))
-        if bad:
-            raise InvalidPayload(*bad)
-        return out
-
-    def _email(self, call: ActionCall) -> email_common.Email:
-        assert isinstance(call.payload, tools_pb2.SendEmail)
-        email = email_common.email_of(call.payload, self._default_from)
-        bad = email_common.invalid_field(email)
-        if bad:  # normalize should have caught it; nothing is sent either way
-            raise DefinitiveError(f"send_email: {bad[1]}", code="invalid_payload")
-        return email
 
     def _message(self, call: ActionCall, email: email_common.Email) -> tuple[str, bytes]:
         msg = EmailMessage()

@@ -1,7 +1,8 @@
 """Method (c): effectgate. The agent runtime injects the run context (run id, a stable step id,
 the agent's name) and the model's tool call goes through a real gateway via the generated
-client. With `--crash` the gateway is an `effectgate serve` child process that is kill -9'd and
-restarted at seeded moments; its reconciler finishes what the dead one started."""
+client. The gateway is an `effectgate serve` child process (a service of its own, on its own
+core); with `--crash` it is kill -9'd and restarted at seeded moments, and its reconciler
+finishes what the dead one started."""
 
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ from effectgate.chaos.process import ChildGateway, free_port, write_config
 from effectgate.client import EffectGateClient
 from effectgate.client.context import RunContext
 from effectgate.gateway import keys
-from effectgate.gateway.config import parse_config
-from effectgate.gateway.server import Gateway
 from effectgate.v1 import gateway_pb2 as pb
 
 STEP = "step-1"  # the logical step: the same for every re-plan, resume and subagent
@@ -65,7 +64,6 @@ class ViaGateway(Method):
     name = "effectgate"
 
     def __init__(self) -> None:
-        self.gateway: Gateway | None = None
         self.child: ChildGateway | None = None
         self.client: EffectGateClient | None = None
         self.crasher: asyncio.Task[None] | None = None
@@ -76,15 +74,13 @@ class ViaGateway(Method):
         self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
         port = free_port()
         doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
+        self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
+        await self.child.start()
         if options.crash:
-            self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
-            await self.child.start()
             first = runs[0].episode
             rng = random.Random(f"crash:{first.level}:{first.scenario}:{options.seeds}")
             moments = sorted(rng.uniform(0.1, 2.5) for _ in range(KILLS_PER_CELL))
             self.crasher = asyncio.create_task(self._crash(moments))
-        else:
-            self.gateway = await Gateway.start(parse_config(doc))
         self.client = EffectGateClient.connect(f"127.0.0.1:{port}")
 
     async def _crash(self, moments: list[float]) -> None:
@@ -107,8 +103,6 @@ class ViaGateway(Method):
     async def close(self) -> None:
         if self.client is not None:
             await self.client.close()
-        if self.gateway is not None:
-            await self.gateway.stop()
         if self.child is not None:
             await self.child.terminate()
         if self._tmp is not None:
