@@ -103,12 +103,12 @@ def ledger_id(sim: StripeSimulator, action: str) -> str:
     return str(entry["id"])
 
 
-def stub_for(channel: grpc.aio.Channel) -> gateway_pb2_grpc.EffectGatewayStub:
+def stub_for(channel: grpc.aio.Channel) -> gateway_pb2_grpc.EffectGatewayAsyncStub:
     return gateway_pb2_grpc.EffectGatewayStub(channel)
 
 
 async def wait_for(
-    stub: gateway_pb2_grpc.EffectGatewayStub, action: str, states: Iterable[int], timeout: float
+    stub: gateway_pb2_grpc.EffectGatewayAsyncStub, action: str, states: Iterable[int], timeout: float
 ) -> pb.Action:
     """Polls GetAction until the action is in one of `states`; fails after `timeout` seconds."""
     wanted = set(states)
@@ -321,7 +321,7 @@ async def test_postgres_restart_fails_closed_and_settles(
     stop = asyncio.Event()
     counter = iter(range(1_000_000))
 
-    async def stream(stub: gateway_pb2_grpc.EffectGatewayStub) -> None:
+    async def stream(stub: gateway_pb2_grpc.EffectGatewayAsyncStub) -> None:
         while not stop.is_set():
             run = f"run-pg{next(counter)}"
             started = phase

@@ -58,6 +58,10 @@ def struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
     return out
 
 
+def _field(reply: Reply, name: str) -> Any:
+    return reply.body.get(name) if isinstance(reply.body, dict) else None
+
+
 async def request(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Reply:
     try:
         resp = await client.request(method, url, **kwargs)
@@ -92,6 +96,10 @@ class Scenario(ABC):
     @abstractmethod
     async def check(self, client: httpx.AsyncClient, typed: JsonDict, tag: str) -> str:
         """The wrapper's postcondition read: Check.TRUE / FALSE / UNKNOWN."""
+
+    @abstractmethod
+    def half_done(self, reply: Reply) -> bool:
+        """A 2xx answer that shows only part of the effect (the study's "partial success")."""
 
     @abstractmethod
     def adapter(self, base_url: str) -> JsonDict:
@@ -151,6 +159,9 @@ class ChargeCard(Scenario):
         if reply.status != 200 or not isinstance(reply.body, dict):
             return Check.UNKNOWN
         return Check.TRUE if reply.body.get("data") else Check.FALSE
+
+    def half_done(self, reply: Reply) -> bool:
+        return _field(reply, "status") == "processing"
 
     def adapter(self, base_url: str) -> JsonDict:
         return {
@@ -217,6 +228,9 @@ class SendEmail(Scenario):
             return Check.UNKNOWN
         return Check.TRUE if reply.body.get("TotalCount") else Check.FALSE
 
+    def half_done(self, reply: Reply) -> bool:
+        return _field(reply, "Message") == "Queued"
+
     def adapter(self, base_url: str) -> JsonDict:
         return {
             "kind": "postmark",
@@ -276,6 +290,9 @@ class ActivateCustomer(Scenario):
         done = reply.body.get("status") == "ACTIVE" and reply.body.get("activated_at") is not None
         return Check.TRUE if done else Check.FALSE
 
+    def half_done(self, reply: Reply) -> bool:
+        return _field(reply, "activated_at") is None
+
     def adapter(self, base_url: str) -> JsonDict:
         table = crm_adapter(
             base_url,
@@ -321,6 +338,9 @@ class RecordInvoice(Scenario):
         if reply.status != 200 or not isinstance(reply.body, dict):
             return Check.UNKNOWN
         return Check.TRUE if reply.body.get("amount") == typed["amount"] else Check.FALSE
+
+    def half_done(self, reply: Reply) -> bool:
+        return _field(reply, "amount") is None
 
     def adapter(self, base_url: str) -> JsonDict:
         return crm_adapter(

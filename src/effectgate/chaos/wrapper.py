@@ -24,7 +24,7 @@ from typing import Any
 
 from effectgate.chaos.method import Answer, Method, Run
 from effectgate.chaos.model import Told
-from effectgate.chaos.scenarios import Check, Reply
+from effectgate.chaos.scenarios import Check, Reply, Scenario
 
 BUCKET_SECONDS = 1.0  # the study's timestamp bucket, on the harness's compressed clock
 WAIT = 0.1  # wait(i) = i * WAIT before the i-th check
@@ -37,11 +37,14 @@ def wrapper_key(agent: str, action: str, payload: dict[str, Any], bucket: int) -
     return "vtc_" + hashlib.sha256(material.encode()).hexdigest()[:40]
 
 
-def classify(reply: Reply) -> str:
-    """SUCCESS / FAILURE / AMBIGUOUS, from the answer alone."""
+def classify(reply: Reply, scenario: Scenario) -> str:
+    """SUCCESS / FAILURE / AMBIGUOUS, from the answer alone. A partial success is ambiguous: the
+    study's wrapper reaches 100 % task success only by re-running those."""
     if reply.status is None or reply.status >= 500:
         return "AMBIGUOUS"
-    return "SUCCESS" if 200 <= reply.status < 300 else "FAILURE"
+    if 200 <= reply.status < 300:
+        return "AMBIGUOUS" if scenario.half_done(reply) else "SUCCESS"
+    return "FAILURE"
 
 
 class Wrapper(Method):
@@ -58,7 +61,7 @@ class Wrapper(Method):
         reply = await run.scenario.send(run.http, typed, key=key, tag=key)
         reruns = 0
         for i in range(1, MAX_CHECKS + 1):
-            kind = classify(reply)
+            kind = classify(reply, run.scenario)
             if kind == "SUCCESS":
                 return Answer(Told.SUCCESS, final=True)
             if kind == "FAILURE":
