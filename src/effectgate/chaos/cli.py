@@ -91,6 +91,8 @@ def main(argv: list[str]) -> int:
     print(markdown(summarize(results, ("method", "level")), ("method", "level")))
     print()
     print(markdown(summarize(results, ("method", "level", "scenario")), ("method", "level", "scenario")))
+    print()
+    print(markdown(summarize(results, ("method", "behaviour")), ("method", "behaviour")))
     print(f"\n{len(results)} episodes in {wall:.0f}s", file=sys.stderr)
     if args.json:
         meta = {"options": {**vars(options)}, "wall_seconds": round(wall, 1), "argv": argv}

@@ -35,6 +35,7 @@ class Answer:
 
 class Method:
     name: str = ""
+    kills = 0  # kill -9s of the gateway during the cell
 
     async def open(self, runs: list[Run], options: Any) -> None:
         """Prepares the cell (effectgate starts its gateway here)."""

@@ -44,6 +44,7 @@ class Episode:
     behaviour: str
     paraphrase: bool  # the model rewrites the arguments when it re-plans
     bucket_phase: float  # where the wrapper's time buckets fall relative to the episode start
+    stagger: float  # with --crash, when the request arrives (0-2 s), so kills land amid the traffic
 
     @classmethod
     def draw(cls, seed: int, level: str, scenario: str, behaviours: tuple[str, ...]) -> Episode:
@@ -51,7 +52,7 @@ class Episode:
         # Most runs are one agent re-planning; a share resume twice or split into subagents.
         weights = {"replan": 3.0, "approval_twice": 1.0, "subagents": 1.0}
         chosen = rng.choices(behaviours, [weights[b] for b in behaviours])[0]
-        return cls(seed, level, scenario, chosen, rng.random() < 0.5, rng.random())
+        return cls(seed, level, scenario, chosen, rng.random() < 0.5, rng.random(), 2 * rng.random())
 
     @property
     def run_id(self) -> str:

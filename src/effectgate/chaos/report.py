@@ -66,7 +66,7 @@ def _cell(row: dict[str, Any], key: str) -> str:
 
 def markdown(rows: list[dict[str, Any]], by: Sequence[str]) -> str:
     """A Markdown table: readable on a terminal, pasteable into the README."""
-    order = {"direct": 0, "wrapper": 1, "effectgate": 2, "low": 0, "medium": 1, "high": 2}
+    order = {"direct": 0, "wrapper": 1, "effectgate": 2, "low": 0, "medium": 1, "high": 2, "replan": 0}
     keys = [k for k in by if k != "method"] + (["method"] if "method" in by else [])
     rows = sorted(rows, key=lambda r: [(order.get(r[k], 9), r[k]) for k in keys])
     header = [*keys, *(title for _, title in COLUMNS)]

@@ -74,8 +74,10 @@ def fault_plan(level: str, seed: int) -> FaultPlan:
     )
 
 
-async def _agent_phase(method: Method, run: Run) -> Result:
+async def _agent_phase(method: Method, run: Run, stagger: bool) -> Result:
     result = Result(method.name, run.episode)
+    if stagger:
+        await asyncio.sleep(run.episode.stagger)
     run.t0 = time.monotonic()
     try:
         result.told, result.calls = await asyncio.wait_for(run_agents(method, run), EPISODE_BUDGET)
@@ -115,8 +117,11 @@ async def run_cell(
         method = METHOD_TYPES[method_name]()
         await method.open(runs, options)
         try:
-            acted = await asyncio.gather(*(_agent_phase(method, run) for run in runs))
+            acted = await asyncio.gather(*(_agent_phase(method, run, options.crash) for run in runs))
             await method.quiesce()
+            if method.kills:
+                for run in runs:
+                    run.notes.append(f"gateway killed with SIGKILL {method.kills}x during the cell")
             return list(
                 await asyncio.gather(
                     *(_settle_phase(method, run, result, progress) for run, result in zip(runs, acted, strict=True))

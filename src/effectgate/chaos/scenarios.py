@@ -161,7 +161,7 @@ class ChargeCard(Scenario):
         return Check.TRUE if reply.body.get("data") else Check.FALSE
 
     def half_done(self, reply: Reply) -> bool:
-        return _field(reply, "status") == "processing"
+        return bool(_field(reply, "status") == "processing")
 
     def adapter(self, base_url: str) -> JsonDict:
         return {
@@ -229,7 +229,7 @@ class SendEmail(Scenario):
         return Check.TRUE if reply.body.get("TotalCount") else Check.FALSE
 
     def half_done(self, reply: Reply) -> bool:
-        return _field(reply, "Message") == "Queued"
+        return bool(_field(reply, "Message") == "Queued")
 
     def adapter(self, base_url: str) -> JsonDict:
         return {

@@ -28,6 +28,12 @@ CALL_TIMEOUT = 4.0
 SETTLE_BUDGET = 12.0  # how long the reconciler gets once the faults stopped
 KILLS_PER_CELL = 2
 TERMINAL = (pb.EFFECT_STATE_CONFIRMED, pb.EFFECT_STATE_REJECTED)
+RECONNECT = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 500),
+]
+PATIENCE = 15.0  # how long the runtime keeps trying to reach a restarting gateway
 
 
 def tool_name(run: Run) -> str:
@@ -81,7 +87,9 @@ class ViaGateway(Method):
             rng = random.Random(f"crash:{first.level}:{first.scenario}:{options.seeds}")
             moments = sorted(rng.uniform(0.1, 2.5) for _ in range(KILLS_PER_CELL))
             self.crasher = asyncio.create_task(self._crash(moments))
-        self.client = EffectGateClient.connect(f"127.0.0.1:{port}")
+        # Reconnect quickly after a kill -9 (gRPC's default back-off grows to minutes).
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=RECONNECT)
+        self.client = EffectGateClient(channel)
 
     async def _crash(self, moments: list[float]) -> None:
         assert self.child is not None
@@ -136,7 +144,8 @@ class ViaGateway(Method):
 
     async def _approve(self, request: pb.ApproveRequest) -> None:
         assert self.client is not None
-        for _ in range(10):
+        end = asyncio.get_running_loop().time() + PATIENCE
+        while asyncio.get_running_loop().time() < end:
             try:
                 await self.client.operator.Approve(request, timeout=CALL_TIMEOUT)
                 return
@@ -144,11 +153,14 @@ class ViaGateway(Method):
                 await asyncio.sleep(0.3)  # the gateway may be restarting
 
     async def _retrying(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse | None:
-        for attempt in range(10):
+        end = asyncio.get_running_loop().time() + PATIENCE
+        for attempt in range(100):
             try:
                 return await self._execute(run, agent, f"{call_id}-{attempt}", args)
             except grpc.aio.AioRpcError as err:
                 run.notes.append(f"{call_id}: {err.code().name}")
+                if asyncio.get_running_loop().time() >= end:
+                    break
                 await asyncio.sleep(0.3)
         return None
 
