@@ -52,10 +52,7 @@ def generate(out: Path) -> None:
 
 def generated_files(base: Path) -> set[str]:
     return {
-        str(p.relative_to(base))
-        for package in GENERATED_PACKAGES
-        for p in (base / package).glob("*")
-        if p.is_file()
+        str(p.relative_to(base)) for package in GENERATED_PACKAGES for p in (base / package).glob("*") if p.is_file()
     }
 
 

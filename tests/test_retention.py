@@ -38,9 +38,7 @@ async def test_run_retention_purges_old_terminal_actions_only(backend: Backend) 
         await store.insert_if_absent(rec)
     now = [1_000.0]
     stop = asyncio.Event()
-    task = asyncio.create_task(
-        run_retention(store, {"pay": 100.0, "refund": 50.0}, 0.02, stop, clock=lambda: now[0])
-    )
+    task = asyncio.create_task(run_retention(store, {"pay": 100.0, "refund": 50.0}, 0.02, stop, clock=lambda: now[0]))
     gone = {"pay-CONFIRMED", "pay-REJECTED", "refund-old"}
     every = {r.action_id for r in old_states.values()} | {
         "pay-recent",

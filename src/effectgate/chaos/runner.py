@@ -115,8 +115,8 @@ async def run_cell(
             http = httpx.AsyncClient(base_url=url, timeout=HTTP_TIMEOUT, headers=scenario.headers())
             runs.append(Run(episode, scenario, sim, http))
         method = METHOD_TYPES[method_name]()
-        await method.open(runs, options)
         try:
+            await method.open(runs, options)
             acted = await asyncio.gather(*(_agent_phase(method, run, options.crash) for run in runs))
             await method.quiesce()
             if method.kills:

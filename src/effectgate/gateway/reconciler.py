@@ -63,9 +63,11 @@ class Reconciler:
                 asyncio.ensure_future(self._stop.wait()),
                 asyncio.ensure_future(self.protocol.work_ready.wait()),
             ]
-            _, pending = await asyncio.wait(waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in pending:
-                waiter.cancel()
+            try:
+                await asyncio.wait(waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # also when this task is cancelled at shutdown
+                for waiter in waiters:
+                    waiter.cancel()
 
     async def stop(self) -> None:
         self._stop.set()

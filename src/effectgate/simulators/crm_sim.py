@@ -18,8 +18,8 @@ Faults (see `faults.py`): `partial` applies half the effect: activation sets sta
 leaves `activated_at` null; an invoice row is stored without its amount (null). The answer shows
 the half-applied resource. With `settle_seconds` set, the missing half lands that much later (a
 non-atomic write finishing late, as a Stripe `processing` intent settles); None keeps it half.
-`delayed_visibility`: reads (GET) show the write only after the plan's
-`visibility_lag`; until then they show the previous state. The injected `conflict` is a 409.
+`delayed_visibility`: reads (GET) show the write only after the plan's `visibility_lag`; until
+then they show the previous state. The injected `conflict` is a 409.
 
 Ledger: `{"kind": "activate_customer" | "invoice", "params", "fault", "at"}`.
 """

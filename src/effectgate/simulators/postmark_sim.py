@@ -15,8 +15,8 @@ sender/recipient; 422 (ErrorCode 406) for a recipient in `inactive_domain` (Post
 
 Faults (see `faults.py`): `partial` accepts the message but leaves it `Queued` (never sent, or
 with `settle_seconds` set, sent that much later); the answer says `"Message": "Queued"`, not `"OK"`.
-`delayed_visibility` hides it from the
-search for the plan's `visibility_lag` (at least `search_lag`). The injected `conflict` is a 409.
+`delayed_visibility` hides it from the search for the plan's `visibility_lag` (at least
+`search_lag`). The injected `conflict` is a 409.
 
 Ledger: `{"kind": "email", "id", "params": {from, to, subject}, "metadata", "status", "fault"}`.
 """
