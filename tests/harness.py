@@ -99,41 +99,6 @@ async def start_gateway(config: Config | dict[str, Any], *, token: str = "") -> 
 # -- a gateway in a child process -----------------------------------------------------------
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def write_toml(doc: Mapping[str, Any], path: Path) -> Path:
-    """A minimal TOML writer for config docs: tables of scalars, nested tables, arrays of tables."""
-    lines: list[str] = []
-
-    def table(prefix: str, values: Mapping[str, Any]) -> None:
-        scalars = {k: v for k, v in values.items() if not isinstance(v, Mapping)}
-        lines.append(f"[{prefix}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in scalars.items())
-        for key, value in values.items():
-            if isinstance(value, Mapping):
-                table(f"{prefix}.{key}", value)
-
-    for key, value in doc.items():
-        if key == "principals":
-            for principal in value:
-                lines.append("[[principals]]")
-                lines.extend(f"{k} = {_toml_value(v)}" for k, v in principal.items())
-        else:
-            table(key, value)
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 class GatewayProcess:
     """`effectgate serve` in a child process; `kill()` is a real SIGKILL."""
 

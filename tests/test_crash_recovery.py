@@ -11,12 +11,13 @@ import grpc
 import pytest
 from google.protobuf import any_pb2
 
+from effectgate.gateway.config_writer import write_config
 from effectgate.gateway.keys import action_id
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
-from tests.harness import GatewayProcess, config_doc, stripe_tools, write_toml
+from tests.harness import GatewayProcess, config_doc, stripe_tools
 
 CHARGE = tools_pb2.ChargeCard(customer="cus_7", amount=4200, currency="eur", payment_method="pm_card_visa")
 
@@ -46,7 +47,7 @@ async def wait_settled(target: str, action: str, timeout: float = 20.0) -> pb.Ac
 
 @pytest.mark.parametrize("point", ["after_planned", "after_dispatched", "after_provider_commit"])
 async def test_restart_after_kill_at_each_crash_point(tmp_path: Path, sim: StripeSimulator, point: str) -> None:
-    config = write_toml(
+    config = write_config(
         config_doc(
             f"sqlite:///{tmp_path}/eg.db",
             gateway={"lease_ttl": "1s"},
@@ -78,7 +79,7 @@ async def test_restart_after_kill_at_each_crash_point(tmp_path: Path, sim: Strip
 async def test_kill_while_provider_is_processing(tmp_path: Path, sim: StripeSimulator) -> None:
     """SIGKILL from outside while the request is at the provider, which commits afterwards."""
     sim.latency = 1.0
-    config = write_toml(
+    config = write_config(
         config_doc(f"sqlite:///{tmp_path}/eg.db", gateway={"lease_ttl": "2.5s"}, **stripe_tools(sim.base_url)),
         tmp_path / "effectgate.toml",
     )
@@ -107,7 +108,7 @@ async def test_kill_while_provider_is_processing(tmp_path: Path, sim: StripeSimu
 
 async def test_sigterm_lets_the_action_in_flight_finish(tmp_path: Path, sim: StripeSimulator) -> None:
     sim.latency = 0.8
-    config = write_toml(
+    config = write_config(
         config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url)), tmp_path / "effectgate.toml"
     )
     gateway = GatewayProcess(config)

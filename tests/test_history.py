@@ -35,11 +35,13 @@ async def run_history(workload: list[tuple[int, int, float]], seed: int) -> None
             config_doc(f"sqlite:///{Path(tmp)}/eg.db", **stripe_tools(sim.base_url, consistency_window="0.5s"))
         )
         acknowledged: dict[str, str] = {}
+        payloads: dict[int, tools_pb2.ChargeCard] = {}
         try:
             for index, copies, patience in workload:
                 payload = tools_pb2.ChargeCard(
                     customer=f"cus_{index}", amount=100 + index, currency="usd", payment_method="pm_card_visa"
                 )
+                payloads[index] = payload
                 answers = await asyncio.gather(
                     *(
                         live.stub.Execute(request(step=f"s{index}", payload=payload, call=f"c{i}"), timeout=patience)
@@ -53,12 +55,16 @@ async def run_history(workload: list[tuple[int, int, float]], seed: int) -> None
                     else:
                         assert isinstance(answer, pb.ExecuteResponse | grpc.aio.AioRpcError), answer
             sim.injector.configure(FaultPlan())  # the faults stop; the reconciler settles the rest
-            actions = (await live.stub.ListActions(pb.ListActionsRequest(page_size=100))).actions
-            for _ in range(100):
+            for _ in range(50):
                 actions = (await live.stub.ListActions(pb.ListActionsRequest(page_size=100))).actions
                 if all(a.state == pb.EFFECT_STATE_CONFIRMED for a in actions):
                     break
-                # Agents that gave up come back (as a resumed run would): UNKNOWN is re-verified.
+                # Agents that gave up come back, as a resumed run would: the same run, step and
+                # scope again (UNKNOWN is re-verified, a proven NOT_FOUND dispatched again).
+                await asyncio.gather(
+                    *(live.stub.Execute(request(step=f"s{i}", payload=p, call="resume")) for i, p in payloads.items()),
+                    return_exceptions=True,
+                )
                 await asyncio.sleep(0.1)
             per_action = Counter(e["metadata"].get(ACTION_METADATA_KEY) for e in sim.ledger)
             assert all(n == 1 for n in per_action.values()), per_action

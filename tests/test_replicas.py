@@ -24,13 +24,14 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from effectgate.adapters.stripe import ACTION_METADATA_KEY
+from effectgate.gateway.config_writer import write_config
 from effectgate.gateway.keys import action_id
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from tests import pg
-from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools, write_toml
+from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
 
 CHARGE = tools_pb2.ChargeCard(customer="cus_5", amount=2500, currency="eur", payment_method="pm_card_visa")
 STEP, TOOL, SCOPE = "pay", "charge_card", "invoice:5"
@@ -65,7 +66,7 @@ def replica_config(tmp_path: Path, dsn: str, sim: StripeSimulator) -> Path:
         gateway={"lease_ttl": f"{LEASE_TTL}s", "reconcile_interval": "0.2s", "recheck_min": "0.2s"},
         **stripe_tools(sim.base_url, attempt_timeout="1.2s"),
     )
-    return write_toml(doc, tmp_path / "effectgate.toml")
+    return write_config(doc, tmp_path / "effectgate.toml")
 
 
 @contextlib.asynccontextmanager

@@ -15,8 +15,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from effectgate.gateway import healthcheck
 from effectgate.gateway.config import ConfigError, parse_config, parse_duration
+from effectgate.gateway.config_writer import write_config
 from effectgate.simulators.stripe_sim import StripeSimulator
-from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools, write_toml
+from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,7 +86,7 @@ def test_durations() -> None:
 def test_serve_exits_2_with_a_clear_message_on_bad_config(tmp_path: Path) -> None:
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools("http://127.0.0.1:1"))
     doc["adapters"]["stripe"]["api_key_env"] = "EFFECTGATE_TEST_UNSET_VARIABLE"
-    config = write_toml(doc, tmp_path / "bad.toml")
+    config = write_config(doc, tmp_path / "bad.toml")
     done = subprocess.run(
         [sys.executable, "-m", "effectgate.gateway.cli", "serve", "--config", str(config)],
         capture_output=True,
