@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs the servers the test suite starts by itself (PostgreSQL, Dovecot IMAP) from Debian's
-# packages when they are missing. The tests start their own throw-away instances on loopback;
-# nothing here starts a service. Needs root (CI runs as root); elsewhere it only says what to do.
+# Installs from Debian's packages, when missing, the servers the test suite starts by itself
+# (PostgreSQL, Dovecot IMAP) and openssl for the TLS test's certificate. The tests start their own
+# throw-away instances on loopback; nothing here starts a service. Needs root (CI runs as root); elsewhere it only says what to do.
 set -euo pipefail
 
 missing=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v dovecot >/dev/null 2>&1 || missing+=(dovecot-imapd)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -9,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -16,6 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from effectgate.gateway import healthcheck
 from effectgate.gateway.config import ConfigError, parse_config, parse_duration
 from effectgate.gateway.config_writer import write_config
+from effectgate.gateway.server import Gateway
 from effectgate.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools
 
@@ -108,3 +110,36 @@ def test_dockerfile_runs_what_we_test() -> None:
     assert '"serve", "--config"' in text
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'effectgate = "effectgate.gateway.cli:main"' in pyproject
+
+
+@pytest.fixture
+def tls_pair(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost (Debian's openssl)."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_tls_listener(tmp_path: Path, tls_pair: tuple[Path, Path]) -> None:
+    """A TLS listener (as production uses with principals) serves the generated client over TLS."""
+    cert, key = tls_pair
+    sim = StripeSimulator(api_key=API_KEY)
+    await sim.start()
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
+    doc["server"]["tls"] = {"cert_file": str(cert), "key_file": str(key)}
+    gateway = await Gateway.start(parse_config(doc))
+    try:
+        credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        async with grpc.aio.secure_channel(f"localhost:{gateway.port}", credentials) as channel:
+            answer = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as plain:
+            with pytest.raises(grpc.aio.AioRpcError):
+                await health_pb2_grpc.HealthStub(plain).Check(health_pb2.HealthCheckRequest(), timeout=2)
+    finally:
+        await gateway.stop()
+        await sim.stop()
