@@ -295,3 +295,31 @@ async def test_verify_rpc_reads_back_without_dispatching(gw: LiveGateway, sim: S
     )
     assert by_ref.action.action_id == done.action.action_id
     assert len(effects(sim)) == 1
+
+
+async def test_allow_policy_records_every_call(tmp_path: Path, sim: StripeSimulator) -> None:
+    """`on_repeat = "allow"` is for harmless effects: no dedup, but every call is still recorded."""
+    live = await start_gateway(gateway_doc(tmp_path, sim, on_repeat="allow"))
+    try:
+        first = await live.stub.Execute(request(call="a"))
+        second = await live.stub.Execute(request(call="b"))
+        assert first.action.action_id != second.action.action_id
+        assert not first.replayed and not second.replayed
+        assert len(effects(sim)) == 2
+        listed = await live.stub.ListActions(pb.ListActionsRequest(run_id="run-1"))
+        assert len(listed.actions) == 2
+    finally:
+        await live.close()
+
+
+async def test_coalesce_mismatch_answers_the_stored_outcome(tmp_path: Path, sim: StripeSimulator) -> None:
+    live = await start_gateway(gateway_doc(tmp_path, sim, on_mismatch="coalesce"))
+    try:
+        first = await live.stub.Execute(request())
+        other = tools_pb2.ChargeCard(customer="cus_42", amount=9999, currency="usd", payment_method="pm_card_visa")
+        again = await live.stub.Execute(request(payload=other, call="c2"))
+        assert again.replayed and again.action.fingerprint == first.action.fingerprint
+        assert again.action.receipt == first.action.receipt
+        assert len(effects(sim)) == 1
+    finally:
+        await live.close()

@@ -1,7 +1,9 @@
 """`make bench`: what the gateway costs, measured side by side in one run.
 
-Every figure below comes from the same process, the same simulator and the same machine minute,
-so the ratios mean something on a noisy shared machine even when the absolute numbers drift:
+Every figure below comes from the same run, the same simulator and the same machine minute, so
+the ratios mean something on a noisy shared machine even when the absolute numbers drift. The
+gateway runs as its own `effectgate serve` process (as in production); the simulator and the
+load generator share this one:
 
 - a direct call to the (zero-latency) Stripe simulator, the baseline;
 - a new action through the gateway, SQLite `synchronous=FULL` (the default) and `NORMAL`;
@@ -25,9 +27,9 @@ from pathlib import Path
 
 import httpx
 
+from effectgate.chaos.process import ChildGateway, free_port
 from effectgate.client import EffectGateClient, RunContext
-from effectgate.gateway.config import parse_config
-from effectgate.gateway.server import Gateway
+from effectgate.gateway.config_writer import write_config
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
@@ -60,17 +62,17 @@ async def measure(name: str, n: int, concurrency: int, one: Callable[[int], Awai
     return summary(name, samples, time.perf_counter() - wall)
 
 
-async def gateway_for(sim: StripeSimulator, workdir: Path, synchronous: str) -> Gateway:
-    return await Gateway.start(
-        parse_config(
-            {
-                "server": {"listen": "127.0.0.1:0"},
-                "store": {"url": f"sqlite:///{workdir}/{synchronous}.db?synchronous={synchronous}"},
-                "adapters": {"stripe": {"api_base": sim.base_url, "api_key_env": "BENCH_STRIPE_KEY"}},
-                "tools": {"charge_card": {"adapter": "stripe", "consistency_window": "1s"}},
-            }
-        )
-    )
+async def gateway_for(sim: StripeSimulator, workdir: Path, synchronous: str) -> tuple[ChildGateway, str]:
+    target = f"127.0.0.1:{free_port()}"
+    doc = {
+        "server": {"listen": target},
+        "store": {"url": f"sqlite:///{workdir}/{synchronous}.db?synchronous={synchronous}"},
+        "adapters": {"stripe": {"api_base": sim.base_url, "api_key_env": "BENCH_STRIPE_KEY"}},
+        "tools": {"charge_card": {"adapter": "stripe", "consistency_window": "1s"}},
+    }
+    child = ChildGateway(write_config(doc, workdir / f"{synchronous}.toml"))
+    await child.start()
+    return child, target
 
 
 async def run(n: int, concurrency: int) -> list[dict[str, float | str]]:
@@ -90,8 +92,8 @@ async def run(n: int, concurrency: int) -> list[dict[str, float | str]]:
 
         results.append(await measure("direct provider call", n, 1, direct))
         for synchronous in ("FULL", "NORMAL"):
-            gateway = await gateway_for(sim, workdir, synchronous)
-            client = EffectGateClient.connect(f"127.0.0.1:{gateway.port}")
+            gateway, target = await gateway_for(sim, workdir, synchronous)
+            client = EffectGateClient.connect(target)
             tag = uuid.uuid4().hex[:6]
 
             async def new(i: int, tag: str = tag, client: EffectGateClient = client) -> None:
@@ -109,7 +111,7 @@ async def run(n: int, concurrency: int) -> list[dict[str, float | str]]:
             results.append(await measure(f"gateway replay ({synchronous})", n, 1, replay))
             results.append(await measure(f"gateway new, {concurrency} agents ({synchronous})", n, concurrency, busy))
             await client.close()
-            await gateway.stop()
+            await gateway.terminate()
     await sim.stop()
     return results
 

@@ -81,7 +81,8 @@ class ActionRecord:
     # Serialisation: stores keep the whole record as one JSON document next to the columns
     # they index, so both backends share one encoding.
     def to_json(self) -> str:
-        doc = dataclasses.asdict(self)
+        # A shallow field copy: dataclasses.asdict deep-copies every value and costs ~4x more.
+        doc = {name: getattr(self, name) for name in _FIELD_NAMES}
         doc["payload"] = base64.b64encode(self.payload).decode()
         doc["state"] = self.state.value
         doc["next_step"] = self.next_step.value
@@ -105,6 +106,9 @@ class ActionRecord:
             doc["observation"] = Observation(**obs)
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ActionRecord))
 
 
 def _receipt_doc(receipt: Receipt | None) -> dict[str, Any] | None:
