@@ -10,7 +10,7 @@ import pytest
 from effectgate.gateway.store import StoreUnavailable, open_store
 from effectgate.gateway.store.postgres import PostgresStore, migrations
 from tests import pg
-from tests.store_backends import record
+from tests.store_backends import record, rich_record
 
 NOW = 10_000.0
 
@@ -107,3 +107,19 @@ async def test_server_loss_fails_closed_and_recovers(pg_private_server: pg.PgSer
     finally:
         await store.close()
         await pg.drop_database(pg_private_server.dsn, name)
+
+
+async def test_url_options_are_the_gateways_not_the_servers(pg_dsn: str) -> None:
+    """Pool and statement-cache options are read from the URL, not sent to PostgreSQL as settings
+    (which would refuse them); `statement_cache_size=0` is what PgBouncer's transaction mode needs."""
+    separator = "&" if "?" in pg_dsn else "?"
+    store = PostgresStore.from_url(f"{pg_dsn}{separator}statement_cache_size=0&pool_max=2&command_timeout=5")
+    await store.open()
+    try:
+        stored = rich_record("opts")
+        _, inserted = await store.insert_if_absent(stored)
+        assert inserted and await store.get(stored.action_id) == stored
+    finally:
+        await store.close()
+    with pytest.raises(ValueError, match="must be numbers"):
+        PostgresStore.from_url(f"{pg_dsn}{separator}pool_max=many")

@@ -13,6 +13,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -53,6 +54,10 @@ def migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+# Query options the gateway reads itself (see `PostgresStore.from_url`).
+_STORE_OPTIONS = frozenset({"pool_min", "pool_max", "connect_timeout", "command_timeout", "statement_cache_size"})
+
+
 class PostgresStore(Store):
     def __init__(
         self,
@@ -62,8 +67,10 @@ class PostgresStore(Store):
         max_size: int = 10,
         connect_timeout: float = 5.0,
         command_timeout: float = 10.0,
+        statement_cache_size: int = 100,
     ) -> None:
         self._dsn = dsn
+        self._statement_cache_size = statement_cache_size
         self._min_size = min_size
         self._max_size = max_size
         self._connect_timeout = connect_timeout
@@ -72,8 +79,25 @@ class PostgresStore(Store):
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
-        """`postgresql://user:pass@host:port/db?sslmode=…`: asyncpg reads the URL as it is."""
-        return cls(url)
+        """`postgresql://user:pass@host:port/db?sslmode=…`. The gateway's own options are taken out
+        of the query (asyncpg would send unknown ones to the server as settings): `pool_min`,
+        `pool_max`, `connect_timeout`, `command_timeout` (seconds) and `statement_cache_size`
+        (0 behind PgBouncer in transaction mode)."""
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        ours = {k: v for k, v in query if k in _STORE_OPTIONS}
+        rest = urlencode([(k, v) for k, v in query if k not in _STORE_OPTIONS])
+        try:
+            return cls(
+                urlunsplit(parts._replace(query=rest)),
+                min_size=int(ours.get("pool_min", 1)),
+                max_size=int(ours.get("pool_max", 10)),
+                connect_timeout=float(ours.get("connect_timeout", 5.0)),
+                command_timeout=float(ours.get("command_timeout", 10.0)),
+                statement_cache_size=int(ours.get("statement_cache_size", 100)),
+            )
+        except ValueError:
+            raise ValueError(f"store URL options {sorted(ours)} must be numbers") from None
 
     async def open(self) -> None:
         try:
@@ -83,6 +107,7 @@ class PostgresStore(Store):
                 max_size=self._max_size,
                 timeout=self._connect_timeout,
                 command_timeout=self._command_timeout,
+                statement_cache_size=self._statement_cache_size,
             )
         except _IO_ERRORS as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
