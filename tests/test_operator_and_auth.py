@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -190,3 +192,40 @@ def packed(message: Any) -> any_pb2.Any:
     out = any_pb2.Any()
     out.Pack(message)
     return out
+
+
+async def test_operator_commands(tmp_path: Path, sim: StripeSimulator) -> None:
+    """`effectgate actions|show|approve|reconcile` against a live gateway, as an operator runs them."""
+    live = await gateway(tmp_path, sim, approval="required")
+    env = {**os.environ, "EFFECTGATE_TOKEN": OPERATOR_TOKEN}
+
+    async def cli(*args: str) -> str:
+        done = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "effectgate.gateway.cli", *args, "--target", live.target,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(done.communicate(), 60)
+        assert done.returncode == 0, err.decode()
+        return out.decode()
+
+    try:
+        waiting = await live.stub.Execute(request(), metadata=auth(AGENT_TOKEN))
+        action_id = waiting.action.action_id
+        listed = await cli("actions", "--state", "AWAITING_APPROVAL")
+        assert action_id in listed and "AWAITING_APPROVAL" in listed
+        await cli("approve", action_id, "--note", "checked the order")
+        for _ in range(50):
+            shown = await cli("show", action_id)
+            if "CONFIRMED" in shown:
+                break
+            await asyncio.sleep(0.1)
+        assert "CONFIRMED" in shown and effects(sim)[0]["id"] in shown
+        env["EFFECTGATE_TOKEN"] = AGENT_TOKEN  # an agent may not approve
+        done = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "effectgate.gateway.cli", "approve", action_id, "--note", "x",
+            "--target", live.target, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(done.communicate(), 60)
+        assert done.returncode == 1 and "PERMISSION_DENIED" in err.decode()
+    finally:
+        await live.close()

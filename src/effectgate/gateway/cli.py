@@ -9,6 +9,7 @@ import signal
 import sys
 
 from effectgate.adapters.base import ConfigError as AdapterConfigError
+from effectgate.gateway import admin_cli
 from effectgate.gateway.config import ConfigError, load_config
 
 
@@ -43,11 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
     chaos_cmd = commands.add_parser("chaos", help="run the chaos harness (see docs)", add_help=False)
     chaos_cmd.add_argument("rest", nargs=argparse.REMAINDER)
+    admin_cli.add_commands(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
             return asyncio.run(serve(args.config))
+        if args.command in admin_cli.COMMANDS:
+            return admin_cli.run_command(args)
         from effectgate.chaos.cli import main as chaos_main
 
         return int(chaos_main(args.rest))

@@ -19,7 +19,8 @@ class EffectGateClient:
         self.channel = channel
         self.stub = gateway_pb2_grpc.EffectGatewayStub(channel)
         self.operator = gateway_pb2_grpc.OperatorStub(channel)
-        self._metadata: Sequence[tuple[str, str]] = (("authorization", f"Bearer {token}"),) if token else ()
+        # Call metadata carrying the bearer token; pass it to direct stub calls.
+        self.metadata: Sequence[tuple[str, str]] = (("authorization", f"Bearer {token}"),) if token else ()
 
     @classmethod
     def connect(cls, target: str, *, token: str = "") -> EffectGateClient:
@@ -53,18 +54,18 @@ class EffectGateClient:
             bypass=bypass,
         )
         response: gateway_pb2.ExecuteResponse = await self.stub.Execute(
-            request, timeout=timeout, metadata=self._metadata
+            request, timeout=timeout, metadata=self.metadata
         )
         return response
 
     async def verify(self, action_id: str, *, timeout: float | None = 30.0) -> gateway_pb2.VerifyResponse:
         response: gateway_pb2.VerifyResponse = await self.stub.Verify(
-            gateway_pb2.VerifyRequest(action_id=action_id), timeout=timeout, metadata=self._metadata
+            gateway_pb2.VerifyRequest(action_id=action_id), timeout=timeout, metadata=self.metadata
         )
         return response
 
     async def get(self, action_id: str) -> gateway_pb2.Action:
         action: gateway_pb2.Action = await self.stub.GetAction(
-            gateway_pb2.GetActionRequest(action_id=action_id), metadata=self._metadata
+            gateway_pb2.GetActionRequest(action_id=action_id), metadata=self.metadata
         )
         return action
