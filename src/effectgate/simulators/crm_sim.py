@@ -115,15 +115,21 @@ class CrmSimulator(SimulatorServer):
 
     # -- customers -----------------------------------------------------------------------------
 
-    async def _activate(self, request: web.Request) -> web.StreamResponse:
+    def _known_customer(self, request: web.Request, customer_id: str) -> list[_Version] | SimResponse:
+        """The customer's versions, or the refusal to answer with (401, then 404)."""
         refused = self._authenticate(request)
-        customer_id = request.match_info["id"]
-        versions = self._customer(customer_id)
-        if refused is None and versions is None:
-            refused = self.error_response(404, "not_found", f"No customer {customer_id}.")
         if refused is not None:
-            return self.render(refused)
-        assert versions is not None
+            return refused
+        versions = self._customer(customer_id)
+        if versions is None:
+            return self.error_response(404, "not_found", f"No customer {customer_id}.")
+        return versions
+
+    async def _activate(self, request: web.Request) -> web.StreamResponse:
+        customer_id = request.match_info["id"]
+        versions = self._known_customer(request, customer_id)
+        if isinstance(versions, SimResponse):
+            return self.render(versions)
 
         async def commit(fault: Fault | None) -> SimResponse:
             now = self.now()
@@ -137,14 +143,10 @@ class CrmSimulator(SimulatorServer):
         return await self.write(request, commit)
 
     async def _get_customer(self, request: web.Request) -> web.StreamResponse:
-        refused = self._authenticate(request)
         customer_id = request.match_info["id"]
-        versions = self._customer(customer_id)
-        if refused is None and versions is None:
-            refused = self.error_response(404, "not_found", f"No customer {customer_id}.")
-        if refused is not None:
-            return self.render(refused)
-        assert versions is not None
+        versions = self._known_customer(request, customer_id)
+        if isinstance(versions, SimResponse):
+            return self.render(versions)
         return self.render(SimResponse(200, dict(_seen(versions, self.now()) or {})))
 
     # -- invoices ------------------------------------------------------------------------------
