@@ -11,6 +11,7 @@ import grpc
 import pytest
 from google.protobuf import any_pb2
 
+from effectgate.gateway import failpoints
 from effectgate.gateway.config_writer import write_config
 from effectgate.gateway.keys import action_id
 from effectgate.simulators.stripe_sim import StripeSimulator
@@ -45,7 +46,7 @@ async def wait_settled(target: str, action: str, timeout: float = 20.0) -> pb.Ac
             await asyncio.sleep(0.1)
 
 
-@pytest.mark.parametrize("point", ["after_planned", "after_dispatched", "after_provider_commit"])
+@pytest.mark.parametrize("point", failpoints.POINTS)
 async def test_restart_after_kill_at_each_crash_point(tmp_path: Path, sim: StripeSimulator, point: str) -> None:
     config = write_config(
         config_doc(

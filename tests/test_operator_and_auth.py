@@ -12,7 +12,6 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import any_pb2
 
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
@@ -186,12 +185,6 @@ async def test_bypass_needs_an_operator_grant(tmp_path: Path, sim: StripeSimulat
         assert len(effects(sim)) == 2
     finally:
         await live.close()
-
-
-def packed(message: Any) -> any_pb2.Any:
-    out = any_pb2.Any()
-    out.Pack(message)
-    return out
 
 
 async def test_operator_commands(tmp_path: Path, sim: StripeSimulator) -> None:

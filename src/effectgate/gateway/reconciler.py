@@ -34,12 +34,13 @@ class Reconciler:
             settings.owner, self.protocol.clock(), settings.lease_ttl, self.batch
         )
         for record in claimed:
-            task = asyncio.create_task(self._drive(record.action_id, record))
+            task = asyncio.create_task(self._drive(record))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return len(claimed)
 
-    async def _drive(self, action_id: str, record: ActionRecord) -> None:
+    async def _drive(self, record: ActionRecord) -> None:
+        action_id = record.action_id
         async with self._slots:
             try:
                 settled = await self.protocol.drive_leased(record)

@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
+from effectgate.gateway import retention
 from effectgate.gateway.config import Config
 from effectgate.gateway.driver import DriverSettings
 from effectgate.gateway.operator import Operations
@@ -136,8 +137,6 @@ class Gateway:
         return gateway
 
     async def _retention(self) -> None:
-        from effectgate.gateway import retention
-
         await retention.run_retention(
             self.store,
             {name: tool.retention for name, tool in self.config.tools.items()},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
@@ -70,9 +70,3 @@ class ToolSet:
             known = ", ".join(sorted(self._tools)) or "none"
             raise InvalidRequest([("tool", f"unknown tool {name!r} (configured: {known})")])
         return tool
-
-    def __iter__(self) -> Iterator[BoundTool]:
-        return iter(self._tools.values())
-
-    def names(self) -> list[str]:
-        return sorted(self._tools)
