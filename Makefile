@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-services lint proto proto-check bench chaos venv clean
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e clients/python -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e clients/python -e '.[dev]' -e lab
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -42,7 +42,7 @@ bench: $(STAMP)
 	$(PY) -m effectgate.bench
 
 chaos: $(STAMP)
-	$(PY) -m effectgate.gateway.cli chaos
+	$(VENV)/bin/effectgate chaos
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -11,8 +11,8 @@ import grpc
 import pytest
 from google.protobuf import any_pb2
 
+from effectgate.chaos.config_writer import write_config
 from effectgate.gateway import failpoints
-from effectgate.gateway.config_writer import write_config
 from effectgate.gateway.keys import action_id
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2

@@ -24,7 +24,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from effectgate.adapters.stripe import ACTION_METADATA_KEY
-from effectgate.gateway.config_writer import write_config
+from effectgate.chaos.config_writer import write_config
 from effectgate.gateway.keys import action_id
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2

@@ -14,9 +14,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from effectgate.chaos.config_writer import write_config
 from effectgate.gateway import healthcheck
 from effectgate.gateway.config import ConfigError, parse_config, parse_duration
-from effectgate.gateway.config_writer import write_config
 from effectgate.gateway.server import Gateway
 from effectgate.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools

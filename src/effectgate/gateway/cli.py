@@ -1,4 +1,5 @@
-"""The `effectgate` command: `serve` runs the gateway; `chaos` runs the fault harness."""
+"""The `effectgate` command: `serve` runs the gateway; operator commands; plug-in commands such as
+`chaos` (installed by effectgate-lab) are found through an entry-point group."""
 
 from __future__ import annotations
 
@@ -7,10 +8,27 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
+from importlib.metadata import entry_points
 
 from effectgate.adapters.base import ConfigError as AdapterConfigError
 from effectgate.gateway import admin_cli
 from effectgate.gateway.config import ConfigError, load_config
+
+COMMANDS_GROUP = "effectgate.commands"
+
+
+def plugin_names() -> set[str]:
+    return {ep.name for ep in entry_points(group=COMMANDS_GROUP)}
+
+
+def plugin_command(name: str) -> Callable[[list[str]], int] | None:
+    """The `main(argv)` of an installed plug-in command, e.g. `chaos` from effectgate-lab."""
+    for ep in entry_points(group=COMMANDS_GROUP):
+        if ep.name == name:
+            command: Callable[[list[str]], int] = ep.load()
+            return command
+    return None
 
 
 async def serve(config_path: str) -> int:
@@ -32,29 +50,24 @@ async def serve(config_path: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["chaos"]:
-        # argparse's REMAINDER does not keep leading options (`chaos --seeds 5`): hand them over as-is.
-        from effectgate.chaos.cli import main as chaos_main
-
-        return chaos_main(argv[1:])
+    plugin = plugin_command(argv[0]) if argv else None
+    if plugin is not None:
+        # Plug-in commands (e.g. `chaos` from effectgate-lab) parse their own options.
+        return int(plugin(argv[1:]))
     parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway")
     serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
-    chaos_cmd = commands.add_parser("chaos", help="run the chaos harness (see docs)", add_help=False)
-    chaos_cmd.add_argument("rest", nargs=argparse.REMAINDER)
+    for name in sorted(plugin_names()):
+        commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
             return asyncio.run(serve(args.config))
-        if args.command in admin_cli.COMMANDS:
-            return admin_cli.run_command(args)
-        from effectgate.chaos.cli import main as chaos_main
-
-        return int(chaos_main(args.rest))
+        return admin_cli.run_command(args)
     except (ConfigError, AdapterConfigError) as exc:
         print(f"effectgate: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""The effect protocol: Execute and Verify as DESIGN.md describes them, with no gRPC in sight.
+"""The effect protocol: Execute and Verify as docs/protocol.md describes them, with no gRPC in sight.
 
 Execute = derive the key, normalise and fingerprint the payload, claim the action atomically
 (insert-if-absent with a lease), then either answer from the stored outcome, wait for the worker

@@ -14,13 +14,13 @@ from typing import Any
 
 import grpc
 
+from effectgate.chaos.config_writer import write_config
 from effectgate.chaos.method import Answer, Method, Run
 from effectgate.chaos.model import CONSISTENCY_WINDOW, Told
 from effectgate.chaos.process import ChildGateway, free_port
 from effectgate.client import EffectGateClient
 from effectgate.client.context import RunContext
 from effectgate.gateway import keys
-from effectgate.gateway.config_writer import write_config
 from effectgate.v1 import gateway_pb2 as pb
 
 STEP = "step-1"  # the logical step: the same for every re-plan, resume and subagent

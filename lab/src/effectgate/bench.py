@@ -27,9 +27,9 @@ from pathlib import Path
 
 import httpx
 
+from effectgate.chaos.config_writer import write_config
 from effectgate.chaos.process import ChildGateway, free_port
 from effectgate.client import EffectGateClient, RunContext
-from effectgate.gateway.config_writer import write_config
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
