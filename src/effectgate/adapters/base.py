@@ -116,6 +116,17 @@ class NoEffectError(AdapterError):
     retry with the same key is safe. Not cached like a REJECTED outcome."""
 
 
+class RateLimited(NoEffectError):
+    """A refusal that asks for a pause (429, 503 with `Retry-After`): nothing happened. The driver
+    waits `retry_after` seconds (within the caller's deadline) before it tries again, never at once."""
+
+    def __init__(
+        self, message: str, *, retry_after: float, code: str = "rate_limited", details: JsonDict | None = None
+    ) -> None:
+        super().__init__(message, code=code, details=details)
+        self.retry_after = retry_after
+
+
 class InvalidPayload(AdapterError):
     """`normalize` found the payload invalid; `field` names the offending payload field."""
 
