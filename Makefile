@@ -39,7 +39,7 @@ proto-check: $(STAMP)
 	$(PY) scripts/gen_protos.py --check
 
 bench: $(STAMP)
-	$(PY) -m effectgate.bench
+	$(PY) -m effectgate.bench --json bench-results.json
 
 chaos: $(STAMP)
 	$(VENV)/bin/effectgate chaos

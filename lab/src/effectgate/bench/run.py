@@ -1,0 +1,237 @@
+"""One benchmark run: baselines and gateway paths measured side by side in the same minutes.
+
+Order: the Stripe simulator starts; the keep-alive direct call is measured; a gateway on SQLite
+FULL answers one real Execute whose response the echo server then replays (an Execute-sized
+message); echo is measured; then each store setup gets new actions, replays and duplicates at
+every concurrency; then the 1 M-action store; then RSS over a long run of requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from effectgate.bench import targets
+from effectgate.bench.load import Figure, measure
+from effectgate.bench.preload import preload
+from effectgate.labkit.children import Child, rss_bytes
+from effectgate.labkit.postgres import find_bindir, start_server
+
+
+@dataclass(frozen=True)
+class Options:
+    n: int = 1000  # calls per measurement (twice that at c >= 64)
+    concurrency: Sequence[int] = (1, 16, 64)
+    small: int = 1000  # stored actions of the ordinary setups
+    scale: int = 1_000_000  # stored actions of the scale setup (0 = skip)
+    rss_requests: int = 200_000  # requests of the RSS run (0 = skip)
+    postgres: bool = True
+    gateway_env: dict[str, str] = field(default_factory=dict)  # e.g. OTEL_* for a traced run
+
+
+@dataclass
+class Results:
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rss: dict[str, Any] = field(default_factory=dict)
+    preload_s: dict[str, float] = field(default_factory=dict)
+
+    def find(self, path: str, concurrency: int, setup_prefix: str = "") -> Figure | None:
+        for fig in self.figures:
+            if fig.path == path and fig.concurrency == concurrency and fig.setup.startswith(setup_prefix):
+                return fig
+        return None
+
+
+def calls_for(opts: Options, concurrency: int) -> int:
+    return opts.n * 2 if concurrency >= 64 else opts.n
+
+
+async def measure_gateway(
+    results: Results, opts: Options, port: str, setup: str, levels: Sequence[int], *, duplicates: bool = True
+) -> None:
+    calls = targets.GatewayCalls(port)
+    try:
+        for c in levels:
+            n, tag = calls_for(opts, c), uuid.uuid4().hex[:8]
+            requests = [targets.execute_request(f"bench-{tag}-{i // 100}", f"step-{i % 100}") for i in range(n)]
+
+            async def one(i: int, requests: list[Any] = requests) -> None:
+                await calls.execute(requests[i])
+
+            results.figures.append(await measure("new", setup, n, c, one))
+            results.figures.append(await measure("replay", setup, n, c, one))
+            if not duplicates:
+                continue
+            pairs = [targets.execute_request(f"bench-{tag}-dup-{i // 100}", f"step-{i % 100}") for i in range(n // 2)]
+
+            async def pair(i: int, pairs: list[Any] = pairs) -> None:
+                await asyncio.gather(calls.execute(pairs[i]), calls.execute(pairs[i]))
+
+            # c calls in flight = c/2 pairs, each a holder and a duplicate that waits on it.
+            results.figures.append(await measure("duplicate", setup, n // 2, max(1, c // 2), pair, calls_per_op=2))
+            results.figures[-1] = Figure(**{**results.figures[-1].to_json(), "concurrency": c})
+    finally:
+        await calls.close()
+
+
+async def with_gateway(opts: Options, store_url: str, sim_url: str, workdir: Path, name: str) -> tuple[Child, str]:
+    child = targets.gateway(store_url, sim_url, workdir, name, env=opts.gateway_env)
+    port = await child.start()
+    return child, port
+
+
+def file_name(setup: str) -> str:
+    return setup.replace(" ", "-").replace(",", "")
+
+
+async def measure_store(
+    results: Results, opts: Options, store_url: str, sim_url: str, workdir: Path, setup: str, levels: Sequence[int]
+) -> None:
+    child, port = await with_gateway(opts, store_url, sim_url, workdir, file_name(setup))
+    try:
+        await measure_gateway(results, opts, port, setup, levels)
+    finally:
+        await child.stop()
+
+
+async def measure_scale(results: Results, opts: Options, sim_url: str, workdir: Path) -> None:
+    """The same gateway on a store of `small` and of `scale` actions, measured alternately at each
+    concurrency so that both see the same machine minutes."""
+    setups = []
+    for n in (opts.small, opts.scale):
+        url = f"sqlite:///{workdir}/scale-{n}.db"
+        results.preload_s[f"sqlite FULL {n}"] = await preload(url, n)
+        setups.append((f"scale: sqlite FULL, {scale_label(n)} stored", url))
+    children = []
+    try:
+        ports = []
+        for setup, url in setups:
+            child, port = await with_gateway(opts, url, sim_url, workdir, file_name(setup))
+            children.append(child)
+            ports.append(port)
+        for c in (1, 16):
+            for (setup, _), port in zip(setups, ports, strict=True):
+                await measure_gateway(results, opts, port, setup, [c], duplicates=False)
+    finally:
+        for child in children:
+            await child.stop()
+
+
+async def measure_rss(results: Results, opts: Options, port: str, pid: int) -> None:
+    """`rss_requests` requests at c=16, one in ten a new action and the rest replays of those."""
+    calls = targets.GatewayCalls(port)
+    tag = uuid.uuid4().hex[:8]
+    samples: list[tuple[int, int]] = []
+    warmup = opts.rss_requests // 10
+
+    async def one(i: int) -> None:
+        k = i // 10  # the action of this request: new on the first of ten, replayed after
+        await calls.execute(targets.execute_request(f"rss-{tag}-{k // 100}", f"step-{k % 100}"))
+        if i % (opts.rss_requests // 20 or 1) == 0:
+            samples.append((i, rss_bytes(pid)))
+
+    try:
+        fig = await measure("rss mix", "sqlite FULL", opts.rss_requests, 16, one)
+    finally:
+        await calls.close()
+    samples.append((opts.rss_requests, rss_bytes(pid)))
+    base = next(rss for i, rss in samples if i >= warmup)
+    results.rss = {
+        "requests": opts.rss_requests,
+        "warmup_requests": warmup,
+        "rss_after_warmup_mb": base / 2**20,
+        "rss_end_mb": samples[-1][1] / 2**20,
+        "growth": samples[-1][1] / base - 1,
+        "samples": [{"requests": i, "rss_mb": rss / 2**20} for i, rss in samples],
+        "per_s": fig.per_s,
+    }
+
+
+async def run(opts: Options) -> Results:
+    results = Results()
+    workdir = Path(tempfile.mkdtemp(prefix="effectgate-bench-"))
+    os.environ[targets.KEY_ENV] = targets.API_KEY
+    sim = targets.simulator(workdir)
+    sim_url = await sim.start()
+    pg = None
+    try:
+        direct = targets.DirectCalls(sim_url)
+        try:
+            for c in opts.concurrency:
+                results.figures.append(
+                    await measure("direct", "stripe simulator", calls_for(opts, c), c, direct.charge)
+                )
+        finally:
+            await direct.close()
+
+        full_url = f"sqlite:///{workdir}/full.db"
+        results.preload_s["sqlite FULL"] = await preload(full_url, opts.small)
+        gateway, port = await with_gateway(opts, full_url, sim_url, workdir, "full")
+        try:
+            await echo_baseline(results, opts, port, workdir)
+            setup = f"sqlite FULL, {scale_label(opts.small)} stored"
+            await measure_gateway(results, opts, port, setup, opts.concurrency)
+            if opts.rss_requests:
+                await measure_rss(results, opts, port, gateway.pid)
+        finally:
+            await gateway.stop()
+
+        normal_url = f"sqlite:///{workdir}/normal.db?synchronous=NORMAL"
+        await preload(normal_url, opts.small)
+        setup = f"sqlite NORMAL, {scale_label(opts.small)} stored"
+        await measure_store(results, opts, normal_url, sim_url, workdir, setup, opts.concurrency)
+
+        bindir = find_bindir() if opts.postgres else None
+        if bindir is None:
+            results.notes.append("PostgreSQL skipped (no server binaries or --no-postgres)")
+        else:
+            pg = await asyncio.to_thread(start_server, bindir, fsync=True)
+            await preload(pg.dsn, opts.small)
+            setup = f"postgres, {scale_label(opts.small)} stored"
+            await measure_store(results, opts, pg.dsn, sim_url, workdir, setup, opts.concurrency)
+
+        if opts.scale:
+            await measure_scale(results, opts, sim_url, workdir)
+    finally:
+        if pg is not None:
+            await asyncio.to_thread(pg.destroy)
+        await sim.stop()
+    return results
+
+
+def scale_label(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+async def echo_baseline(results: Results, opts: Options, gateway_port: str, workdir: Path) -> None:
+    """Measures echo with the gateway's own answer to one real Execute as its response."""
+    calls = targets.GatewayCalls(gateway_port)
+    try:
+        response = await calls.execute(targets.execute_request(f"echo-{uuid.uuid4().hex[:8]}", "sample"))
+    finally:
+        await calls.close()
+    response_file = workdir / "execute-response.bin"
+    response_file.write_bytes(response.SerializeToString())
+    server = targets.echo(response_file, workdir)
+    port = await server.start()
+    echo = targets.GatewayCalls(port)
+    request = targets.execute_request("echo", "step")
+    try:
+        for c in opts.concurrency:
+
+            async def one(_: int) -> None:
+                await echo.execute(request)
+
+            results.figures.append(await measure("echo", "bare grpc.aio", calls_for(opts, c), c, one))
+    finally:
+        await echo.close()
+        await server.stop()

@@ -1,0 +1,110 @@
+"""The processes a benchmark run measures, each in its own process like in production: the Stripe
+simulator, `effectgate serve` on a given store, the bare gRPC echo server, and the calls that
+drive them (built once, so request building costs the same on every path)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import grpc
+import httpx
+from google.protobuf import any_pb2
+
+from effectgate.chaos.config_writer import write_config
+from effectgate.labkit.children import Child, free_port
+from effectgate.tools.v1.tools_pb2 import ChargeCard
+from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
+
+API_KEY = "sk_test_bench"
+KEY_ENV = "BENCH_STRIPE_KEY"
+CHARGE = ChargeCard(customer="cus_bench", amount=500, currency="usd", payment_method="pm_card_visa")
+FORM = {
+    "customer": "cus_bench",
+    "amount": "500",
+    "currency": "usd",
+    "payment_method": "pm_card_visa",
+    "confirm": "true",
+}
+
+
+def simulator(logs: Path) -> Child:
+    return Child(
+        "effectgate.simulators",
+        ["stripe", "--api-key-env", KEY_ENV],
+        announce=r"(http://\S+)",
+        env={KEY_ENV: API_KEY},
+        stderr_path=logs / "simulator.log",
+    )
+
+
+def gateway(store_url: str, sim_url: str, workdir: Path, name: str, env: dict[str, str] | None = None) -> Child:
+    doc = {
+        "server": {"listen": f"127.0.0.1:{free_port()}"},
+        "store": {"url": store_url},
+        "adapters": {"stripe": {"api_base": sim_url, "api_key_env": KEY_ENV}},
+        "tools": {"charge_card": {"adapter": "stripe", "consistency_window": "1s"}},
+    }
+    config = write_config(doc, workdir / f"{name}.toml")
+    return Child(
+        "effectgate.gateway.cli",
+        ["--log-level", "ERROR", "serve", "--config", str(config)],
+        announce=r"serving on port (\d+)",
+        env={KEY_ENV: API_KEY, **(env or {})},
+        stderr_path=workdir / f"{name}.log",
+    )
+
+
+def echo(response_file: Path, logs: Path) -> Child:
+    return Child(
+        "effectgate.bench.echo",
+        ["--response", str(response_file)],
+        announce=r"serving on port (\d+)",
+        stderr_path=logs / "echo.log",
+    )
+
+
+def execute_request(run_id: str, step_id: str) -> gateway_pb2.ExecuteRequest:
+    packed = any_pb2.Any()
+    packed.Pack(CHARGE)
+    return gateway_pb2.ExecuteRequest(
+        context=gateway_pb2.RunContext(run_id=run_id, step_id=step_id),
+        tool="charge_card",
+        scope="s",
+        payload=packed,
+        tool_call_id=f"call-{step_id}",
+    )
+
+
+class GatewayCalls:
+    """Execute through the generated stub on one channel (what an agent's client does)."""
+
+    def __init__(self, port: str) -> None:
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        self.stub = gateway_pb2_grpc.EffectGatewayStub(self.channel)
+
+    async def execute(self, request: gateway_pb2.ExecuteRequest) -> gateway_pb2.ExecuteResponse:
+        response: gateway_pb2.ExecuteResponse = await self.stub.Execute(request, timeout=60)
+        return response
+
+    async def close(self) -> None:
+        await self.channel.close(grace=None)
+
+
+class DirectCalls:
+    """A keep-alive HTTP POST straight to the provider, with a fresh idempotency key each time."""
+
+    def __init__(self, base_url: str) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            limits=httpx.Limits(max_connections=128, max_keepalive_connections=128),
+            timeout=60,
+        )
+
+    async def charge(self, _: int) -> None:
+        answer = await self.http.post("/v1/payment_intents", data=FORM, headers={"Idempotency-Key": uuid.uuid4().hex})
+        answer.raise_for_status()
+
+    async def close(self) -> None:
+        await self.http.aclose()

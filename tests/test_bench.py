@@ -1,0 +1,39 @@
+"""The benchmark itself works: every path runs against real child processes and the JSON it
+writes holds every figure and target. (Speed is read from `make bench`, never asserted here.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_quick_bench_measures_every_path_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "effectgate.bench", "--quick", "--concurrency", "1,16", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    seen = {(f["path"], f["setup"].split(",")[0], f["concurrency"]) for f in doc["figures"]}
+    for c in (1, 16):
+        assert ("direct", "stripe simulator", c) in seen
+        assert ("echo", "bare grpc.aio", c) in seen
+        for store in ("sqlite FULL", "sqlite NORMAL"):
+            for path in ("new", "replay", "duplicate"):
+                assert (path, store, c) in seen
+    if not any("PostgreSQL skipped" in note for note in doc["notes"]):
+        assert ("new", "postgres", 1) in seen
+    assert {("new", "scale: sqlite FULL", 1), ("replay", "scale: sqlite FULL", 16)} <= seen
+    assert all(f["calls"] > 0 and f["per_s"] > 0 and f["p99_ms"] >= f["p50_ms"] for f in doc["figures"])
+    assert doc["rss"]["requests"] == 400 and doc["rss"]["rss_end_mb"] > 0
+    names = [t["name"] for t in doc["targets"]]
+    assert any(n.startswith("replay calls/s / echo") for n in names) and any(n.startswith("RSS growth") for n in names)
+    assert all(t["value"] is not None for t in doc["targets"])
+    assert doc["machine"]["cores"] and doc["machine"]["commit"]
+    assert "targets:" in done.stdout
