@@ -73,6 +73,10 @@ class Store(ABC):
         for record in records:
             await self.insert_if_absent(record)
 
+    def redacted_url(self) -> str:
+        """The store's URL with any password masked: safe to log and to put in errors."""
+        return ""
+
     def describe(self) -> str:
         """What this store is, safe to log: never a password."""
-        return type(self).__name__
+        return self.redacted_url() or type(self).__name__

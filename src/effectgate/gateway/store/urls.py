@@ -18,9 +18,12 @@ def redact_url(url: str) -> str:
         if at and ":" in userinfo:
             netloc = f"{userinfo.split(':', 1)[0]}:{MASK}@{host}"
         query = parse_qsl(parts.query, keep_blank_values=True)
-        if any(k.lower() in _SECRET_OPTIONS for k, _ in query):
+        secret_query = any(k.lower() in _SECRET_OPTIONS for k, _ in query)
+        if netloc == parts.netloc and not secret_query:
+            return url  # nothing to mask (and urlunsplit would drop the "//" of sqlite:///x)
+        if secret_query:
             masked = [(k, MASK if k.lower() in _SECRET_OPTIONS else v) for k, v in query]
-            return urlunsplit(parts._replace(netloc=netloc, query=urlencode(masked, safe="*")))
+            parts = parts._replace(query=urlencode(masked, safe="*"))
         return urlunsplit(parts._replace(netloc=netloc))
     except ValueError:
         # Not even a URL: show nothing of it rather than risk a secret.
