@@ -8,6 +8,7 @@ import os
 import sqlite3
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,35 @@ async def test_one_commit_for_many_transactions_and_one_failure_rolls_back_alone
     keys = {k for (k,) in check.execute("SELECT k FROM t")}
     # b1 and from-boom were rolled back with their own savepoints; the rest committed together.
     assert keys == {"taken", "a", "c", *(f"d{i}" for i in range(5))}
+
+
+async def test_a_failing_single_statement_is_undone_alone(tmp_path: Path) -> None:
+    conn = raw(tmp_path / "w.db")
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
+    writer = Writer(conn)
+    release = threading.Event()
+    try:
+        holder = asyncio.ensure_future(writer.transaction(lambda c: release.wait(30)))
+        await asyncio.sleep(0.05)
+        # One multi-row statement that fails half-way: SQLite's statement journal undoes its
+        # first row; the statements around it in the same commit stand.
+        statements = ["INSERT INTO t VALUES ('a')", "INSERT INTO t VALUES ('b'), ('a')", "INSERT INTO t VALUES ('c')"]
+
+        def run(sql: str) -> Callable[[sqlite3.Connection], int]:
+            return lambda c: c.execute(sql).rowcount
+
+        pending = [asyncio.ensure_future(writer.transaction(run(s), single_statement=True)) for s in statements]
+        await asyncio.sleep(0.05)
+        release.set()
+        await holder
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        assert results[0] == 1 and results[2] == 1 and isinstance(results[1], StoreUnavailable)
+        assert (writer.batches, writer.transactions) == (2, 4)
+    finally:
+        release.set()
+        await writer.close()
+    check = sqlite3.connect(tmp_path / "w.db")
+    assert sorted(k for (k,) in check.execute("SELECT k FROM t")) == ["a", "c"]
 
 
 async def test_a_batch_whose_commit_fails_fails_every_caller(tmp_path: Path) -> None:

@@ -120,10 +120,10 @@ class SqliteStore(SqlStore):
         if readers is not None:
             await readers.close()
 
-    async def _transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _transaction(self, fn: Callable[[sqlite3.Connection], T], *, single_statement: bool = False) -> T:
         if self._writer is None:
             raise StoreUnavailable("store is not open")
-        return await self._writer.transaction(fn)
+        return await self._writer.transaction(fn, single_statement=single_statement)
 
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
         if self._readers is None:
@@ -134,10 +134,10 @@ class SqliteStore(SqlStore):
             raise unavailable("read failed", exc) from exc
 
     async def _write_rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
-        return await self._transaction(lambda c: c.execute(sql, params).fetchall())
+        return await self._transaction(lambda c: c.execute(sql, params).fetchall(), single_statement=True)
 
     async def _write_count(self, sql: str, params: Sequence[Any]) -> int:
-        return await self._transaction(lambda c: c.execute(sql, params).rowcount)
+        return await self._transaction(lambda c: c.execute(sql, params).rowcount, single_statement=True)
 
     async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         await self._transaction(lambda c: c.executemany(sql, params))
