@@ -295,7 +295,9 @@ def fmt(result: Result | None) -> dict[str, str]:
 
 
 def side_by_side(before: list[Result], after: list[Result]) -> list[Result]:
-    key = lambda r: (r["backend"], r["op"], r["c"], r.get("stored", ""))  # noqa: E731
+    def key(r: Result) -> tuple[Any, ...]:
+        return (r["backend"], r["op"], r["c"], r.get("stored", ""))
+
     old = {key(r): r for r in before}
     rows = []
     for r in after:
