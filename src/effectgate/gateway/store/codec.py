@@ -23,7 +23,8 @@ from effectgate.gateway.store.base import StoreError
 
 SCHEMA_VERSION = 2
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+# ASCII: a lone surrogate in a provider's JSON survives as an escape instead of failing the write.
+_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _loads = json.loads
 
 
