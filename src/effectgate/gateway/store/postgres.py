@@ -41,10 +41,8 @@ def migrations() -> list[schema.Migration]:
 
 async def _reset(conn: Any) -> None:
     """Hands a connection back to the pool. asyncpg's default reset costs a round trip per use
-    (RESET ALL, UNLISTEN, advisory unlock); the store sets no session state, so only an
-    interrupted transaction needs undoing."""
-    if conn.is_in_transaction():
-        await conn.execute("ROLLBACK")
+    (RESET ALL, UNLISTEN *, advisory unlock); the store sets no session state, so there is nothing
+    to reset. (The pool itself still rolls back an interrupted transaction before calling this.)"""
 
 
 # Query options the gateway reads itself (see `PostgresStore.from_url`).
