@@ -70,8 +70,7 @@ class SqliteBackend(Backend):
 
     @property
     def unreachable_url(self) -> str:
-        # A file that is not a database. (A path aiosqlite cannot even open works too, but
-        # aiosqlite then stops its worker thread behind the caller's back, which warns.)
+        # A file that is not a database.
         garbage = self.tmp_path / "not-a-database.db"
         garbage.write_bytes(b"this is not an SQLite file" * 100)
         return f"sqlite:///{garbage}"

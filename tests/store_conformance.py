@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from effectgate.gateway.domain import ActionRecord, ListQuery, State
-from effectgate.gateway.store import Store, StoreUnavailable, open_store
+from effectgate.gateway.store import Store, StoreUnavailable, open_store, rows
 from tests.store_backends import Backend, record, rich_record
 
 NOW = 10_000.0
@@ -269,6 +269,113 @@ class StoreConformance:
         await stores[2].close()
         await stores[2].open()
         assert await stores[2].get("a1") == record("a1")
+
+    async def test_claim_due_takes_the_oldest_change_first(self, backend: Backend) -> None:
+        store = await backend.store()
+        # updated_at decides, ties broken by action_id; created_at and insert order do not matter.
+        await insert_all(
+            store,
+            record("c", updated_at=300.0, created_at=1.0),
+            record("a", updated_at=100.0, created_at=3.0),
+            record("d", updated_at=200.0, created_at=2.0, state=State.UNKNOWN, next_check_at=NOW),
+            record("b", updated_at=100.0, created_at=4.0, state=State.DISPATCHED),
+        )
+        first = await store.claim_due("r1", NOW, 30.0, 3)
+        assert [r.action_id for r in first] == ["a", "b", "d"]
+        assert [r.action_id for r in await store.claim_due("r2", NOW, 30.0, 3)] == ["c"]
+
+    async def test_list_page_size_is_clamped(self, backend: Backend) -> None:
+        store = await backend.store()
+        await store.insert_many([record(f"a{i:04}", created_at=float(i)) for i in range(1_005)])
+        for asked, got in [(0, 50), (-3, 50), (1, 1), (999, 999), (1_000, 1_000), (5_000, 1_000)]:
+            page = await store.list(ListQuery(tenant="acme", page_size=asked))
+            assert len(page.records) == got, asked
+            assert page.records[0].action_id == "a0000" and page.next_token
+            rest = await store.list(ListQuery(tenant="acme", page_size=1_000, after=page.next_token))
+            assert rest.records[0].action_id == f"a{got:04}"
+        last = await store.list(ListQuery(tenant="acme", page_size=5, after=_cursor_after("a0999")))
+        assert [r.action_id for r in last.records] == [f"a{i}" for i in range(1_000, 1_005)]
+        assert last.next_token == ""
+
+    async def test_cursor_is_the_position_after_a_record(self, backend: Backend) -> None:
+        store = await backend.store()
+        # Same created_at: the cursor breaks the tie by action_id, never repeats or skips a row.
+        await insert_all(store, *(record(f"t{i}", created_at=5.0) for i in range(4)), record("u", created_at=6.0))
+        seen: list[str] = []
+        query = ListQuery(tenant="acme", page_size=1)
+        while True:
+            page = await store.list(query)
+            seen.extend(r.action_id for r in page.records)
+            if not page.next_token:
+                break
+            assert rows.decode_cursor(page.next_token) == (page.records[-1].created_at, page.records[-1].action_id)
+            query = dataclasses.replace(query, after=page.next_token)
+        assert seen == ["t0", "t1", "t2", "t3", "u"]
+        for bad in ("", "bm90IGEgY3Vyc29y", "%%%"):
+            if bad:
+                with pytest.raises(ValueError):
+                    await store.list(ListQuery(tenant="acme", after=bad))
+
+    async def test_lease_is_an_overlay_on_the_stored_record(self, backend: Backend) -> None:
+        store = await backend.store()
+        original = rich_record("r").evolve(state=State.DISPATCHED)
+        await insert_all(store, original)
+        leased = await store.acquire_lease("r", "w1", NOW, 30.0)
+        # Only the lease changed; every other field reads back as written.
+        assert leased == original.evolve(fence=1, lease_owner="w1", lease_expires_at=NOW + 30)
+        again = await store.acquire_lease("r", "w2", NOW + 30, 30.0)
+        assert again == original.evolve(fence=2, lease_owner="w2", lease_expires_at=NOW + 60)
+        claimed = await store.claim_due("rec", NOW + 60, 30.0, 10)
+        assert claimed == [original.evolve(fence=3, lease_owner="rec", lease_expires_at=NOW + 90)]
+        # A fenced write of a record carrying stale lease fields still stores the lease it names.
+        released = claimed[0].evolve(lease_owner="", lease_expires_at=0.0, reason="done")
+        assert await store.update(released)
+        assert await store.get("r") == released
+
+    async def test_insert_stores_a_record_already_leased(self, backend: Backend) -> None:
+        store = await backend.store()
+        # A new action inserted already DISPATCHED under its lease (one durable write before sending).
+        sent = record("s", state=State.DISPATCHED, fence=1, lease_owner="w", lease_expires_at=NOW + 30, attempts=1)
+        assert await store.insert_if_absent(sent) == (sent, True)
+        assert await store.get("s") == sent
+        assert await store.acquire_lease("s", "other", NOW + 29, 30.0) is None
+        assert await store.claim_due("rec", NOW + 29, 30.0, 10) == []
+        assert await store.update(sent.evolve(state=State.CONFIRMED, lease_owner="", lease_expires_at=0.0))
+        assert not await store.update(sent.evolve(fence=0, reason="stale"))
+
+    async def test_insert_many_skips_existing_ids(self, backend: Backend) -> None:
+        store = await backend.store()
+        await insert_all(store, record("x1", reason="first"))
+        await store.insert_many([record("x1", reason="second"), record("x2"), record("x3")])
+        await store.insert_many([])
+        assert (await store.get("x1")) == record("x1", reason="first")
+        assert await list_all(store, ListQuery(tenant="acme")) == ["x1", "x2", "x3"]
+
+    async def test_concurrent_writes_each_get_their_own_answer(self, backend: Backend) -> None:
+        store = await backend.store()
+        await insert_all(store, *(record(f"w{i:02}") for i in range(40)))
+        leases = await asyncio.gather(*(store.acquire_lease(f"w{i:02}", "me", NOW, 30.0) for i in range(40)))
+        assert all(lease is not None for lease in leases)
+        # Half the updates carry a stale fence: in one batch or not, only those fail.
+        updates = [
+            store.update(lease.evolve(reason="ok") if i % 2 else lease.evolve(fence=0, reason="stale"))
+            for i, lease in enumerate(leases)
+            if lease is not None
+        ]
+        assert await asyncio.gather(*updates) == [bool(i % 2) for i in range(40)]
+        for i in range(40):
+            stored = await store.get(f"w{i:02}")
+            assert stored is not None and stored.reason == ("ok" if i % 2 else "")
+
+    async def test_describe_never_shows_a_password(self, backend: Backend) -> None:
+        store = await backend.store()
+        assert store.describe() and "secret" not in store.describe()
+        assert store.redacted_url().split(":", 1)[0] in ("sqlite", "postgresql", "postgres")
+
+
+def _cursor_after(action_id: str) -> str:
+    created = float(int(action_id[1:]))
+    return rows.encode_cursor(created, action_id)
 
 
 _DRIVEN = (State.PLANNED, State.DISPATCHED, State.UNKNOWN)

@@ -28,7 +28,7 @@ async def test_concurrent_starts_apply_each_migration_once(pg_dsn: str) -> None:
         indexes = {r["indexname"] for r in await conn.fetch("SELECT indexname FROM pg_indexes")}
     finally:
         await conn.close()
-    assert sorted(applied) == [(version, name) for version, name, _ in migrations()]
+    assert sorted(applied) == [(m.version, m.name) for m in migrations()]
     assert applied[0] == (1, "0001_actions.sql")
     assert {
         "actions_state_next_check",

@@ -133,7 +133,7 @@ class Gateway:
         gateway._background.append(asyncio.create_task(gateway._retention()))
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("effectgate listening on port %d (store %s)", port, config.store_url.split("?")[0])
+        log.info("effectgate listening on port %d (store %s)", port, store.describe())
         return gateway
 
     async def _retention(self) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from effectgate.gateway.store.base import Store, StoreError, StoreUnavailable
+from effectgate.gateway.store.urls import redact_url
 
-__all__ = ["Store", "StoreError", "StoreUnavailable", "open_store"]
+__all__ = ["Store", "StoreError", "StoreUnavailable", "open_store", "redact_url"]
 
 
 def open_store(url: str) -> Store:

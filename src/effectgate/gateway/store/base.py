@@ -8,8 +8,8 @@ and pass the store conformance suite (tests/store_conformance.py).
 
 from __future__ import annotations
 
-import base64
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 from effectgate.gateway.domain import ActionRecord, ListQuery, Page, State
 
@@ -61,18 +61,22 @@ class Store(ABC):
 
     @abstractmethod
     async def list(self, query: ListQuery) -> Page:
-        """Actions of one tenant, oldest first, filtered, paged by an opaque cursor."""
+        """Actions of one tenant, oldest first (created_at, then action_id), filtered, paged by an
+        opaque cursor. A page_size of 0 or less means 50; more than 1000 is clamped to 1000."""
 
     @abstractmethod
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
         """Deletes up to `limit` terminal actions of `tool` created before `before`."""
 
+    async def insert_many(self, records: Sequence[ActionRecord]) -> None:
+        """Bulk load (benchmarks, imports): inserts every record whose id is absent."""
+        for record in records:
+            await self.insert_if_absent(record)
 
-def encode_cursor(created_at: float, action_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{created_at!r}|{action_id}".encode()).decode()
+    def redacted_url(self) -> str:
+        """The store's URL with any password masked: safe to log and to put in errors."""
+        return ""
 
-
-def decode_cursor(token: str) -> tuple[float, str]:
-    """Raises ValueError on a token this store did not make."""
-    created, _, action_id = base64.urlsafe_b64decode(token.encode()).decode().partition("|")
-    return float(created), action_id
+    def describe(self) -> str:
+        """What this store is, safe to log: never a password."""
+        return self.redacted_url() or type(self).__name__

@@ -1,90 +1,51 @@
-"""SQLite store (aiosqlite): the embedded default.
+"""SQLite store: the embedded default.
 
-WAL journal, explicit `BEGIN IMMEDIATE` for every read-then-write (a deferred transaction that
-upgrades to a write can fail with SQLITE_BUSY despite the busy timeout), `synchronous=FULL` by
-default so that an acknowledged commit survives power loss — the right default for money.
+WAL journal; every write is a `BEGIN IMMEDIATE` transaction (a deferred one that upgrades to a
+write can fail with SQLITE_BUSY despite the busy timeout), batched with its neighbours into one
+commit by a single writer thread (`sqlite_io.Writer`); reads run on their own connections.
+`synchronous=FULL` by default, so that an acknowledged write survives power loss — the right
+default for money. A store that cannot write within the busy timeout raises `StoreUnavailable`.
+
+The database and its -wal/-shm files hold payloads: a new database file is created 0600 (SQLite
+gives -wal and -shm the mode of the database file) and a missing directory 0700.
 URL: `sqlite:///relative/or/absolute.db?synchronous=NORMAL&busy_timeout_ms=5000`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
-import aiosqlite
+from effectgate.gateway.store import schema
+from effectgate.gateway.store.base import StoreUnavailable
+from effectgate.gateway.store.sql import SQLITE, Row, SqlStore, Statements
+from effectgate.gateway.store.sqlite_io import Readers, Writer, unavailable
 
-from effectgate.gateway.domain import ActionRecord, ListQuery, Page, State
-from effectgate.gateway.store.base import (
-    RECOVERABLE_STATES,
-    Store,
-    StoreUnavailable,
-    decode_cursor,
-    encode_cursor,
-)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS actions (
-    action_id        TEXT PRIMARY KEY,
-    tenant           TEXT NOT NULL,
-    run_id           TEXT NOT NULL,
-    tool             TEXT NOT NULL,
-    state            TEXT NOT NULL,
-    fence            INTEGER NOT NULL,
-    lease_owner      TEXT NOT NULL,
-    lease_expires_at REAL NOT NULL,
-    next_check_at    REAL,
-    created_at       REAL NOT NULL,
-    updated_at       REAL NOT NULL,
-    body             TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS actions_due_unknown ON actions (state, next_check_at);
-CREATE INDEX IF NOT EXISTS actions_due_lease ON actions (state, lease_expires_at);
-CREATE INDEX IF NOT EXISTS actions_tenant_created ON actions (tenant, created_at, action_id);
-CREATE INDEX IF NOT EXISTS actions_run ON actions (run_id);
-CREATE INDEX IF NOT EXISTS actions_tool_created ON actions (tool, created_at);
-"""
-
-COLUMNS = (
-    "action_id, tenant, run_id, tool, state, fence, lease_owner, lease_expires_at,"
-    " next_check_at, created_at, updated_at, body"
-)
 SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+READERS = 2
+T = TypeVar("T")
 
 
-def _row(record: ActionRecord) -> tuple[Any, ...]:
-    return (
-        record.action_id,
-        record.tenant,
-        record.run_id,
-        record.tool,
-        record.state.value,
-        record.fence,
-        record.lease_owner,
-        record.lease_expires_at,
-        record.next_check_at,
-        record.created_at,
-        record.updated_at,
-        record.to_json(),
-    )
+class SqliteStore(SqlStore):
+    statements = Statements(SQLITE)
 
-
-class SqliteStore(Store):
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000) -> None:
         if synchronous.upper() not in SYNC_MODES:
             raise ValueError(f"synchronous must be one of {SYNC_MODES}")
+        if path == ":memory:" or not path:
+            raise ValueError("the SQLite store needs a database file, e.g. sqlite:///effectgate.db")
         self.path = path
         self.synchronous = synchronous.upper()
         self.busy_timeout_ms = busy_timeout_ms
-        self._db: aiosqlite.Connection | None = None
-        # One connection serves every coroutine: without this lock their transactions interleave
-        # ("cannot start a transaction within a transaction", reads of uncommitted rows).
-        self._lock = asyncio.Lock()
+        self._writer: Writer | None = None
+        self._readers: Readers | None = None
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
@@ -100,167 +61,121 @@ class SqliteStore(Store):
             busy_timeout_ms=int(options.get("busy_timeout_ms", "5000")),
         )
 
-    async def open(self) -> None:
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = await aiosqlite.connect(self.path, isolation_level=None)
-            await self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            await self._enable_wal(self._db)
-            await self._db.execute(f"PRAGMA synchronous = {self.synchronous}")
-            await self._db.executescript(SCHEMA)
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+    def redacted_url(self) -> str:
+        return f"sqlite:///{self.path}"
 
-    async def _enable_wal(self, db: aiosqlite.Connection) -> None:
+    def describe(self) -> str:
+        return f"{self.redacted_url()} (synchronous={self.synchronous})"
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        return conn
+
+    def _connect_reader(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+
+    async def open(self) -> None:
+        try:
+            conn = await asyncio.to_thread(self._open_writer)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+        self._writer = Writer(conn)
+        self._readers = Readers(self._connect_reader, size=READERS)
+
+    def _open_writer(self) -> sqlite3.Connection:
+        _create_private(Path(self.path))
+        conn = self._connect()
+        try:
+            self._enable_wal(conn)
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            _migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
         # Switching a new file to WAL fails at once ("database is locked", no busy handler)
         # while another process opens the same file: retry within the busy timeout.
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
         while True:
             try:
-                await db.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError:
                 if time.monotonic() >= deadline:
                     raise
-                await asyncio.sleep(0.01)
+                time.sleep(0.01)
 
     async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        writer, self._writer = self._writer, None
+        readers, self._readers = self._readers, None
+        if writer is not None:
+            await writer.close()
+        if readers is not None:
+            await readers.close()
+
+    async def _transaction(self, fn: Callable[[sqlite3.Connection], T], *, single_statement: bool = False) -> T:
+        if self._writer is None:
+            raise StoreUnavailable("store is not open")
+        return await self._writer.transaction(fn, single_statement=single_statement)
+
+    async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        if self._readers is None:
+            raise StoreUnavailable("store is not open")
+        try:
+            return await self._readers.read(lambda c: c.execute(sql, params).fetchall())
+        except sqlite3.Error as exc:
+            raise unavailable("read failed", exc) from exc
+
+    async def _write_rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        return await self._transaction(lambda c: c.execute(sql, params).fetchall(), single_statement=True)
+
+    async def _write_count(self, sql: str, params: Sequence[Any]) -> int:
+        return await self._transaction(lambda c: c.execute(sql, params).rowcount, single_statement=True)
+
+    async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        await self._transaction(lambda c: c.executemany(sql, params))
 
     @property
-    def db(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise StoreUnavailable("store is not open")
-        return self._db
+    def commits(self) -> tuple[int, int]:
+        """(commits, transactions) made by this store's writer: how well group commit batches."""
+        return (0, 0) if self._writer is None else (self._writer.batches, self._writer.transactions)
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One IMMEDIATE transaction; any SQLite error means nothing durable happened."""
-        db = self.db
-        async with self._lock:
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"SQLite store cannot start a write: {exc}") from exc
-            try:
-                yield db
-                await db.execute("COMMIT")
-            except BaseException as exc:
-                with suppress(sqlite3.Error):
-                    await db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreUnavailable(f"SQLite write failed: {exc}") from exc
-                raise
 
-    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[ActionRecord]:
-        try:
-            async with self._lock, self.db.execute(sql, params) as cursor:
-                rows = await cursor.fetchall()
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"SQLite read failed: {exc}") from exc
-        return [ActionRecord.from_json(row[0]) for row in rows]
+def _create_private(path: Path) -> None:
+    """Creates missing directories 0700 and a missing database file 0600 (empty = valid SQLite)."""
+    missing: list[Path] = []
+    parent = path.absolute().parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
-    async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
-        async with self._write() as db:
-            cursor = await db.execute(
-                f"INSERT OR IGNORE INTO actions ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                _row(record),
-            )
-            if cursor.rowcount == 1:
-                return record, True
-            async with db.execute("SELECT body FROM actions WHERE action_id = ?", (record.action_id,)) as existing:
-                row = await existing.fetchone()
-        if row is None:  # pragma: no cover - INSERT OR IGNORE ignored for another reason
-            raise StoreUnavailable("insert ignored but no row found")
-        return ActionRecord.from_json(row[0]), False
 
-    async def get(self, action_id: str) -> ActionRecord | None:
-        found = await self._fetch("SELECT body FROM actions WHERE action_id = ?", (action_id,))
-        return found[0] if found else None
-
-    async def acquire_lease(self, action_id: str, owner: str, now: float, ttl: float) -> ActionRecord | None:
-        async with self._write() as db:
-            async with db.execute(
-                "SELECT body FROM actions WHERE action_id = ? AND (lease_owner = '' OR lease_expires_at <= ?)",
-                (action_id, now),
-            ) as cursor:
-                row = await cursor.fetchone()
-            if row is None:
-                return None
-            current = ActionRecord.from_json(row[0])
-            leased = current.evolve(fence=current.fence + 1, lease_owner=owner, lease_expires_at=now + ttl)
-            await db.execute(
-                "UPDATE actions SET fence = ?, lease_owner = ?, lease_expires_at = ?, body = ? WHERE action_id = ?",
-                (leased.fence, owner, leased.lease_expires_at, leased.to_json(), action_id),
-            )
-            return leased
-
-    async def update(self, record: ActionRecord) -> bool:
-        row = _row(record)
-        async with self._write() as db:
-            cursor = await db.execute(
-                "UPDATE actions SET tenant=?, run_id=?, tool=?, state=?, fence=?, lease_owner=?,"
-                " lease_expires_at=?, next_check_at=?, created_at=?, updated_at=?, body=?"
-                " WHERE action_id = ? AND fence = ?",
-                (*row[1:], record.action_id, record.fence),
-            )
-            return cursor.rowcount == 1
-
-    async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
-        recoverable = tuple(s.value for s in RECOVERABLE_STATES)
-        claimed: list[ActionRecord] = []
-        async with self._write() as db:
-            async with db.execute(
-                "SELECT body FROM actions WHERE"
-                f" (state IN ({','.join('?' * len(recoverable))}) AND lease_expires_at <= ?)"
-                " OR (state = ? AND next_check_at <= ? AND lease_expires_at <= ?)"
-                " ORDER BY updated_at LIMIT ?",
-                (*recoverable, now, State.UNKNOWN.value, now, now, limit),
-            ) as cursor:
-                rows = await cursor.fetchall()
-            for (body,) in rows:
-                current = ActionRecord.from_json(body)
-                leased = current.evolve(fence=current.fence + 1, lease_owner=owner, lease_expires_at=now + ttl)
-                await db.execute(
-                    "UPDATE actions SET fence = ?, lease_owner = ?, lease_expires_at = ?, body = ? WHERE action_id = ?",
-                    (leased.fence, owner, leased.lease_expires_at, leased.to_json(), leased.action_id),
-                )
-                claimed.append(leased)
-        return claimed
-
-    async def list(self, query: ListQuery) -> Page:
-        where: list[str] = ["tenant = ?"]
-        params: list[Any] = [query.tenant]
-        if query.state is not None:
-            where.append("state = ?")
-            params.append(query.state.value)
-        if query.run_id:
-            where.append("run_id = ?")
-            params.append(query.run_id)
-        if query.tool:
-            where.append("tool = ?")
-            params.append(query.tool)
-        if query.after:
-            created, action_id = decode_cursor(query.after)
-            where.append("(created_at > ? OR (created_at = ? AND action_id > ?))")
-            params.extend([created, created, action_id])
-        records = await self._fetch(
-            f"SELECT body FROM actions WHERE {' AND '.join(where)} ORDER BY created_at, action_id LIMIT ?",
-            [*params, query.page_size + 1],
-        )
-        if len(records) <= query.page_size:
-            return Page(records, "")
-        last = records[query.page_size - 1]
-        return Page(records[: query.page_size], encode_cursor(last.created_at, last.action_id))
-
-    async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
-        async with self._write() as db:
-            cursor = await db.execute(
-                "DELETE FROM actions WHERE action_id IN (SELECT action_id FROM actions"
-                " WHERE tool = ? AND created_at < ? AND state IN (?, ?) LIMIT ?)",
-                (tool, before, State.CONFIRMED.value, State.REJECTED.value, limit),
-            )
-            return cursor.rowcount
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Applies the missing migrations in one IMMEDIATE transaction (processes starting together
+    wait for each other on the write lock)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(schema.SCHEMA_MIGRATIONS["sqlite"])
+        applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
+        for migration in schema.load("sqlite"):
+            if migration.version not in applied:
+                for statement in migration.statements():
+                    conn.execute(statement)
+                conn.execute(schema.RECORD, (migration.version, migration.name))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
