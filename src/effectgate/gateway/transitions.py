@@ -524,3 +524,7 @@ def mermaid() -> str:
         left = "[*]" if src is None else src.value
         lines.append(f"    {left} --> {dst.value} : {name}")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # prints the diagram for docs/protocol.md
+    print(mermaid())
