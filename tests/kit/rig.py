@@ -9,12 +9,13 @@ from google.protobuf.message import Message
 
 from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.domain import ActionIdentity, ActionRecord
-from effectgate.gateway.driver import DriverSettings
+from effectgate.gateway.driver import DriverSettings, policy_of
 from effectgate.gateway.operator import Operations
 from effectgate.gateway.protocol import EffectProtocol, ExecuteCommand, ExecuteResult
 from effectgate.gateway.reconciler import Reconciler
 from effectgate.gateway.replay_cache import SettledCache
 from effectgate.gateway.tools import BoundTool, ToolSet
+from effectgate.gateway.transitions import Policy
 from effectgate.tools.v1 import tools_pb2
 from tests.kit.adapter import ScriptedAdapter
 from tests.kit.clock import FakeClock
@@ -56,6 +57,10 @@ class Rig:
     cache: SettledCache = field(default_factory=SettledCache)
 
     @property
+    def policy(self) -> Policy:
+        return policy_of(BoundTool(self.tool, self.adapter), self.settings)
+
+    @property
     def db(self) -> MemoryDatabase:
         return self.store.db
 
@@ -88,7 +93,8 @@ async def rig(
 ) -> Rig:
     clock = clock or FakeClock()
     adapter = adapter or ScriptedAdapter(clock)
-    tool = tool or ToolConfig(name=TOOL, adapter="scripted", attempt_timeout=5.0, deadline=30.0, **tool_settings)
+    if tool is None:
+        tool = ToolConfig(**{"name": TOOL, "adapter": "scripted", "attempt_timeout": 5.0, "deadline": 30.0, **tool_settings})
     store = MemoryStore(db)
     await store.open()
     settings = DriverSettings(owner=owner, lease_ttl=lease_ttl, recheck_min=recheck_min, recheck_max=recheck_max)
