@@ -47,6 +47,13 @@ T = TypeVar("T")
 
 # Polling back-off while another replica holds the lease.
 POLL_MIN, POLL_MAX = 0.02, 0.5
+# A duplicate waiting for the holder answers IN_FLIGHT this long before the caller's deadline
+# (half its budget at most), so that the answer reaches the caller before its deadline fires.
+ANSWER_MARGIN = 1.0
+
+
+def answer_by(deadline: float, now: float) -> float:
+    return deadline - min(ANSWER_MARGIN, max(deadline - now, 0.0) / 2)
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,7 @@ class EffectProtocol:
         if cmd.bypass:
             return await self._bypass(record, tool, deadline)
         delay = POLL_MIN
+        patience = answer_by(deadline, self._clock())
         while True:
             if record.state.terminal:
                 self._cache.put(record)
@@ -167,9 +175,9 @@ class EffectProtocol:
                 return ExecuteResult(record, replayed=True)
             now = self._clock()
             if record.leased_at(now):
-                if now >= deadline:
+                if now >= patience:
                     raise InFlight(record.action_id, retry_after=max(0.5, record.lease_expires_at - now))
-                record, delay = await self._wait_for_holder(record, deadline, delay)
+                record, delay = await self._wait_for_holder(record, patience, delay)
                 continue
             leased = await self.try_lease(record.action_id)
             if leased is None:  # someone else took it between our read and our claim
