@@ -95,7 +95,10 @@ CASES = {
     "not-sent": Case(D, t.NotSent(), D, {"reason": "no time left to send", "attempts": 1}),
     "receipt": Case(D, t.Answered(RECEIPT), C, {"receipt": RECEIPT, "reason": "receipt"}),
     "refused": Case(
-        D, t.Refused("card_declined", "declined", {"decline_code": "x"}), R, {"reason": "rejected by provider: declined"}
+        D,
+        t.Refused("card_declined", "declined", {"decline_code": "x"}),
+        R,
+        {"reason": "rejected by provider: declined"},
     ),
     # The edge the old diagram missed: a refusal before acting proves that nothing happened.
     "refused-before-acting": Case(
@@ -232,7 +235,7 @@ LIMITED = t.RefusedBeforeActing("429", retry_after=3.0)
 PLAIN = t.RefusedBeforeActing("401")
 NO_DEDUP = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0)
 
-MOVES = {
+MOVES: dict[str, tuple[ActionRecord, dict[str, Any], t.Move]] = {
     "planned-sends": (base(P), {}, t.Move("send")),
     "no-sends-left-stops": (base(N), {"sends_left": 0}, t.Move("stop")),
     "no-time-left-stops": (base(P), {"deadline": NOW + 0.01}, t.Move("stop")),

@@ -94,13 +94,15 @@ async def rig(
     clock = clock or FakeClock()
     adapter = adapter or ScriptedAdapter(clock)
     if tool is None:
-        tool = ToolConfig(**{"name": TOOL, "adapter": "scripted", "attempt_timeout": 5.0, "deadline": 30.0, **tool_settings})
+        tool = ToolConfig(
+            **{"name": TOOL, "adapter": "scripted", "attempt_timeout": 5.0, "deadline": 30.0, **tool_settings}
+        )
     store = MemoryStore(db)
     await store.open()
-    settings = DriverSettings(owner=owner, lease_ttl=lease_ttl, recheck_min=recheck_min, recheck_max=recheck_max)
+    driver_settings = DriverSettings(owner=owner, lease_ttl=lease_ttl, recheck_min=recheck_min, recheck_max=recheck_max)
     cache = SettledCache(clock=clock)
     protocol = EffectProtocol(
-        store, ToolSet({TOOL: BoundTool(tool, adapter)}), settings, clock=clock, sleep=clock.sleep, cache=cache
+        store, ToolSet({TOOL: BoundTool(tool, adapter)}), driver_settings, clock=clock, sleep=clock.sleep, cache=cache
     )
     return Rig(
         clock=clock,
@@ -110,6 +112,6 @@ async def rig(
         operations=Operations(protocol),
         reconciler=Reconciler(protocol, interval=1.0),
         tool=tool,
-        settings=settings,
+        settings=driver_settings,
         cache=cache,
     )
