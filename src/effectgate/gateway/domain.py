@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
+from effectgate.gateway import keys
 
 
 class State(enum.Enum):
@@ -24,6 +25,26 @@ class State(enum.Enum):
     @property
     def terminal(self) -> bool:
         return self in (State.CONFIRMED, State.REJECTED)
+
+
+@dataclass(frozen=True)
+class ActionIdentity:
+    """Who asks for which logical action: carried unchanged from the wire to the record.
+
+    The first five fields make the action id; the last three are recorded for tracing only."""
+
+    tenant: str
+    run_id: str
+    step_id: str
+    tool: str
+    scope: str
+    parent_run_id: str = ""
+    agent: str = ""
+    tool_call_id: str = ""
+
+    @property
+    def action_id(self) -> str:
+        return keys.action_id(self.tenant, self.run_id, self.step_id, self.tool, self.scope)
 
 
 class NextStep(enum.Enum):
@@ -71,6 +92,35 @@ class ActionRecord:
     checks: int = 0
     bypass_granted: bool = False
     notes: tuple[str, ...] = ()
+
+    @property
+    def identity(self) -> ActionIdentity:
+        return ActionIdentity(
+            tenant=self.tenant,
+            run_id=self.run_id,
+            step_id=self.step_id,
+            tool=self.tool,
+            scope=self.scope,
+            parent_run_id=self.parent_run_id,
+            agent=self.agent,
+            tool_call_id=self.tool_call_id,
+        )
+
+    @classmethod
+    def of(cls, action_id: str, identity: ActionIdentity, **fields: Any) -> ActionRecord:
+        """A record of `identity` (field names stay flat: stores map them to columns)."""
+        return cls(
+            action_id=action_id,
+            tenant=identity.tenant,
+            run_id=identity.run_id,
+            step_id=identity.step_id,
+            tool=identity.tool,
+            scope=identity.scope,
+            parent_run_id=identity.parent_run_id,
+            agent=identity.agent,
+            tool_call_id=identity.tool_call_id,
+            **fields,
+        )
 
     def leased_at(self, now: float) -> bool:
         return bool(self.lease_owner) and self.lease_expires_at > now

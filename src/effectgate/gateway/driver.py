@@ -1,13 +1,16 @@
-"""Driving one leased action: dispatch, classify, verify, settle.
+"""Driving one leased action: write, call, write.
 
-The driver is only ever handed an action whose lease this worker holds. Every write goes through
-`_write`, which is conditional on the lease fence: if another worker took the action over, the
-write fails with `LeaseLost` and this worker stops at once, before sending anything more.
+The driver is only ever handed an action whose lease this worker holds. What each event does to
+the record, and what to do next, are pure functions in `transitions`; the driver only performs
+them: it writes the record (conditional on the lease fence: a worker that lost its lease gets
+`LeaseLost` and stops at once, before sending anything more), calls the adapter, and writes the
+outcome.
 
 Ordering rules that make "at most one effect" hold:
 - DISPATCHED is committed before the request leaves (so a crash always leaves evidence);
 - a dispatch only follows PLANNED or a proven NOT_FOUND (a read-back older than the consistency
-  window), or a retry with the same key at a provider that deduplicates on it;
+  window, or a refusal before acting), or a retry with the same key at a provider that
+  deduplicates on it;
 - UNKNOWN is never re-dispatched: only verification or an operator moves it.
 """
 
@@ -18,7 +21,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from effectgate.adapters.base import (
     ActionCall,
@@ -26,22 +28,21 @@ from effectgate.adapters.base import (
     DefinitiveError,
     NoEffectError,
     Observation,
-    Outcome,
-    Receipt,
+    RateLimited,
 )
 from effectgate.gateway import failpoints, telemetry
-from effectgate.gateway.domain import ActionRecord, NextStep, State
+from effectgate.gateway import transitions as t
+from effectgate.gateway.domain import ActionRecord, State
+from effectgate.gateway.errors import ProviderRateLimited
 from effectgate.gateway.keys import provider_key
 from effectgate.gateway.store.base import Store
 from effectgate.gateway.tools import BoundTool
 
 log = logging.getLogger("effectgate.driver")
-T = TypeVar("T")
 
-# Pause between same-key retries at a deduplicating provider (409 "key in use" needs a moment).
-RETRY_PAUSE = 0.2
-# Never start a provider call with less than this much of the lease or deadline left.
-MIN_CALL_BUDGET = 0.05
+# Kept here for callers that import them from the driver.
+RETRY_PAUSE = t.RETRY_PAUSE
+MIN_CALL_BUDGET = t.MIN_CALL_BUDGET
 
 
 class LeaseLost(Exception):
@@ -54,6 +55,19 @@ class DriverSettings:
     lease_ttl: float
     recheck_min: float
     recheck_max: float
+
+
+def policy_of(tool: BoundTool, settings: DriverSettings) -> t.Policy:
+    caps = tool.adapter.capabilities
+    return t.Policy(
+        lease_ttl=settings.lease_ttl,
+        recheck_min=settings.recheck_min,
+        recheck_max=settings.recheck_max,
+        consistency_window=tool.consistency_window,
+        has_read_api=caps.has_read_api,
+        dedups_on_key=caps.dedups_on_key,
+        key_retention=caps.key_retention,
+    )
 
 
 class Driver:
@@ -70,108 +84,109 @@ class Driver:
         self.clock = clock
         self.sleep = sleep
 
-    async def drive(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ActionRecord:
-        """Moves a leased action as far as `deadline` allows, then releases the lease."""
-        budget = tool.config.max_attempts
+    async def drive(
+        self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False
+    ) -> ActionRecord:
+        """Moves a leased action as far as `deadline` allows, then releases the lease.
+
+        `unsent`: the record was claimed already DISPATCHED and nothing has been sent yet, so
+        the first step is the send itself (the claim was its durable intent)."""
+        policy = policy_of(tool, self.settings)
+        sends_left = tool.config.max_attempts
+        observed: Observation | None = None
+        refusal: t.RefusedBeforeActing | None = None
+        refusals = 0
+        if unsent:
+            sends_left -= 1
+            record, refusal = await self._send(record, tool, deadline, policy)
+            refusals += refusal is not None
         while True:
-            if record.state in (State.PLANNED, State.NOT_FOUND):
-                if budget <= 0 or self._left(record, deadline) < MIN_CALL_BUDGET:
-                    return await self.release(record)
-                budget -= 1
-                record = await self._dispatch(record, tool, deadline)
-            elif record.state in (State.DISPATCHED, State.UNKNOWN):
-                record, retry_now = await self._verify(record, tool, deadline)
-                if retry_now and budget > 0 and self._left(record, deadline) > RETRY_PAUSE:
-                    # Same key at a provider that deduplicates: a retry cannot double the effect
-                    # and usually answers with the stored receipt at once.
-                    await self.sleep(RETRY_PAUSE)
-                    budget -= 1
-                    record = await self._dispatch(record, tool, deadline)
-                elif record.state is State.DISPATCHED:
-                    record = await self._wait_or_park(record, tool, deadline)
-                    if record.state is State.UNKNOWN:
-                        return await self.release(record)
-                elif record.state is not State.NOT_FOUND:
-                    return await self.release(record)
-            else:  # settled, or waiting for approval
-                return await self.release(record)
+            move = t.next_move(
+                record,
+                now=self.clock(),
+                deadline=deadline,
+                sends_left=sends_left,
+                observed=observed,
+                refusal=refusal,
+                refusals=refusals,
+                policy=policy,
+            )
+            if move.kind == "stop":
+                record = await self.release(record)
+                if move.rate_limited:
+                    raise ProviderRateLimited(record.action_id, retry_after=move.pause)
+                return record
+            if move.pause:
+                await self.sleep(move.pause)
+            if move.kind == "send":
+                sends_left -= 1
+                record = await self._write(t.apply(record, t.Dispatch(), self.clock(), policy), policy)
+                failpoints.hit("after_dispatched")
+                record, refusal = await self._send(record, tool, deadline, policy)
+                refusals = refusals + 1 if refusal is not None else 0
+                observed = None
+            elif move.kind == "check":
+                observed = await self.read_back(record, tool, deadline)
+                record = await self._write(t.apply(record, t.Observed(observed), self.clock(), policy), policy)
+                refusal = None
+            elif move.kind == "wait":
+                observed = None  # check again after the pause
+            else:  # park
+                record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
 
     async def observe(self, record: ActionRecord, tool: BoundTool) -> tuple[ActionRecord, Observation]:
         """One read-back applied to a leased record, never a dispatch (the Verify RPC)."""
+        policy = policy_of(tool, self.settings)
         observation = await self.read_back(record, tool, deadline=self.clock() + tool.config.attempt_timeout)
         if record.state in (State.DISPATCHED, State.UNKNOWN):
-            record = await self._apply(record, tool, observation)
+            record = await self._write(t.apply(record, t.Observed(observation), self.clock(), policy), policy)
             if record.state is State.DISPATCHED:  # inside the window: not proof of absence
-                record = await self._park(record, tool)
+                record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
         return await self.release(record), observation
 
-    # -- steps ---------------------------------------------------------------------------------
+    # -- calls -------------------------------------------------------------------------------------
 
-    async def _dispatch(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ActionRecord:
-        now = self.clock()
-        record = await self._write(
-            record.evolve(
-                state=State.DISPATCHED,
-                attempts=record.attempts + 1,
-                dispatched_at=now,
-                checks=0,
-                reason="dispatched",
-                next_step=NextStep.NONE,
-                next_check_at=None,
-            )
-        )
-        failpoints.hit("after_dispatched")
+    async def _send(
+        self, record: ActionRecord, tool: BoundTool, deadline: float, policy: t.Policy
+    ) -> tuple[ActionRecord, t.RefusedBeforeActing | None]:
+        """One provider call for a record already durably DISPATCHED, and the write of what it
+        said. Returns the refusal when the provider refused before acting."""
         timeout = min(tool.config.attempt_timeout, self._left(record, deadline))
         if timeout < MIN_CALL_BUDGET:
-            # The write above proves nothing was sent yet; verification will say NOT_FOUND.
-            return await self._write(record.evolve(reason="no time left to send"))
-        call = self._call(record, tool)
+            # The write below proves nothing was sent yet; verification will say NOT_FOUND.
+            return await self._write(t.apply(record, t.NotSent(), self.clock(), policy), policy), None
+        event = await self._call(record, tool, timeout)
+        if isinstance(event, t.Answered):
+            failpoints.hit("after_provider_commit")
+        record = await self._write(t.apply(record, event, self.clock(), policy), policy)
+        return record, event if isinstance(event, t.RefusedBeforeActing) else None
+
+    async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:
+        """The adapter's execute, classified into an event."""
         try:
             with telemetry.span("effectgate.provider.execute", tool=record.tool, attempt=record.attempts):
-                receipt = await asyncio.wait_for(tool.adapter.execute(call), timeout)
+                receipt = await asyncio.wait_for(tool.adapter.execute(self._action_call(record, tool)), timeout)
         except DefinitiveError as exc:
-            return await self._write(
-                record.evolve(
-                    state=State.REJECTED,
-                    reason=f"rejected by provider: {exc.message}",
-                    receipt=Receipt(external_id="", result={"code": exc.code, "error": exc.message, **exc.details}),
-                )
-            )
+            return t.Refused(code=exc.code, message=exc.message, details=dict(exc.details))
+        except RateLimited as exc:
+            return t.RefusedBeforeActing(exc.message, retry_after=exc.retry_after)
         except NoEffectError as exc:
-            return await self._write(
-                record.evolve(
-                    state=State.NOT_FOUND,
-                    reason=f"provider refused before acting: {exc.message}",
-                    next_step=NextStep.DISPATCH,
-                )
-            )
-        except (AmbiguousError, TimeoutError, Exception) as exc:
-            detail = exc.message if isinstance(exc, AmbiguousError) else type(exc).__name__
-            log.info("ambiguous outcome for %s: %s", record.action_id, detail)
-            return await self._write(record.evolve(reason=f"ambiguous: {detail}"))
-        failpoints.hit("after_provider_commit")
-        return await self._write(
-            record.evolve(state=State.CONFIRMED, receipt=receipt, reason="receipt", next_step=NextStep.NONE)
-        )
-
-    async def _verify(self, record: ActionRecord, tool: BoundTool, deadline: float) -> tuple[ActionRecord, bool]:
-        """One read-back. Returns the updated record and whether a same-key retry is safe now."""
-        observation = await self.read_back(record, tool, deadline)
-        record = await self._apply(record, tool, observation)
-        caps = tool.adapter.capabilities
-        retry_now = (
-            record.state is State.DISPATCHED
-            and observation.outcome is Outcome.NOT_FOUND
-            and caps.dedups_on_key
-            and self._within_key_retention(record, tool)
-        )
-        return record, retry_now
+            return t.RefusedBeforeActing(exc.message)
+        except AmbiguousError as exc:
+            log.info("ambiguous outcome for %s: %s", record.action_id, exc.message)
+            return t.Ambiguous(exc.message)
+        except Exception as exc:
+            # Our timeout, a reset, or an adapter bug: the request may have reached the provider,
+            # so this is ambiguous too and verification decides.
+            log.info("ambiguous outcome for %s: %s", record.action_id, type(exc).__name__)
+            return t.Ambiguous(type(exc).__name__)
+        return t.Answered(receipt)
 
     async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:
         timeout = max(MIN_CALL_BUDGET, min(tool.config.attempt_timeout, deadline - self.clock()))
         try:
             with telemetry.span("effectgate.provider.verify", tool=record.tool) as current:
-                observation = await asyncio.wait_for(tool.adapter.verify(self._call(record, tool)), timeout)
+                observation = await asyncio.wait_for(tool.adapter.verify(self._action_call(record, tool)), timeout)
                 current.set_attribute("effectgate.outcome", observation.outcome.value)
                 return observation
         except TimeoutError:
@@ -180,81 +195,9 @@ class Driver:
             detail = getattr(exc, "message", type(exc).__name__)
             return Observation.unknown(f"read-back failed: {detail}")
 
-    async def _apply(self, record: ActionRecord, tool: BoundTool, obs: Observation) -> ActionRecord:
-        """Turns an observation into a state. DISPATCHED comes back when absence is not yet proven."""
-        now = self.clock()
-        checks = record.checks + 1
-        if obs.outcome is Outcome.CONFIRMED:
-            return await self._write(
-                record.evolve(
-                    state=State.CONFIRMED,
-                    receipt=obs.receipt or record.receipt,
-                    observation=obs,
-                    checks=checks,
-                    reason=f"confirmed by read-back: {obs.detail}".rstrip(": "),
-                    next_step=NextStep.NONE,
-                    next_check_at=None,
-                )
-            )
-        if obs.outcome is Outcome.NOT_FOUND:
-            since = now - (record.dispatched_at or 0.0)
-            if since >= tool.consistency_window:
-                return await self._write(
-                    record.evolve(
-                        state=State.NOT_FOUND,
-                        observation=obs,
-                        checks=checks,
-                        reason=f"not found {since:.1f}s after dispatch (window {tool.consistency_window:g}s)",
-                        next_step=NextStep.DISPATCH,
-                        next_check_at=None,
-                    )
-                )
-            return await self._write(
-                record.evolve(
-                    state=State.DISPATCHED,
-                    observation=obs,
-                    checks=checks,
-                    reason="not found yet, inside the consistency window",
-                )
-            )
-        has_read_api = tool.adapter.capabilities.has_read_api
-        delay = min(self.settings.recheck_min * 2 ** min(record.checks, 20), self.settings.recheck_max)
-        return await self._write(
-            record.evolve(
-                state=State.UNKNOWN,
-                observation=obs,
-                checks=checks,
-                reason=obs.detail or "read-back inconclusive",
-                next_step=NextStep.RECHECK if has_read_api else NextStep.OPERATOR,
-                next_check_at=now + delay,
-            )
-        )
+    # -- helpers -----------------------------------------------------------------------------------
 
-    async def _wait_or_park(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ActionRecord:
-        """Not found inside the consistency window: wait for the window (or a short re-check)
-        if the deadline allows, else park the action as UNKNOWN until the window has passed."""
-        window_end = (record.dispatched_at or 0.0) + tool.consistency_window
-        pause = max(0.0, min(window_end - self.clock(), self.settings.recheck_min))
-        pause = max(pause, RETRY_PAUSE)
-        if self._left(record, deadline) > pause + MIN_CALL_BUDGET:
-            await self.sleep(pause)
-            return await self._write(record)  # renews the lease
-        return await self._park(record, tool)
-
-    async def _park(self, record: ActionRecord, tool: BoundTool) -> ActionRecord:
-        window_end = (record.dispatched_at or 0.0) + tool.consistency_window
-        return await self._write(
-            record.evolve(
-                state=State.UNKNOWN,
-                reason="not found yet, inside the consistency window; re-checked when it closes",
-                next_step=NextStep.RECHECK,
-                next_check_at=max(window_end, self.clock() + RETRY_PAUSE),
-            )
-        )
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    def _call(self, record: ActionRecord, tool: BoundTool) -> ActionCall:
+    def _action_call(self, record: ActionRecord, tool: BoundTool) -> ActionCall:
         return ActionCall(
             action_id=record.action_id,
             provider_key=provider_key(record.action_id, record.generation),
@@ -268,21 +211,11 @@ class Driver:
 
     def _left(self, record: ActionRecord, deadline: float) -> float:
         """Time left for work: the caller's deadline, and never past our own lease."""
-        now = self.clock()
-        return min(deadline, record.lease_expires_at) - now
+        return min(deadline, record.lease_expires_at) - self.clock()
 
-    def _within_key_retention(self, record: ActionRecord, tool: BoundTool) -> bool:
-        retention = tool.adapter.capabilities.key_retention
-        first = record.created_at
-        return retention is None or self.clock() - first < retention * 0.9
-
-    async def _write(self, record: ActionRecord) -> ActionRecord:
-        """Writes under our lease; a settled action releases it in the same write."""
-        now = self.clock()
-        if record.state.terminal:
-            fresh = record.evolve(updated_at=now, lease_owner="", lease_expires_at=0.0)
-        else:
-            fresh = record.evolve(updated_at=now, lease_expires_at=now + self.settings.lease_ttl)
+    async def _write(self, record: ActionRecord, policy: t.Policy) -> ActionRecord:
+        """Writes under our lease (renewed, or released when the action settled)."""
+        fresh = t.stamped(record, self.clock(), policy)
         if not await self.store.update(fresh):
             raise LeaseLost(record.action_id)
         return fresh
@@ -290,7 +223,7 @@ class Driver:
     async def release(self, record: ActionRecord) -> ActionRecord:
         if not record.lease_owner:
             return record  # released by the write that settled it
-        released = record.evolve(updated_at=self.clock(), lease_owner="", lease_expires_at=0.0)
+        released = t.released(record, self.clock())
         if not await self.store.update(released):
             raise LeaseLost(record.action_id)
         return released

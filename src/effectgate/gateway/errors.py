@@ -102,3 +102,18 @@ class GatewayUnavailable(GatewayError):
     def __init__(self, message: str, retry_after: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ProviderRateLimited(GatewayError):
+    """The provider asked for a pause (429/503 with Retry-After) longer than the caller's
+    deadline allows. Nothing was sent that took effect: the action is NOT_FOUND, and the next
+    Execute with the same run context sends it."""
+
+    reason = "PROVIDER_RATE_LIMITED"
+
+    def __init__(self, action_id: str, retry_after: float) -> None:
+        super().__init__(
+            f"the provider is rate limiting; action {action_id} was not sent: retry with the same run context"
+        )
+        self.action_id = action_id
+        self.retry_after = retry_after

@@ -12,7 +12,7 @@ import contextlib
 import logging
 
 from effectgate.gateway.domain import ActionRecord
-from effectgate.gateway.errors import GatewayError
+from effectgate.gateway.errors import GatewayError, GatewayUnavailable
 from effectgate.gateway.protocol import EffectProtocol
 
 log = logging.getLogger("effectgate.reconciler")
@@ -29,10 +29,7 @@ class Reconciler:
 
     async def run_once(self) -> int:
         """Claims one batch of due work and starts driving it; returns how many were claimed."""
-        settings = self.protocol.settings
-        claimed = await self.protocol.store.claim_due(
-            settings.owner, self.protocol.clock(), settings.lease_ttl, self.batch
-        )
+        claimed = await self.protocol.claim_due(self.batch)
         for record in claimed:
             task = asyncio.create_task(self._drive(record))
             self._tasks.add(task)
@@ -45,30 +42,24 @@ class Reconciler:
             try:
                 settled = await self.protocol.drive_leased(record)
                 log.info("reconciled %s -> %s (%s)", action_id, settled.state.value, settled.reason)
-            except GatewayError as exc:
+            except GatewayError as exc:  # the store went away, or the provider rate-limits
                 log.warning("reconciling %s failed: %s", action_id, exc.message)
-            except Exception:
+            except Exception:  # a bug in one action must not stop the others
                 log.exception("reconciling %s failed", action_id)
 
     async def run(self) -> None:
         while not self._stop.is_set():
             try:
                 claimed = await self.run_once()
-            except Exception as exc:  # the store may be down for a while: keep trying
-                log.warning("reconciler pass failed: %s", exc)
+            except GatewayUnavailable as exc:  # the store may be down for a while: keep trying
+                log.warning("reconciler pass failed: %s", exc.message)
+                claimed = 0
+            except Exception:  # a bug must not stop recovery for good: log it and go on
+                log.exception("reconciler pass failed")
                 claimed = 0
             if claimed >= self.batch:
                 continue  # more is due right now
-            self.protocol.work_ready.clear()
-            waiters = [
-                asyncio.ensure_future(self._stop.wait()),
-                asyncio.ensure_future(self.protocol.work_ready.wait()),
-            ]
-            try:
-                await asyncio.wait(waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
-            finally:  # also when this task is cancelled at shutdown
-                for waiter in waiters:
-                    waiter.cancel()
+            await self.protocol.wait_for_work(self._stop, self.interval)
 
     async def stop(self) -> None:
         self._stop.set()

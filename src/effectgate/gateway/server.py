@@ -151,9 +151,7 @@ class Gateway:
         self._stopping.set()
         grace = self.config.shutdown_grace
         await self.server.stop(grace)
-        inflight = list(self.protocol.inflight.values())
-        if inflight:
-            await asyncio.wait(inflight, timeout=grace)
+        await self.protocol.drain(grace)
         await self.reconciler.stop()
         for task in self._background:
             task.cancel()

@@ -6,9 +6,8 @@ from typing import Any
 
 import grpc
 
-from effectgate.gateway.domain import ListQuery
+from effectgate.gateway.domain import ActionIdentity, ListQuery
 from effectgate.gateway.errors import InvalidRequest
-from effectgate.gateway.keys import action_id as derive_action_id
 from effectgate.gateway.protocol import EffectProtocol, ExecuteCommand, validate_context
 from effectgate.gateway.rpc.auth import Authenticator
 from effectgate.gateway.rpc.handlers import deadline_of, translate_errors
@@ -34,22 +33,23 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
             raise InvalidRequest([("payload", "the tool's typed payload is required")])
         validate_context(request.context.run_id, request.context.step_id, request.tool)
         self.auth.check_tool(principal, request.tool)
-        tool = self.protocol.tools.get(request.tool)
         result = await self.protocol.execute(
             ExecuteCommand(
-                tenant=principal.tenant,
-                run_id=request.context.run_id,
-                step_id=request.context.step_id,
-                parent_run_id=request.context.parent_run_id,
-                agent=request.context.agent,
-                tool=request.tool,
-                scope=request.scope,
+                identity=ActionIdentity(
+                    tenant=principal.tenant,
+                    run_id=request.context.run_id,
+                    step_id=request.context.step_id,
+                    tool=request.tool,
+                    scope=request.scope,
+                    parent_run_id=request.context.parent_run_id,
+                    agent=request.context.agent,
+                    tool_call_id=request.tool_call_id,
+                ),
                 payload_type_url=request.payload.type_url,
                 payload=request.payload.value,
-                tool_call_id=request.tool_call_id,
                 bypass=request.bypass,
             ),
-            deadline=deadline_of(context, tool.config.deadline),
+            deadline=deadline_of(context, self.protocol.tool_deadline(request.tool)),
         )
         return pb.ExecuteResponse(action=action_pb(result.record), replayed=result.replayed)
 
@@ -62,7 +62,8 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
         elif target == "ref":
             ref = request.ref
             validate_context(ref.context.run_id, ref.context.step_id, ref.tool)
-            action_id = derive_action_id(principal.tenant, ref.context.run_id, ref.context.step_id, ref.tool, ref.scope)
+            ident = ActionIdentity(principal.tenant, ref.context.run_id, ref.context.step_id, ref.tool, ref.scope)
+            action_id = ident.action_id
         else:
             raise InvalidRequest([("target", "give an action_id or a ref")])
         record, observation = await self.protocol.verify(principal.tenant, action_id)

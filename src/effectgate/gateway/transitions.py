@@ -1,0 +1,530 @@
+"""The action state machine, in one place and with no I/O.
+
+Every change of an action is `apply(record, event, now, policy) -> record`: a pure function of
+the stored record, what just happened (an event), the time and the tool's policy. `EDGES` lists
+every allowed (state, event, state) triple; `apply` refuses anything else, so the table is the
+whole truth (docs/protocol.md's diagram is rendered from it by `mermaid()` and a test keeps the
+two equal). `next_move` is the driver's decision of what to do next, also pure.
+
+Who writes what: the driver records its own events (dispatch, receipt, refusal, read-back, park);
+the protocol creates actions and uses bypass grants; operators approve, reconcile and grant.
+Lease bookkeeping (renewal and release) is not a state change and lives in `stamped`/`released`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from effectgate.adapters.base import Observation, Outcome, Receipt
+from effectgate.gateway.domain import ActionIdentity, ActionRecord, NextStep, State
+
+# Pause before a same-key retry at a deduplicating provider (409 "key in use" needs a moment).
+RETRY_PAUSE = 0.2
+# Never start a provider call with less than this much of the lease or deadline left.
+MIN_CALL_BUDGET = 0.05
+# Back-off cap after refusals that name no pause (a plain NoEffectError).
+REFUSAL_PAUSE_MAX = 5.0
+
+
+class IllegalTransition(Exception):
+    """An event that the action's state does not allow: a bug in the caller, never data."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the transitions need to know about the tool, its provider and the gateway."""
+
+    lease_ttl: float
+    recheck_min: float
+    recheck_max: float
+    consistency_window: float
+    has_read_api: bool = True
+    dedups_on_key: bool = False
+    # How long the provider remembers a key; None: as long as we need.
+    key_retention: float | None = None
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    name: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Claim(Event):
+    """First Execute of an action. `send_now`: inserted already DISPATCHED (attempt 1, with the
+    lease), so the intent is durable in the same write that claims it."""
+
+    name: ClassVar[str] = "claim"
+    identity: ActionIdentity
+    action_id: str
+    payload_type: str
+    payload: bytes
+    fingerprint: str
+    owner: str
+    approval: bool = False
+    send_now: bool = False
+
+
+@dataclass(frozen=True)
+class Dispatch(Event):
+    """About to send attempt n (committed before the request leaves)."""
+
+    name: ClassVar[str] = "dispatch"
+
+
+@dataclass(frozen=True)
+class NotSent(Event):
+    """Marked DISPATCHED, but no time was left to send: nothing went out."""
+
+    name: ClassVar[str] = "not_sent"
+
+
+@dataclass(frozen=True)
+class Answered(Event):
+    """The provider answered with a receipt."""
+
+    name: ClassVar[str] = "receipt"
+    receipt: Receipt
+
+
+@dataclass(frozen=True)
+class Refused(Event):
+    """A definitive refusal: nothing happened and nothing will (declined card)."""
+
+    name: ClassVar[str] = "refused"
+    code: str
+    message: str
+    details: dict[str, object]
+
+
+@dataclass(frozen=True)
+class RefusedBeforeActing(Event):
+    """Refused before acting (401, 429, 503): nothing happened; a later retry is safe."""
+
+    name: ClassVar[str] = "refused_before_acting"
+    message: str
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Ambiguous(Event):
+    """Timeout, reset, 5xx, key in use: maybe an effect. Verification decides."""
+
+    name: ClassVar[str] = "ambiguous"
+    detail: str
+
+
+@dataclass(frozen=True)
+class Observed(Event):
+    """A read-back of the provider."""
+
+    name: ClassVar[str] = "observed"
+    observation: Observation
+
+
+@dataclass(frozen=True)
+class Park(Event):
+    """Not found yet inside the consistency window, and no time to wait it out."""
+
+    name: ClassVar[str] = "park"
+
+
+@dataclass(frozen=True)
+class Approve(Event):
+    name: ClassVar[str] = "approve"
+    who: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Reconcile(Event):
+    """An operator settles an action with evidence of their own."""
+
+    name: ClassVar[str] = "reconcile"
+    resolution: State
+    who: str
+    note: str
+    external_id: str = ""
+
+
+@dataclass(frozen=True)
+class GrantBypass(Event):
+    name: ClassVar[str] = "grant_bypass"
+    who: str
+    note: str
+
+
+@dataclass(frozen=True)
+class UseBypass(Event):
+    """An Execute with `bypass` and a grant: a new generation, a new provider key."""
+
+    name: ClassVar[str] = "use_bypass"
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+P, D, C, R, N, U, A = (
+    State.PLANNED,
+    State.DISPATCHED,
+    State.CONFIRMED,
+    State.REJECTED,
+    State.NOT_FOUND,
+    State.UNKNOWN,
+    State.AWAITING_APPROVAL,
+)
+# (from, event, to); `None` as from: the action did not exist.
+EDGES: frozenset[tuple[State | None, str, State]] = frozenset(
+    {
+        (None, "claim", P),
+        (None, "claim", D),
+        (None, "claim", A),
+        (A, "approve", P),
+        (P, "dispatch", D),
+        (N, "dispatch", D),
+        (D, "dispatch", D),  # same key again at a provider that deduplicates
+        (D, "not_sent", D),
+        (D, "receipt", C),
+        (D, "refused", R),
+        (D, "refused_before_acting", N),
+        (D, "ambiguous", D),
+        (D, "observed", C),
+        (D, "observed", N),
+        (D, "observed", D),
+        (D, "observed", U),
+        (U, "observed", C),
+        (U, "observed", N),
+        (U, "observed", D),
+        (U, "observed", U),
+        (D, "park", U),
+        (U, "reconcile", C),
+        (U, "reconcile", R),
+        (U, "reconcile", N),
+        (D, "reconcile", C),
+        (D, "reconcile", R),
+        (D, "reconcile", N),
+        (C, "grant_bypass", C),
+        (R, "grant_bypass", R),
+        (C, "use_bypass", P),
+        (R, "use_bypass", P),
+    }
+)
+_FROM: dict[str, frozenset[State]] = {}
+for _src, _name, _ in EDGES:
+    if _src is not None:
+        _FROM[_name] = _FROM.get(_name, frozenset()) | {_src}
+
+RESOLUTIONS = {
+    State.CONFIRMED: Outcome.CONFIRMED,
+    State.REJECTED: Outcome.NOT_FOUND,
+    State.NOT_FOUND: Outcome.NOT_FOUND,
+}
+
+
+def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
+    """The record a first Execute inserts (insert-if-absent: the claim itself)."""
+    if event.approval:
+        state, step, owner, expires = A, NextStep.APPROVE, "", 0.0
+    else:
+        state, step, owner, expires = (D if event.send_now else P), NextStep.NONE, event.owner, now + policy.lease_ttl
+    record = ActionRecord.of(
+        event.action_id,
+        event.identity,
+        payload_type=event.payload_type,
+        payload=event.payload,
+        fingerprint=event.fingerprint,
+        state=state,
+        next_step=step,
+        created_at=now,
+        updated_at=now,
+        fence=1,
+        lease_owner=owner,
+        lease_expires_at=expires,
+    )
+    if state is D:
+        record = record.evolve(attempts=1, dispatched_at=now, reason="dispatched")
+    _check(None, event, record.state)
+    return record
+
+
+def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    """The record after `event`; raises IllegalTransition when the state does not allow it."""
+    if record.state not in _FROM.get(event.name, frozenset()):
+        raise IllegalTransition(f"{event.name} is not allowed in {record.state.value} ({record.action_id})")
+    result = _STEPS[type(event)](record, event, now, policy)
+    _check(record.state, event, result.state)
+    return result
+
+
+def _check(src: State | None, event: Event, dst: State) -> None:
+    if (src, event.name, dst) not in EDGES:
+        raise IllegalTransition(f"{src} --{event.name}--> {dst.value} is not in the table")
+
+
+# -- the steps -------------------------------------------------------------------------------------
+
+
+def _dispatch(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    return record.evolve(
+        state=D,
+        attempts=record.attempts + 1,
+        dispatched_at=now,
+        checks=0,
+        reason="dispatched",
+        next_step=NextStep.NONE,
+        next_check_at=None,
+    )
+
+
+def _not_sent(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    return record.evolve(reason="no time left to send")
+
+
+def _answered(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Answered)
+    return record.evolve(state=C, receipt=event.receipt, reason="receipt", next_step=NextStep.NONE)
+
+
+def _refused(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Refused)
+    return record.evolve(
+        state=R,
+        reason=f"rejected by provider: {event.message}",
+        receipt=Receipt(external_id="", result={"code": event.code, "error": event.message, **event.details}),
+    )
+
+
+def _refused_before_acting(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, RefusedBeforeActing)
+    return record.evolve(
+        state=N,
+        reason=f"provider refused before acting: {event.message}",
+        next_step=NextStep.DISPATCH,
+    )
+
+
+def _ambiguous(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Ambiguous)
+    return record.evolve(reason=f"ambiguous: {event.detail}")
+
+
+def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    """A read-back becomes a state. DISPATCHED comes back when absence is not yet proven."""
+    assert isinstance(event, Observed)
+    obs = event.observation
+    checks = record.checks + 1
+    if obs.outcome is Outcome.CONFIRMED:
+        return record.evolve(
+            state=C,
+            receipt=obs.receipt or record.receipt,
+            observation=obs,
+            checks=checks,
+            reason=f"confirmed by read-back: {obs.detail}".rstrip(": "),
+            next_step=NextStep.NONE,
+            next_check_at=None,
+        )
+    if obs.outcome is Outcome.NOT_FOUND:
+        since = now - (record.dispatched_at or 0.0)
+        if since >= policy.consistency_window:
+            return record.evolve(
+                state=N,
+                observation=obs,
+                checks=checks,
+                reason=f"not found {since:.1f}s after dispatch (window {policy.consistency_window:g}s)",
+                next_step=NextStep.DISPATCH,
+                next_check_at=None,
+            )
+        return record.evolve(
+            state=D, observation=obs, checks=checks, reason="not found yet, inside the consistency window"
+        )
+    delay = min(policy.recheck_min * 2 ** min(record.checks, 20), policy.recheck_max)
+    return record.evolve(
+        state=U,
+        observation=obs,
+        checks=checks,
+        reason=obs.detail or "read-back inconclusive",
+        next_step=NextStep.RECHECK if policy.has_read_api else NextStep.OPERATOR,
+        next_check_at=now + delay,
+    )
+
+
+def _park(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    return record.evolve(
+        state=U,
+        reason="not found yet, inside the consistency window; re-checked when it closes",
+        next_step=NextStep.RECHECK,
+        next_check_at=max(window_end(record, policy), now + RETRY_PAUSE),
+    )
+
+
+def _approve(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Approve)
+    return record.evolve(
+        state=P,
+        next_step=NextStep.NONE,
+        reason=f"approved by {event.who}",
+        notes=(*record.notes, f"approved by {event.who}: {event.note}".rstrip(": ")),
+    )
+
+
+def _reconcile(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Reconcile)
+    if event.resolution not in RESOLUTIONS:
+        raise IllegalTransition(f"an operator cannot resolve an action as {event.resolution.value}")
+    evidence = {"operator": event.who, "note": event.note, "external_id": event.external_id}
+    receipt = record.receipt
+    if event.resolution is C and event.external_id:
+        receipt = Receipt(external_id=event.external_id, result={"reconciled_by": event.who}, at=now)
+    return record.evolve(
+        state=event.resolution,
+        receipt=receipt,
+        observation=Observation(
+            RESOLUTIONS[event.resolution], detail=f"operator: {event.note}", evidence=evidence, at=now
+        ),
+        reason=f"reconciled by {event.who}",
+        next_step=NextStep.DISPATCH if event.resolution is N else NextStep.NONE,
+        next_check_at=None,
+        notes=(*record.notes, f"reconciled {event.resolution.value} by {event.who}: {event.note}"),
+    )
+
+
+def _grant_bypass(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, GrantBypass)
+    return record.evolve(bypass_granted=True, notes=(*record.notes, f"bypass granted by {event.who}: {event.note}"))
+
+
+def _use_bypass(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    if not record.bypass_granted:
+        raise IllegalTransition(f"{record.action_id} has no bypass grant")
+    generation = record.generation + 1
+    return record.evolve(
+        generation=generation,
+        state=P,
+        bypass_granted=False,
+        receipt=None,
+        observation=None,
+        reason="operator-granted bypass",
+        notes=(*record.notes, f"bypass used at generation {generation}"),
+    )
+
+
+_STEPS = {
+    Dispatch: _dispatch,
+    NotSent: _not_sent,
+    Answered: _answered,
+    Refused: _refused,
+    RefusedBeforeActing: _refused_before_acting,
+    Ambiguous: _ambiguous,
+    Observed: _observed,
+    Park: _park,
+    Approve: _approve,
+    Reconcile: _reconcile,
+    GrantBypass: _grant_bypass,
+    UseBypass: _use_bypass,
+}
+
+
+# -- lease bookkeeping (no state change) -----------------------------------------------------------
+
+
+def stamped(record: ActionRecord, now: float, policy: Policy) -> ActionRecord:
+    """The record as its holder writes it: a settled action releases the lease in the same
+    write; anything else renews it."""
+    if record.state.terminal:
+        return record.evolve(updated_at=now, lease_owner="", lease_expires_at=0.0)
+    return record.evolve(updated_at=now, lease_expires_at=now + policy.lease_ttl)
+
+
+def released(record: ActionRecord, now: float) -> ActionRecord:
+    return record.evolve(updated_at=now, lease_owner="", lease_expires_at=0.0)
+
+
+def window_end(record: ActionRecord, policy: Policy) -> float:
+    return (record.dispatched_at or 0.0) + policy.consistency_window
+
+
+# -- what the driver does next ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Move:
+    """The driver's next step. kind: send | check | wait | park | stop; `pause` comes first
+    (send, wait); `rate_limited` on stop: the caller is told to come back after `pause`."""
+
+    kind: Literal["send", "check", "wait", "park", "stop"]
+    pause: float = 0.0
+    rate_limited: bool = False
+
+
+def refusal_pause(event: RefusedBeforeActing, refusals: int) -> float:
+    """Never a burst: the provider's own pause, else an exponential back-off."""
+    if event.retry_after is not None:
+        return max(float(event.retry_after), RETRY_PAUSE)
+    return min(RETRY_PAUSE * 2.0 ** max(refusals - 1, 0), REFUSAL_PAUSE_MAX)
+
+
+def next_move(
+    record: ActionRecord,
+    *,
+    now: float,
+    deadline: float,
+    sends_left: int,
+    observed: Observation | None,
+    refusal: RefusedBeforeActing | None,
+    refusals: int,
+    policy: Policy,
+) -> Move:
+    """`observed`: the read-back just applied (None if the last step was not one); `refusal`:
+    the refusal the last send got; `refusals`: how many in a row."""
+    left = min(deadline, record.lease_expires_at) - now
+    if record.state in (P, N):
+        pause = refusal_pause(refusal, refusals) if refusal is not None else 0.0
+        if sends_left <= 0 or left < pause + MIN_CALL_BUDGET:
+            limited = refusal is not None and refusal.retry_after is not None
+            return Move("stop", pause=pause, rate_limited=limited)
+        return Move("send", pause=pause)
+    if record.state in (D, U):
+        if observed is None:
+            return Move("check")
+        if record.state is U:
+            return Move("stop")
+        if (
+            observed.outcome is Outcome.NOT_FOUND
+            and policy.dedups_on_key
+            and within_key_retention(record, now, policy)
+            and sends_left > 0
+            and left > RETRY_PAUSE
+        ):
+            # Same key at a provider that deduplicates: a retry cannot double the effect and
+            # usually answers with the stored receipt at once.
+            return Move("send", pause=RETRY_PAUSE)
+        pause = max(RETRY_PAUSE, min(window_end(record, policy) - now, policy.recheck_min))
+        if left > pause + MIN_CALL_BUDGET:
+            return Move("wait", pause=pause)
+        return Move("park")
+    return Move("stop")  # settled, or waiting for approval
+
+
+def within_key_retention(record: ActionRecord, now: float, policy: Policy) -> bool:
+    return policy.key_retention is None or now - record.created_at < policy.key_retention * 0.9
+
+
+# -- the diagram -----------------------------------------------------------------------------------
+
+_ORDER = [None, A, P, D, C, R, N, U]
+
+
+def mermaid() -> str:
+    """The state diagram of docs/protocol.md, rendered from EDGES (self-loops included)."""
+    lines = ["stateDiagram-v2"]
+    for src, name, dst in sorted(EDGES, key=lambda e: (_ORDER.index(e[0]), e[1], _ORDER.index(e[2]))):
+        left = "[*]" if src is None else src.value
+        lines.append(f"    {left} --> {dst.value} : {name}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # prints the diagram for docs/protocol.md
+    print(mermaid())

@@ -1,0 +1,298 @@
+"""Every edge of the action state machine, table-driven: one case per (state, event, state) of
+`transitions.EDGES` (and no edge without a case), every event refused in every other state,
+the driver's next-move rules, and docs/protocol.md's diagram equal to the table."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectgate.adapters.base import Observation, Outcome, Receipt
+from effectgate.gateway import transitions as t
+from effectgate.gateway.domain import ActionIdentity, ActionRecord, NextStep, State
+
+NOW = 10_000.0
+POLICY = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, dedups_on_key=True)
+WHO = ActionIdentity("acme", "run-1", "step-1", "charge_card", "order:1", agent="a", tool_call_id="c1")
+RECEIPT = Receipt(external_id="ch_1", at=NOW)
+FOUND = Observation(Outcome.CONFIRMED, detail="found", receipt=RECEIPT, at=NOW)
+MISSING = Observation(Outcome.NOT_FOUND, detail="no match", at=NOW)
+UNSURE = Observation.unknown("read API down")
+
+
+def base(state: State, **changes: Any) -> ActionRecord:
+    record = ActionRecord.of(
+        WHO.action_id,
+        WHO,
+        payload_type="effectgate.tools.v1.ChargeCard",
+        payload=b"\x08\x01",
+        fingerprint="sha256:x",
+        state=state,
+        created_at=NOW - 100,
+        updated_at=NOW - 50,
+        fence=2,
+        lease_owner="w1",
+        lease_expires_at=NOW + 20,
+        attempts=1 if state is not State.PLANNED else 0,
+        dispatched_at=NOW - 10,
+        checks=1,
+    )
+    return record.evolve(**changes)
+
+
+def claim(**changes: Any) -> t.Claim:
+    fields: dict[str, Any] = {
+        "identity": WHO,
+        "action_id": WHO.action_id,
+        "payload_type": "effectgate.tools.v1.ChargeCard",
+        "payload": b"\x08\x01",
+        "fingerprint": "sha256:x",
+        "owner": "w1",
+    }
+    fields.update(changes)
+    return t.Claim(**fields)
+
+
+@dataclass(frozen=True)
+class Case:
+    src: State | None
+    event: t.Event
+    dst: State
+    # Expected field values of the result.
+    expect: dict[str, Any] = field(default_factory=dict)
+    # Changes to the base record before the event.
+    given: dict[str, Any] = field(default_factory=dict)
+    policy: t.Policy = POLICY
+
+
+P, D, C, R, N, U, A = (
+    State.PLANNED,
+    State.DISPATCHED,
+    State.CONFIRMED,
+    State.REJECTED,
+    State.NOT_FOUND,
+    State.UNKNOWN,
+    State.AWAITING_APPROVAL,
+)
+NO_READ_API = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, has_read_api=False)
+
+CASES = {
+    "claim-planned": Case(None, claim(), P, {"attempts": 0, "lease_owner": "w1", "lease_expires_at": NOW + 30}),
+    "claim-dispatched": Case(
+        None, claim(send_now=True), D, {"attempts": 1, "dispatched_at": NOW, "fence": 1, "lease_owner": "w1"}
+    ),
+    "claim-approval": Case(
+        None, claim(approval=True, send_now=True), A, {"next_step": NextStep.APPROVE, "lease_owner": ""}
+    ),
+    "approve": Case(A, t.Approve("ops", "ok"), P, {"reason": "approved by ops", "notes": ("approved by ops: ok",)}),
+    "dispatch-planned": Case(P, t.Dispatch(), D, {"attempts": 1, "dispatched_at": NOW, "checks": 0}),
+    "dispatch-not-found": Case(N, t.Dispatch(), D, {"attempts": 2, "next_step": NextStep.NONE}),
+    "dispatch-same-key": Case(D, t.Dispatch(), D, {"attempts": 2, "dispatched_at": NOW}),
+    "not-sent": Case(D, t.NotSent(), D, {"reason": "no time left to send", "attempts": 1}),
+    "receipt": Case(D, t.Answered(RECEIPT), C, {"receipt": RECEIPT, "reason": "receipt"}),
+    "refused": Case(
+        D,
+        t.Refused("card_declined", "declined", {"decline_code": "x"}),
+        R,
+        {"reason": "rejected by provider: declined"},
+    ),
+    # The edge the old diagram missed: a refusal before acting proves that nothing happened.
+    "refused-before-acting": Case(
+        D, t.RefusedBeforeActing("rate limited", retry_after=2.0), N, {"next_step": NextStep.DISPATCH}
+    ),
+    "ambiguous": Case(D, t.Ambiguous("reset"), D, {"reason": "ambiguous: reset"}),
+    "observed-confirmed": Case(D, t.Observed(FOUND), C, {"receipt": RECEIPT, "checks": 2, "next_check_at": None}),
+    "observed-not-found-after-window": Case(
+        D, t.Observed(MISSING), N, {"next_step": NextStep.DISPATCH}, {"dispatched_at": NOW - 5}
+    ),
+    "observed-not-found-inside-window": Case(
+        D, t.Observed(MISSING), D, {"observation": MISSING}, {"dispatched_at": NOW - 4.999}
+    ),
+    "observed-unknown": Case(
+        D, t.Observed(UNSURE), U, {"next_step": NextStep.RECHECK, "next_check_at": NOW + 4.0, "checks": 2}
+    ),
+    "unknown-observed-confirmed": Case(U, t.Observed(FOUND), C, {"next_step": NextStep.NONE}),
+    "unknown-observed-not-found": Case(U, t.Observed(MISSING), N, {"next_step": NextStep.DISPATCH}),
+    "unknown-observed-inside-window": Case(U, t.Observed(MISSING), D, {}, {"dispatched_at": NOW - 1}),
+    "unknown-observed-unknown-no-read-api": Case(
+        U, t.Observed(UNSURE), U, {"next_step": NextStep.OPERATOR}, {"checks": 30}, NO_READ_API
+    ),
+    # Missed by the old diagram: not found inside the window with no time to wait is parked.
+    "park": Case(D, t.Park(), U, {"next_step": NextStep.RECHECK, "next_check_at": NOW + 4}, {"dispatched_at": NOW - 1}),
+    "reconcile-unknown-confirmed": Case(
+        U, t.Reconcile(C, "ops", "seen in dashboard", "ch_9"), C, {"next_step": NextStep.NONE}
+    ),
+    "reconcile-unknown-rejected": Case(U, t.Reconcile(R, "ops", "refunded"), R, {"reason": "reconciled by ops"}),
+    # Missed by the old diagram: an operator proves absence, the next Execute dispatches again.
+    "reconcile-unknown-not-found": Case(U, t.Reconcile(N, "ops", "not there"), N, {"next_step": NextStep.DISPATCH}),
+    "reconcile-dispatched-confirmed": Case(D, t.Reconcile(C, "ops", "seen"), C, {"receipt": None}),
+    "reconcile-dispatched-rejected": Case(D, t.Reconcile(R, "ops", "no"), R, {}),
+    "reconcile-dispatched-not-found": Case(D, t.Reconcile(N, "ops", "absent"), N, {}),
+    "grant-confirmed": Case(C, t.GrantBypass("ops", "again"), C, {"bypass_granted": True}),
+    "grant-rejected": Case(R, t.GrantBypass("ops", "again"), R, {"bypass_granted": True}),
+    # Missed by the old diagram: a used bypass starts a new generation from PLANNED.
+    "use-bypass-confirmed": Case(
+        C, t.UseBypass(), P, {"generation": 1, "bypass_granted": False, "receipt": None}, {"bypass_granted": True}
+    ),
+    "use-bypass-rejected": Case(R, t.UseBypass(), P, {"generation": 1}, {"bypass_granted": True}),
+}
+
+
+def run(case: Case) -> ActionRecord:
+    if case.src is None:
+        assert isinstance(case.event, t.Claim)
+        return t.create(case.event, NOW, case.policy)
+    return t.apply(base(case.src, **case.given), case.event, NOW, case.policy)
+
+
+def test_every_edge_has_a_case_and_every_case_is_an_edge() -> None:
+    covered = {(c.src, c.event.name, c.dst) for c in CASES.values()}
+    assert covered == t.EDGES
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_edge(name: str) -> None:
+    case = CASES[name]
+    result = run(case)
+    assert result.state is case.dst
+    for key, value in case.expect.items():
+        assert getattr(result, key) == value, key
+    assert result.identity == WHO  # no transition touches who asked for what
+    if case.src is not None:
+        before = base(case.src, **case.given)
+        # The lease is the writer's business, never a transition's.
+        assert (result.fence, result.lease_owner, result.lease_expires_at) == (
+            before.fence,
+            before.lease_owner,
+            before.lease_expires_at,
+        )
+
+
+SAMPLE_EVENTS = {type(c.event): c.event for c in CASES.values() if c.src is not None}
+
+
+@pytest.mark.parametrize(
+    ("state", "event"),
+    [
+        (s, e)
+        for s, e in itertools.product(State, SAMPLE_EVENTS.values())
+        if (s, e.name) not in {(src, name) for src, name, _ in t.EDGES}
+    ],
+    ids=lambda v: v.value if isinstance(v, State) else v.name,
+)
+def test_every_other_event_is_refused(state: State, event: t.Event) -> None:
+    with pytest.raises(t.IllegalTransition):
+        t.apply(base(state, bypass_granted=True), event, NOW, POLICY)
+
+
+def test_operator_cannot_resolve_to_a_non_final_state() -> None:
+    with pytest.raises(t.IllegalTransition):
+        t.apply(base(U), t.Reconcile(D, "ops", "?"), NOW, POLICY)
+
+
+def test_bypass_without_grant_is_refused() -> None:
+    with pytest.raises(t.IllegalTransition):
+        t.apply(base(C), t.UseBypass(), NOW, POLICY)
+
+
+def test_unknown_recheck_backs_off_and_is_capped() -> None:
+    delays = [
+        t.apply(base(D, checks=n), t.Observed(UNSURE), NOW, POLICY).next_check_at - NOW  # type: ignore[operator]
+        for n in range(8)
+    ]
+    assert delays == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
+
+
+def test_stamped_renews_the_lease_and_settled_releases_it() -> None:
+    assert t.stamped(base(D), NOW, POLICY).lease_expires_at == NOW + 30
+    settled = t.stamped(base(C), NOW, POLICY)
+    assert (settled.lease_owner, settled.lease_expires_at, settled.updated_at) == ("", 0.0, NOW)
+    assert t.released(base(D), NOW).lease_owner == ""
+
+
+# -- next_move -------------------------------------------------------------------------------------
+
+
+def move(record: ActionRecord, **kw: Any) -> t.Move:
+    args: dict[str, Any] = {
+        "now": NOW,
+        "deadline": NOW + 10,
+        "sends_left": 3,
+        "observed": None,
+        "refusal": None,
+        "refusals": 0,
+        "policy": POLICY,
+    }
+    args.update(kw)
+    return t.next_move(record, **args)
+
+
+LIMITED = t.RefusedBeforeActing("429", retry_after=3.0)
+PLAIN = t.RefusedBeforeActing("401")
+NO_DEDUP = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0)
+
+MOVES: dict[str, tuple[ActionRecord, dict[str, Any], t.Move]] = {
+    "planned-sends": (base(P), {}, t.Move("send")),
+    "no-sends-left-stops": (base(N), {"sends_left": 0}, t.Move("stop")),
+    "no-time-left-stops": (base(P), {"deadline": NOW + 0.01}, t.Move("stop")),
+    "lease-bounds-the-time": (base(P, lease_expires_at=NOW + 0.01), {}, t.Move("stop")),
+    "rate-limit-pauses-then-sends": (base(N), {"refusal": LIMITED, "refusals": 1}, t.Move("send", pause=3.0)),
+    "rate-limit-past-deadline-stops": (
+        base(N),
+        {"refusal": LIMITED, "refusals": 1, "deadline": NOW + 3.0},
+        t.Move("stop", pause=3.0, rate_limited=True),
+    ),
+    "plain-refusal-backs-off": (base(N), {"refusal": PLAIN, "refusals": 1}, t.Move("send", pause=0.2)),
+    "plain-refusal-backs-off-more": (base(N), {"refusal": PLAIN, "refusals": 3}, t.Move("send", pause=0.8)),
+    "plain-refusal-no-time-stops-quietly": (
+        base(N),
+        {"refusal": PLAIN, "refusals": 1, "deadline": NOW + 0.1},
+        t.Move("stop", pause=0.2),
+    ),
+    "dispatched-is-checked": (base(D), {}, t.Move("check")),
+    "unknown-is-checked": (base(U), {}, t.Move("check")),
+    "unknown-after-check-stops": (base(U), {"observed": UNSURE}, t.Move("stop")),
+    "not-found-at-dedup-provider-resends": (base(D), {"observed": MISSING}, t.Move("send", pause=t.RETRY_PAUSE)),
+    "not-found-elsewhere-waits": (
+        base(D, dispatched_at=NOW - 1),
+        {"observed": MISSING, "policy": NO_DEDUP},
+        t.Move("wait", pause=2.0),
+    ),
+    "wait-at-most-to-window-end": (
+        base(D, dispatched_at=NOW - 4.5),
+        {"observed": MISSING, "policy": NO_DEDUP},
+        t.Move("wait", pause=0.5),
+    ),
+    "no-time-to-wait-parks": (
+        base(D, dispatched_at=NOW - 1),
+        {"observed": MISSING, "policy": NO_DEDUP, "deadline": NOW + 1},
+        t.Move("park"),
+    ),
+    "key-forgotten-waits": (
+        base(D, created_at=NOW - 100, dispatched_at=NOW - 1),
+        {"observed": MISSING, "policy": t.Policy(30.0, 2.0, 60.0, 5.0, dedups_on_key=True, key_retention=100.0)},
+        t.Move("wait", pause=2.0),
+    ),
+    "settled-stops": (base(C), {}, t.Move("stop")),
+    "awaiting-approval-stops": (base(A), {}, t.Move("stop")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOVES))
+def test_next_move(name: str) -> None:
+    record, kw, expected = MOVES[name]
+    assert move(record, **kw) == expected
+
+
+# -- the diagram -----------------------------------------------------------------------------------
+
+
+def test_protocol_doc_diagram_is_the_table() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
+    assert f"```mermaid\n{t.mermaid()}\n```" in doc, "regenerate with: python -m effectgate.gateway.transitions"
+    for src, name, dst in t.EDGES:
+        assert f"{'[*]' if src is None else src.value} --> {dst.value} : {name}" in doc
