@@ -1,6 +1,6 @@
 """The Store ABC in memory: the same fence, lease and due-work rules as the SQL backends.
 
-Rows are kept as JSON documents (the record's own encoding), so what a test reads back went
+Rows are kept as JSON documents (the stores' own versioned codec), so what a test reads back went
 through the same round trip as in a real store. Several `MemoryStore`s may share one
 `MemoryDatabase` (replicas on one store). Faults: `db.down` makes every call fail,
 `db.read_only` every write, and `db.fail_writes_after(n)` lets n more writes through first —
@@ -13,13 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from effectgate.gateway.domain import ActionRecord, ListQuery, Page, State
-from effectgate.gateway.store.base import (
-    RECOVERABLE_STATES,
-    Store,
-    StoreUnavailable,
-    decode_cursor,
-    encode_cursor,
-)
+from effectgate.gateway.store import codec
+from effectgate.gateway.store.base import RECOVERABLE_STATES, Store, StoreUnavailable
+from effectgate.gateway.store.rows import decode_cursor, encode_cursor
 
 
 @dataclass
@@ -45,7 +41,7 @@ class MemoryDatabase:
 
     def record(self, action_id: str) -> ActionRecord | None:
         text = self.rows.get(action_id)
-        return None if text is None else ActionRecord.from_json(text)
+        return None if text is None else codec.decode(text)
 
 
 class MemoryStore(Store):
@@ -77,7 +73,7 @@ class MemoryStore(Store):
         return self.db.record(action_id)
 
     def _save(self, record: ActionRecord) -> None:
-        self.db.rows[record.action_id] = record.to_json()
+        self.db.rows[record.action_id] = codec.encode(record)
 
     async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
         self._enter("insert_if_absent", write=True)
@@ -112,7 +108,7 @@ class MemoryStore(Store):
         self._enter("claim_due", write=True)
         due = [
             r
-            for r in map(ActionRecord.from_json, self.db.rows.values())
+            for r in map(codec.decode, self.db.rows.values())
             if r.lease_expires_at <= now
             and (
                 r.state in RECOVERABLE_STATES
@@ -133,7 +129,7 @@ class MemoryStore(Store):
         found = sorted(
             (
                 r
-                for r in map(ActionRecord.from_json, self.db.rows.values())
+                for r in map(codec.decode, self.db.rows.values())
                 if r.tenant == query.tenant
                 and (query.state is None or r.state is query.state)
                 and (not query.run_id or r.run_id == query.run_id)
@@ -151,7 +147,7 @@ class MemoryStore(Store):
         self._enter("purge", write=True)
         doomed = [
             r.action_id
-            for r in map(ActionRecord.from_json, self.db.rows.values())
+            for r in map(codec.decode, self.db.rows.values())
             if r.tool == tool and r.created_at < before and r.state.terminal
         ][:limit]
         for action_id in doomed:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import enum
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from effectgate.adapters.base import Observation, Outcome, Receipt
+from effectgate.adapters.base import Observation, Receipt
 from effectgate.gateway import keys
 
 
@@ -127,51 +125,6 @@ class ActionRecord:
 
     def evolve(self, **changes: Any) -> ActionRecord:
         return dataclasses.replace(self, **changes)
-
-    # Serialisation: stores keep the whole record as one JSON document next to the columns
-    # they index, so both backends share one encoding.
-    def to_json(self) -> str:
-        # A shallow field copy: dataclasses.asdict deep-copies every value and costs ~4x more.
-        doc = {name: getattr(self, name) for name in _FIELD_NAMES}
-        doc["payload"] = base64.b64encode(self.payload).decode()
-        doc["state"] = self.state.value
-        doc["next_step"] = self.next_step.value
-        doc["notes"] = list(self.notes)
-        doc["receipt"] = _receipt_doc(self.receipt)
-        doc["observation"] = _observation_doc(self.observation)
-        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> ActionRecord:
-        doc = json.loads(text)
-        doc["payload"] = base64.b64decode(doc["payload"])
-        doc["state"] = State(doc["state"])
-        doc["next_step"] = NextStep(doc["next_step"])
-        doc["notes"] = tuple(doc["notes"])
-        doc["receipt"] = Receipt(**doc["receipt"]) if doc["receipt"] else None
-        obs = doc["observation"]
-        if obs:
-            obs["outcome"] = Outcome(obs["outcome"])
-            obs["receipt"] = Receipt(**obs["receipt"]) if obs["receipt"] else None
-            doc["observation"] = Observation(**obs)
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in known})
-
-
-_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ActionRecord))
-
-
-def _receipt_doc(receipt: Receipt | None) -> dict[str, Any] | None:
-    return dataclasses.asdict(receipt) if receipt else None
-
-
-def _observation_doc(obs: Observation | None) -> dict[str, Any] | None:
-    if obs is None:
-        return None
-    doc = dataclasses.asdict(obs)
-    doc["outcome"] = obs.outcome.value
-    doc["receipt"] = _receipt_doc(obs.receipt)
-    return doc
 
 
 @dataclass(frozen=True)
