@@ -1,5 +1,10 @@
-"""The `effectgate` command: `serve` runs the gateway; operator commands; plug-in commands such as
-`chaos` (installed by effectgate-lab) are found through an entry-point group."""
+"""The `effectgate` command: `serve` runs the gateway, `check` validates a config without serving;
+operator commands; plug-in commands such as `chaos` (installed by effectgate-lab) are found
+through an entry-point group.
+
+Every start-up failure is one line on stderr and exit status 2 (`--debug` adds the traceback):
+people read it in a terminal or a container log, where a traceback hides the one thing to fix.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,17 @@ import asyncio
 import logging
 import signal
 import sys
+import traceback
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
-from effectgate.adapters.base import ConfigError as AdapterConfigError
+from effectgate.adapters.secrets import resolved_secrets
 from effectgate.gateway import admin_cli
 from effectgate.gateway.config import ConfigError, load_config
+from effectgate.gateway.logging_setup import LEVELS, mask_url, redact, setup_logging
 
 COMMANDS_GROUP = "effectgate.commands"
+EXIT_STARTUP = 2
 
 
 def plugin_names() -> set[str]:
@@ -31,11 +39,20 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
     return None
 
 
+class StartupFailed(Exception):
+    """Start-up failed; the message is the one line to print."""
+
+
 async def serve(config_path: str) -> int:
     from effectgate.gateway.server import Gateway
 
     config = load_config(config_path)
-    gateway = await Gateway.start(config)
+    try:
+        gateway = await Gateway.start(config)
+    except (ConfigError, OSError) as exc:
+        raise StartupFailed(str(exc)) from exc
+    except Exception as exc:  # the store: unreachable, refused, unwritable
+        raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
     # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0").
     print(f"effectgate serving on port {gateway.port}", flush=True)
     stop = asyncio.Event()
@@ -48,6 +65,30 @@ async def serve(config_path: str) -> int:
     return 0
 
 
+async def check(config_path: str) -> int:
+    from effectgate.gateway import server
+
+    config = load_config(config_path)
+    try:
+        await server.check(config)
+    except (ConfigError, OSError) as exc:
+        raise StartupFailed(str(exc)) from exc
+    except Exception as exc:
+        raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
+    mode = "development mode (no principals)" if config.dev_mode else f"{len(config.principals)} principal(s)"
+    tls = "mTLS" if config.tls and config.tls.client_ca_file else "TLS" if config.tls else "no TLS"
+    print(
+        f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
+        f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
+    )
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return redact(text, resolved_secrets())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     plugin = plugin_command(argv[0]) if argv else None
@@ -55,22 +96,34 @@ def main(argv: list[str] | None = None) -> int:
         # Plug-in commands (e.g. `chaos` from effectgate-lab) parse their own options.
         return int(plugin(argv[1:]))
     parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", help=f"one of {', '.join(LEVELS)} (default INFO)")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of a start-up failure")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway")
     serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    check_cmd = commands.add_parser("check", help="validate a config: secrets, adapters, store; then exit")
+    check_cmd.add_argument("--config", required=True, help="path of the TOML config")
     for name in sorted(plugin_names()):
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_level.upper() not in LEVELS:
+        print(f"effectgate: --log-level: {args.log_level!r} is not one of {', '.join(LEVELS)}", file=sys.stderr)
+        return EXIT_STARTUP
+    setup_logging(args.log_level)
     try:
         if args.command == "serve":
             return asyncio.run(serve(args.config))
+        if args.command == "check":
+            return asyncio.run(check(args.config))
         return admin_cli.run_command(args)
-    except (ConfigError, AdapterConfigError) as exc:
-        print(f"effectgate: configuration error: {exc}", file=sys.stderr)
-        return 2
+    except (ConfigError, StartupFailed) as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"effectgate: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":
