@@ -117,14 +117,17 @@ Role = Literal["agent", "operator", "observer"]
 class Principal(_Table):
     name: str = Field(min_length=1)
     tenant: str = Field(min_length=1)
-    token_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    token_sha256: str
     roles: frozenset[Role] = Field(default=frozenset({"agent"}), min_length=1)
     # Empty: every configured tool.
     tools: frozenset[str] = frozenset()
 
     @field_validator("token_sha256")
     @classmethod
-    def _lower(cls, value: str) -> str:
+    def _digest(cls, value: str) -> str:
+        # Never echo the value: people paste the token itself here by mistake.
+        if not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+            raise ValueError("must be the hex SHA-256 digest of the token (64 hex characters), not the token")
         return value.lower()
 
 

@@ -12,7 +12,9 @@ from pydantic import BaseModel, ValidationError
 
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    # A key that is part of an allowed one (`ca_file` of `client_ca_file`) first, then spelling.
+    close = [c for c in choices if len(word) >= 3 and word in c]
+    close = close or difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 
 

@@ -59,7 +59,8 @@ def build_adapters(config: Config) -> dict[str, Adapter]:
         try:
             built[name] = build_adapter(name, config.adapters[name])
         except (ConfigError, ValueError, TypeError) as exc:
-            raise ConfigError(f"{config.source}: [adapters.{name}] {exc}") from exc
+            message = str(exc).removeprefix(f"adapters.{name}: ").removeprefix(f"{name}: ")
+            raise ConfigError(f"{config.source}: [adapters.{name}] {message}") from exc
     return built
 
 
@@ -88,7 +89,28 @@ def _credentials(config: Config) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials([pair], root_certificates=root, require_client_auth=root is not None)
 
 
+def _probe_bind(listen: str) -> None:
+    """Binds (then frees) the address the way grpc will, to name the reason when it is taken.
+
+    grpc would only log a C-level line and return port 0; this gives one clear error instead."""
+    host, _, port = listen.rpartition(":")
+    if int(port) == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
+
+
 def _listen(server: grpc.aio.Server, config: Config) -> int:
+    _probe_bind(config.listen)
     credentials = _credentials(config)
     try:
         if credentials is None:
@@ -167,7 +189,7 @@ class Gateway:
         if auth.dev_mode:
             log.warning(
                 "DEVELOPMENT MODE: no [[principals]] configured; every caller is tenant 'dev' with "
-                "agent and operator roles. Bound to loopback only. Do not use with real accounts."
+                "every role. Bound to loopback only. Do not use with real accounts."
             )
         if config.plaintext_exposed:
             log.warning(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -39,7 +39,11 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Behavior = Callable[[Any, Context], Awaitable[Any]]
-Handler = grpc.RpcMethodHandler[Any, Any]
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+if TYPE_CHECKING:  # generic only in the stubs
+    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    _Interceptor = grpc.aio.ServerInterceptor
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler]]
 
 
@@ -63,7 +67,7 @@ def _ours(handler: Handler | None, details: grpc.HandlerCallDetails) -> bool:
     return handler is not None and handler.unary_unary is not None and details.method.startswith(PREFIX)
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor[Any, Any]):
+class ErrorInterceptor(_Interceptor):
     async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler:
         handler = await continuation(details)
         if not _ours(handler, details):
@@ -86,7 +90,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor[Any, Any]):
         return _rewrap(handler, behavior)
 
 
-class AdmissionInterceptor(grpc.aio.ServerInterceptor[Any, Any]):
+class AdmissionInterceptor(_Interceptor):
     def __init__(self, auth: Authenticator) -> None:
         self.auth = auth
 
