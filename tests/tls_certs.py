@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
-class TestPki:
+class Pki:
     ca: Path
     server_cert: Path
     server_key: Path
@@ -32,7 +32,7 @@ def _issue(directory: Path, name: str, subject: str, extensions: str, ca: Path, 
     return cert, key
 
 
-def make_pki(directory: Path) -> TestPki:
+def make_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca, ca_key = directory / "ca.crt", directory / "ca.key"
     _openssl(
@@ -46,4 +46,4 @@ def make_pki(directory: Path) -> TestPki:
     client_cert, client_key = _issue(
         directory, "client", "/CN=operator-laptop", "extendedKeyUsage=clientAuth\n", ca, ca_key
     )
-    return TestPki(ca, server_cert, server_key, client_cert, client_key)
+    return Pki(ca, server_cert, server_key, client_cert, client_key)
