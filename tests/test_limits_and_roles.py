@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ async def test_oversized_ids_are_refused_without_echo(tmp_path: Path, sim: Strip
 async def test_notes_and_action_ids_have_limits(tmp_path: Path, sim: StripeSimulator) -> None:
     live = await live_gateway(tmp_path, sim)
     try:
-        cases = [
+        cases: list[Awaitable[Any]] = [
             live.operator.GrantBypass(
                 pb.GrantBypassRequest(action_id="act_x", note="n" * 4097), metadata=auth("operator")
             ),
@@ -98,7 +99,7 @@ async def test_undecodable_requests_and_unknown_enums(
     tmp_path: Path, sim: StripeSimulator, caplog: pytest.LogCaptureFixture
 ) -> None:
     live = await live_gateway(tmp_path, sim)
-    raw = live.channel.unary_unary("/effectgate.v1.EffectGateway/Execute")
+    raw = live.channel.unary_unary("/effectgate.v1.EffectGateway/Execute", None, None)
     garbage = b"\x0a\xff\xff\xff\xff\x0f"  # a length prefix far beyond the message
     try:
         with caplog.at_level(logging.INFO):
@@ -127,7 +128,7 @@ async def test_observer_reads_and_operator_reads_without_the_agent_role(tmp_path
             assert got.state == pb.EFFECT_STATE_CONFIRMED
             listed = await live.stub.ListActions(pb.ListActionsRequest(), metadata=auth(reader))
             assert [a.action_id for a in listed.actions] == [action_id]
-        refused = [
+        refused: list[Awaitable[Any]] = [
             live.stub.Execute(request(call="x"), metadata=auth("observer")),
             live.stub.Execute(request(call="y"), metadata=auth("operator")),
             live.stub.Verify(pb.VerifyRequest(action_id=action_id), metadata=auth("observer")),
