@@ -38,9 +38,9 @@ def _context_fields(ctx: pb.RunContext, tool: str, scope: str) -> list[tuple[str
 
 
 class EffectGatewayService(pb_grpc.EffectGatewayServicer):
-    def __init__(self, protocol: EffectProtocol, limits: Limits | None = None) -> None:
+    def __init__(self, protocol: EffectProtocol, limits: Limits) -> None:
         self.protocol = protocol
-        self.limits = limits or Limits()
+        self.limits = limits
 
     async def Execute(self, request: pb.ExecuteRequest, context: Context) -> pb.ExecuteResponse:
         principal = current_principal()

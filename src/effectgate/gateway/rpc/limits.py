@@ -16,12 +16,14 @@ CLIENT_RECEIVE_LIMIT = 4 << 20
 
 @dataclass(frozen=True)
 class Limits:
+    """From [gateway] max_id_bytes / max_note_bytes (their defaults live in the config schema)."""
+
     # run_id, step_id, scope, agent, parent_run_id, tool_call_id, tool, action ids.
-    max_id_bytes: int = 256
+    max_id_bytes: int
     # One operator note (Approve, Reconcile, GrantBypass).
-    max_note_bytes: int = 4096
+    max_note_bytes: int
     # Bytes of the records of one ListActions page.
-    max_page_bytes: int = CLIENT_RECEIVE_LIMIT // 2
+    max_page_bytes: int
 
     @classmethod
     def for_server(cls, max_id_bytes: int, max_note_bytes: int, max_send_bytes: int) -> Limits:

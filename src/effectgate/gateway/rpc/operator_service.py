@@ -21,9 +21,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class OperatorService(pb_grpc.OperatorServicer):
-    def __init__(self, operations: Operations, limits: Limits | None = None) -> None:
+    def __init__(self, operations: Operations, limits: Limits) -> None:
         self.operations = operations
-        self.limits = limits or Limits()
+        self.limits = limits
 
     def _check(self, action_id: str, note: str) -> None:
         if not action_id:
