@@ -119,6 +119,10 @@ def _broken(tmp_path: Path, case: str) -> tuple[list[str], tuple[str, ...], dict
     if case == "missing tls files":
         text = base_toml(tmp_path, tail='[server.tls]\ncert_file = "/nonexistent/tls.crt"\nkey_file = "/x/tls.key"\n')
         return ["serve", "--config", str(write(tmp_path, text))], ("[server.tls] cert_file", "/nonexistent/tls.crt"), {}
+    if case == "tls not pem":
+        text = base_toml(tmp_path, tail=f'[server.tls]\ncert_file = "{tmp_path}/eg.toml"\nkey_file = "/etc/hostname"\n')
+        (tmp_path / "eg.toml").write_text("not a certificate")
+        return ["serve", "--config", str(write(tmp_path, text))], ("[server.tls] cert_file, key_file", "PEM"), {}
     if case == "postgres unreachable":
         with socket.socket() as free:  # a port nobody listens on
             free.bind(("127.0.0.1", 0))
@@ -146,6 +150,7 @@ BROKEN = [
     "missing config file",
     "mysql",
     "missing tls files",
+    "tls not pem",
     "postgres unreachable",
     "log level",
     "adapter timeout",

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import uuid
 from dataclasses import dataclass, field
 
@@ -77,9 +78,37 @@ def open_configured_store(config: Config) -> Store:
         raise ConfigError(f"{config.source}: [store] url: {exc}") from None
 
 
+def _why(exc: OSError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return str(exc.reason or exc.library or "unreadable")
+    return str(exc.strerror or exc)
+
+
+def _check_tls_files(config: Config) -> None:
+    """Loads the PEM files the way a TLS library does, so a wrong file is named at start-up
+    (grpc would only fail to bind, which reads like a port problem)."""
+    tls = config.tls
+    assert tls is not None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tls.cert_file, tls.key_file)
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(
+            f"{config.source}: [server.tls] cert_file, key_file: not a PEM certificate and its private key "
+            f"({_why(exc)})"
+        ) from None
+    if tls.client_ca_file:
+        try:
+            ssl.create_default_context(cafile=tls.client_ca_file)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"{config.source}: [server.tls] client_ca_file: not PEM CA certificates ({_why(exc)})"
+            ) from None
+
+
 def _credentials(config: Config) -> grpc.ServerCredentials | None:
     if config.tls is None:
         return None
+    _check_tls_files(config)
     with open(config.tls.key_file, "rb") as key, open(config.tls.cert_file, "rb") as cert:
         pair = (key.read(), cert.read())
     root = None
