@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +18,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
 from tests.harness import API_KEY_ENV, GatewayProcess
+from tests.test_execute import request
+
+
+def charge(index: int) -> pb.ExecuteRequest:
+    return request(run=f"run-{index}")
+
 
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ")
 DIGEST = hashlib.sha256(b"agent-token").hexdigest()
@@ -225,3 +235,56 @@ def test_check_passes_on_a_good_config_without_serving(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout and "1 principal(s)" in done.stdout
     assert (tmp_path / "eg.db").exists()  # the store was opened (and closed)
+
+
+def _spawn_workers(config: Path, count: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "WARNING", "serve", "--config", str(config),
+         "--workers", str(count)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+
+
+def _children(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+def _running(pid: str) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
+
+
+async def test_workers_share_one_port_on_purpose_and_nobody_else_can_join(tmp_path: Path, sim: StripeSimulator) -> None:
+    text = base_toml(tmp_path).replace("http://127.0.0.1:9", sim.base_url)
+    config = write(tmp_path, text)
+    parent = _spawn_workers(config, 2)
+    try:
+        assert parent.stdout is not None
+        ready = await asyncio.wait_for(asyncio.to_thread(parent.stdout.readline), 90)
+        found = re.search(r"serving on port (\d+) \(2 workers\)", ready)
+        assert found, ready
+        port = int(found.group(1))
+        workers = _children(parent.pid)
+        assert len(workers) == 2
+        # Fresh connections land on either worker; every one is served from the one store.
+        for index in range(6):
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                done = await EffectGatewayStub(channel).Execute(charge(index), timeout=30)
+                assert done.action.state == pb.EFFECT_STATE_CONFIRMED
+        assert len([e for e in sim.ledger if e["kind"] == "payment_intent"]) == 6
+        # A plain gateway (another store) cannot join, nor can another --workers parent.
+        other = tmp_path / "other"
+        other.mkdir()
+        intruder = write(other, base_toml(other).replace("127.0.0.1:0", f"127.0.0.1:{port}"))
+        one_line_failure(await asyncio.to_thread(run_cli, "serve", "--config", str(intruder)), "in use")
+        one_line_failure(
+            await asyncio.to_thread(run_cli, "serve", "--config", str(intruder), "--workers", "2"),
+            "another `effectgate serve --workers` holds it",
+        )
+        parent.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(parent.wait, 60) == 0
+        assert not [pid for pid in workers if _running(pid)]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)

@@ -43,12 +43,25 @@ class StartupFailed(Exception):
     """Start-up failed; the message is the one line to print."""
 
 
-async def serve(config_path: str) -> int:
+async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_level: str = "INFO") -> int:
     from effectgate.gateway.server import Gateway
+    from effectgate.gateway.workers import serve_workers
 
     config = load_config(config_path)
+    if workers:
+        try:
+            return await serve_workers(config, config_path, workers, log_level)
+        except (ConfigError, OSError) as exc:
+            raise StartupFailed(str(exc)) from exc
+        except Exception as exc:  # the store, as below
+            raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
+    if worker_port:  # one of the workers: the parent holds this port for us
+        host = config.listen.rpartition(":")[0]
+        config = config.model_copy(
+            update={"server": config.server.model_copy(update={"listen": f"{host}:{worker_port}"})}
+        )
     try:
-        gateway = await Gateway.start(config)
+        gateway = await Gateway.start(config, shared_port=bool(worker_port))
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:  # the store: unreachable, refused, unwritable
@@ -101,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway")
     serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    serve_cmd.add_argument(
+        "--workers", type=int, default=0, help="N gateway processes sharing the port (the parent binds it once)"
+    )
+    serve_cmd.add_argument("--worker-port", type=int, default=0, help=argparse.SUPPRESS)
     check_cmd = commands.add_parser("check", help="validate a config: secrets, adapters, store; then exit")
     check_cmd.add_argument("--config", required=True, help="path of the TOML config")
     for name in sorted(plugin_names()):
@@ -113,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
     try:
         if args.command == "serve":
-            return asyncio.run(serve(args.config))
+            return asyncio.run(serve(args.config, args.workers, args.worker_port, args.log_level))
         if args.command == "check":
             return asyncio.run(check(args.config))
         return admin_cli.run_command(args)

@@ -265,6 +265,13 @@ class Config(_Table):
         """No principals: single-tenant development mode, loopback only."""
         return not self.principals
 
+    def with_port(self, port: int) -> Config:
+        """The same config listening on `port` of the same host."""
+        listen = f"{self.listen.rpartition(':')[0]}:{port}"
+        changed = self.model_copy(update={"server": self.server.model_copy(update={"listen": listen})})
+        changed._source = self._source
+        return changed
+
     @property
     def plaintext_exposed(self) -> bool:
         """Bearer tokens would cross a non-loopback network in the clear."""

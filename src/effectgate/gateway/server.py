@@ -138,8 +138,9 @@ def _probe_bind(listen: str) -> None:
                 raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
-def _listen(server: grpc.aio.Server, config: Config) -> int:
-    _probe_bind(config.listen)
+def _listen(server: grpc.aio.Server, config: Config, shared: bool) -> int:
+    if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
+        _probe_bind(config.listen)
     credentials = _credentials(config)
     try:
         if credentials is None:
@@ -185,7 +186,8 @@ class Gateway:
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
-    async def start(cls, config: Config) -> Gateway:
+    async def start(cls, config: Config, *, shared_port: bool = False) -> Gateway:
+        """`shared_port`: one of the workers of `effectgate serve --workers N` (gateway/workers.py)."""
         adapters = build_adapters(config)  # config errors surface before anything is opened
         try:
             store = open_configured_store(config)
@@ -194,14 +196,14 @@ class Gateway:
             raise
         try:
             await store.open()
-            return await cls._serve(config, store, adapters)
+            return await cls._serve(config, store, adapters, shared_port)
         except BaseException:
             await store.close()
             await close_adapters(adapters)
             raise
 
     @classmethod
-    async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter]) -> Gateway:
+    async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter], shared_port: bool) -> Gateway:
         tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         protocol = EffectProtocol(
@@ -234,7 +236,8 @@ class Gateway:
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", max_send),
                 # Exclusive port: a second gateway must fail, not share connections (split brain).
-                ("grpc.so_reuseport", 0),
+                # Only the workers of one `serve --workers N` share theirs, which their parent holds.
+                ("grpc.so_reuseport", 1 if shared_port else 0),
             ],
         )
         gateway_pb2_grpc.add_EffectGatewayServicer_to_server(EffectGatewayService(protocol, limits), server)
@@ -242,7 +245,7 @@ class Gateway:
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        port = _listen(server, config)
+        port = _listen(server, config, shared_port)
         reconciler = Reconciler(protocol, interval=config.reconcile_interval)
         reconciling = asyncio.create_task(reconciler.run())
         readiness = Readiness(
