@@ -19,18 +19,14 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
 
 
 def _unwrap(tp: Any) -> Any:
-    """`X | None` -> X; `tuple[X, ...]`, `dict[str, X]`, `frozenset[X]` -> X."""
-    while True:
-        origin = get_origin(tp)
-        if origin in (Union, types.UnionType):
-            tp = next(a for a in get_args(tp) if a is not type(None))
-        elif origin is not None and origin not in (tuple, dict, list, frozenset, set):
-            return tp  # Annotated, Literal…: a leaf
-        else:
-            return tp
+    """`X | None` -> X (optional tables such as [server.tls])."""
+    while get_origin(tp) in (Union, types.UnionType):
+        tp = next(a for a in get_args(tp) if a is not type(None))
+    return tp
 
 
 def _element(tp: Any) -> Any:
+    """`tuple[X, ...]`, `dict[str, X]`, `frozenset[X]` -> X."""
     args = [a for a in get_args(_unwrap(tp)) if a is not Ellipsis]
     return _unwrap(args[-1]) if args else None
 
