@@ -1,5 +1,6 @@
-"""Health means ready: NOT_SERVING while another process holds the SQLite write lock (the store
-cannot be written), SERVING again once it lets go; NOT_SERVING when the reconciler has died."""
+"""Health means ready: NOT_SERVING while another process holds the SQLite write lock or PostgreSQL
+is down (the store cannot be written), SERVING again once it recovers; NOT_SERVING when the
+reconciler has died."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from effectgate.simulators.stripe_sim import StripeSimulator
+from tests import pg
 from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -73,3 +75,18 @@ async def test_not_serving_when_the_reconciler_died(live: LiveGateway) -> None:
     reconciling = live.gateway._background[0]
     reconciling.cancel()
     await wait_for_status(live, NOT_SERVING)
+
+
+async def test_postgres_down_is_not_serving_and_recovers(sim: StripeSimulator, pg_private_server: pg.PgServer) -> None:
+    name, dsn = await pg.create_database(pg_private_server.dsn)
+    doc = config_doc(f"{dsn}?connect_timeout=1", gateway={"health_interval": "0.2s"}, **stripe_tools(sim.base_url))
+    live = await start_gateway(doc)
+    try:
+        await wait_for_status(live, SERVING)
+        await asyncio.to_thread(pg_private_server.stop, "immediate")
+        await wait_for_status(live, NOT_SERVING)
+        await asyncio.to_thread(pg_private_server.start)
+        await wait_for_status(live, SERVING)
+    finally:
+        await live.close()
+        await pg.drop_database(pg_private_server.dsn, name)

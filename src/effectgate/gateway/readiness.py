@@ -1,8 +1,9 @@
 """Health that means "ready": SERVING only while the store takes writes and the reconciler runs.
 
-A probe writes one tiny row every `interval` through the store's ordinary primitives
-(insert-if-absent of a fixed record no tenant can see: tenant "" is never a principal's, its tool
-is never configured, its state is terminal so the reconciler and retention leave it alone). A store
+A probe writes one tiny row every `interval` through the store's ordinary primitives (it takes
+and at once lets lapse the lease of a fixed record no tenant can see: tenant "" is never a
+principal's, its tool is never configured, its state is terminal so the reconciler and retention
+leave it alone). A store
 that cannot be written (SQLite locked by another process, PostgreSQL down or read-only) turns
 every health service NOT_SERVING within about one interval plus `timeout`; SERVING again once a
 probe succeeds.
@@ -46,8 +47,11 @@ def probe_record(now: float) -> ActionRecord:
 
 
 async def probe_store(store: Store) -> None:
-    """One write transaction against the store; raises when it cannot be written."""
-    await store.insert_if_absent(probe_record(time.time()))
+    """Writes the probe row (a lease that expires at once: the fence grows, a real row change that
+    must reach the disk); raises when the store cannot be written."""
+    now = time.time()
+    if await store.acquire_lease(PROBE_ACTION_ID, "readiness-probe", now, 0.0) is None:
+        await store.insert_if_absent(probe_record(now))  # the first probe of this store
 
 
 class Readiness:
