@@ -21,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
+from tests import pg
 from tests.harness import API_KEY_ENV, GatewayProcess
 from tests.test_execute import request
 
@@ -284,7 +285,57 @@ async def test_workers_share_one_port_on_purpose_and_nobody_else_can_join(tmp_pa
         parent.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(parent.wait, 60) == 0
         assert not [pid for pid in workers if _running(pid)]
+        # A parent killed outright leaves no worker behind either (they watch it).
+        parent = _spawn_workers(config, 2)
+        assert parent.stdout is not None
+        assert "serving on port" in await asyncio.wait_for(asyncio.to_thread(parent.stdout.readline), 90)
+        workers = _children(parent.pid)
+        parent.kill()
+        await asyncio.to_thread(parent.wait, 10)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 60
+        while [pid for pid in workers if _running(pid)]:
+            assert loop.time() < end, "workers outlived their parent"
+            await asyncio.sleep(0.2)
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait(10)
+
+
+def _serve_briefly(config: Path) -> str:
+    """`serve` at INFO until it is ready, then SIGTERM; everything it printed."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "DEBUG", "serve", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if "serving on port" in line:
+                process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, "".join(lines)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    return "".join(lines)
+
+
+@pytest.mark.postgres
+async def test_a_postgres_password_is_never_printed(tmp_path: Path, pg_admin_dsn: str) -> None:
+    name, dsn = await pg.create_database(pg_admin_dsn)
+    try:
+        # The test server trusts loopback, so the password is accepted and ignored.
+        url = dsn.replace("postgresql://postgres@", "postgresql://postgres:hunter2secret@")
+        config = write(tmp_path, base_toml(tmp_path).replace(f"sqlite:///{tmp_path}/eg.db", url))
+        checked = await asyncio.to_thread(run_cli, "--log-level", "DEBUG", "check", "--config", str(config))
+        assert checked.returncode == 0, checked.stderr
+        assert "postgres:***@" in checked.stdout
+        served = await asyncio.to_thread(_serve_briefly, config)
+        assert "postgres:***@" in served
+        assert "hunter2secret" not in checked.stdout + checked.stderr + served
+    finally:
+        await pg.drop_database(pg_admin_dsn, name)

@@ -45,7 +45,7 @@ class StartupFailed(Exception):
 
 async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_level: str = "INFO") -> int:
     from effectgate.gateway.server import Gateway
-    from effectgate.gateway.workers import serve_workers
+    from effectgate.gateway.workers import serve_workers, watch_parent
 
     config = load_config(config_path)
     if workers:
@@ -66,15 +66,19 @@ async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_le
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:  # the store: unreachable, refused, unwritable
         raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
-    # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0").
-    print(f"effectgate serving on port {gateway.port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    watcher = asyncio.create_task(watch_parent(stop)) if worker_port else None
+    # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a SIGTERM
+    # sent as soon as they read it is a graceful stop (the handlers are in place).
+    print(f"effectgate serving on port {gateway.port}", flush=True)
     await stop.wait()
     logging.getLogger("effectgate").info("shutting down gracefully")
     await gateway.stop()
+    if watcher is not None:
+        await watcher
     return 0
 
 

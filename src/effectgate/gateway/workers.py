@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -60,6 +61,18 @@ async def _start_worker(argv: list[str]) -> asyncio.subprocess.Process:
     )
 
 
+async def watch_parent(stop: asyncio.Event, interval: float = 1.0) -> None:
+    """In a worker: stops it when its parent is gone (even SIGKILLed), so no worker outlives it."""
+    parent = os.getppid()
+    while not stop.is_set():
+        if os.getppid() != parent:
+            log.warning("the --workers parent is gone; stopping")
+            stop.set()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
 async def _ready(worker: asyncio.subprocess.Process) -> bool:
     """Waits for the worker's ready line; False when it exited first (its error is on stderr)."""
     assert worker.stdout is not None
@@ -94,6 +107,10 @@ async def serve_workers(config: Config, config_path: str, count: int, log_level:
     when a worker died (1). A worker that fails to start fails the whole start (2)."""
     if count < 1:
         raise ConfigError("--workers: at least 1")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # from the start: never leave workers behind
+        loop.add_signal_handler(sig, stop.set)
     await check(config)  # one clear error here rather than the same one from every worker
     claim = PortClaim(config.listen)
     argv = ["--log-level", log_level, "serve", "--config", config_path, "--worker-port", str(claim.port)]
@@ -104,10 +121,6 @@ async def serve_workers(config: Config, config_path: str, count: int, log_level:
             await _stop(workers, config.shutdown_grace)
             return 2
         print(f"{READY} {claim.port} ({count} workers)", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         echoes = [asyncio.create_task(_echo(w)) for w in workers]
         exits = [asyncio.create_task(w.wait()) for w in workers]
         died = asyncio.create_task(asyncio.wait(exits, return_when=asyncio.FIRST_COMPLETED))
