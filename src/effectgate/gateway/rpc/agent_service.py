@@ -100,7 +100,7 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
         if request.state and request.state not in PB_TO_STATE:
             raise InvalidRequest([("state", f"unknown state {request.state}")])
         self.limits.check_ids([("run_id", request.run_id), ("tool", request.tool)])
-        self.limits.check_note("page_token", request.page_token)
+        self.limits.check_page_token(request.page_token)
         query = ListQuery(
             tenant=current_principal().tenant,
             state=PB_TO_STATE.get(request.state),

@@ -35,6 +35,10 @@ class Limits:
     def check_note(self, name: str, note: str) -> None:
         _check([(name, note)], self.max_note_bytes)
 
+    def check_page_token(self, token: str) -> None:
+        # A token encodes an action id and a time (base64): a few times an id at most.
+        _check([("page_token", token)], 4 * self.max_id_bytes)
+
 
 def _check(fields: Iterable[tuple[str, str]], limit: int) -> None:
     # The message says how long the value is, never what it holds.
