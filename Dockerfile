@@ -14,6 +14,9 @@ USER effectgate
 WORKDIR /var/lib/effectgate
 EXPOSE 50051
 # Mount the config (and TLS files) at /etc/effectgate; secrets come from the environment.
+# With TLS, set EFFECTGATE_TLS_CA (and for mTLS EFFECTGATE_TLS_CERT / EFFECTGATE_TLS_KEY, a client
+# certificate of your CA; EFFECTGATE_TLS_SERVER_NAME when the certificate does not name 127.0.0.1):
+# the health check below reads them and speaks TLS / mTLS.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-m", "effectgate.gateway.healthcheck", "127.0.0.1:50051"]
 ENTRYPOINT ["effectgate"]

@@ -35,7 +35,7 @@ def principal(name: str, token: str, roles: list[str], **extra: Any) -> dict[str
 PRINCIPALS = [
     principal("bot", AGENT_TOKEN, ["agent"]),
     principal("alice", OPERATOR_TOKEN, ["operator", "agent"]),
-    principal("mailer", LIMITED_TOKEN, ["agent"], tools=["send_email"]),
+    principal("mailer", LIMITED_TOKEN, ["agent"], tools=["refund_card"]),
 ]
 
 
@@ -49,6 +49,7 @@ async def sim() -> AsyncIterator[StripeSimulator]:
 
 async def gateway(tmp_path: Path, sim: StripeSimulator, token: str = AGENT_TOKEN, **tool: Any) -> LiveGateway:
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=PRINCIPALS, **stripe_tools(sim.base_url, **tool))
+    doc["tools"]["refund_card"] = dict(doc["tools"]["charge_card"])  # the limited principal's only tool
     return await start_gateway(doc, token=token)
 
 

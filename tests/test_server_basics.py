@@ -65,10 +65,10 @@ def test_dev_mode_refuses_non_loopback() -> None:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ({"tools": {"t": {"adapter": "nope"}}}, "tools.t.adapter"),
-        ({"tools": {"t": {"adapter": "stripe", "on_repeat": "sometimes"}}}, "on_repeat"),
-        ({"tools": {"t": {"adapter": "stripe", "deadline": "soon"}}}, "not a duration"),
-        ({"tools": {"t": {"adapter": "stripe", "colour": "red"}}}, "unknown keys"),
+        ({"tools": {"t": {"adapter": "nope"}}}, r"\[tools.t\] adapter: 'nope' is not an \[adapters"),
+        ({"tools": {"t": {"adapter": "stripe", "on_repeat": "sometimes"}}}, r"\[tools.t\] on_repeat: 'sometimes'"),
+        ({"tools": {"t": {"adapter": "stripe", "deadline": "soon"}}}, "deadline: 'soon' is not a duration"),
+        ({"tools": {"t": {"adapter": "stripe", "colour": "red"}}}, r"\[tools.t\] colour: unknown key"),
         ({"principals": [{"name": "a", "tenant": "t", "token_sha256": "abc"}]}, "hex SHA-256"),
     ],
 )

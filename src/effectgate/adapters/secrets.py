@@ -9,6 +9,14 @@ from typing import Any
 
 from effectgate.adapters.base import ConfigError
 
+# Every secret resolved in this process, so the gateway's log filter can redact it.
+_resolved: set[str] = set()
+
+
+def resolved_secrets() -> frozenset[str]:
+    """The secret values `read_secret` returned so far (for log redaction)."""
+    return frozenset(_resolved)
+
 
 def read_secret(settings: Mapping[str, Any], key: str, *, required: bool = True) -> str:
     """Returns the secret that `<key>_env` or `<key>_file` in `settings` points at.
@@ -20,14 +28,18 @@ def read_secret(settings: Mapping[str, Any], key: str, *, required: bool = True)
     if env_name:
         value = os.environ.get(str(env_name))
         if value:
+            _resolved.add(value)
             return value
         if required:
             raise ConfigError(f"environment variable {env_name} (for {key}) is not set")
     elif file_name:
         try:
-            return Path(str(file_name)).read_text().strip()
+            secret = Path(str(file_name)).read_text().strip()
         except OSError as exc:
             raise ConfigError(f"cannot read {key} file {file_name}: {exc.strerror}") from None
+        if secret:
+            _resolved.add(secret)
+        return secret
     elif required:
         raise ConfigError(f"set {key}_env or {key}_file")
     return ""

@@ -1,6 +1,10 @@
-"""The TOML configuration: server, store, principals, adapters, tools and their policies.
+"""The TOML configuration as a typed schema: server, store, gateway, principals, adapters, tools.
 
-Policies are configuration, never model opinion: agents cannot change them per call.
+Every table is a pydantic model that forbids unknown keys, so a typo (`lease_tll`, `[store] ulr`,
+a principal's `tool`) is an error naming the file, the key and what is allowed, never a silent
+default. The defaults live here and nowhere else. `[adapters.NAME]` tables are passed through to
+each adapter's own settings parser (see server.build_adapters). Policies are configuration, never
+model opinion: agents cannot change them per call.
 """
 
 from __future__ import annotations
@@ -10,26 +14,56 @@ import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from effectgate.adapters.base import ConfigError
+from effectgate.gateway.config_errors import describe, did_you_mean
+
+__all__ = [
+    "Approval",
+    "Bypass",
+    "Config",
+    "ConfigError",
+    "OnMismatch",
+    "OnRepeat",
+    "Principal",
+    "TlsConfig",
+    "ToolConfig",
+    "is_loopback",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+STORE_SCHEMES = ("sqlite", "postgresql", "postgres")
+ROLES = ("agent", "operator", "observer")
 
 
-class ConfigError(ValueError):
-    """The configuration file is invalid; the message names the key."""
-
-
-def parse_duration(value: object, key: str) -> float:
+def parse_duration(value: object, key: str = "") -> float:
     """'2s', '500ms', '5m', '1h', '30d' or a number of seconds -> seconds."""
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if value < 0:
+            raise ConfigError(f"{key}: a duration must not be negative".lstrip(": "))
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
-        raise ConfigError(f"{key}: {value!r} is not a duration (e.g. '2s', '500ms', '1h')")
+        raise ConfigError(f"{key}: {value!r} is not a duration (e.g. '2s', '500ms', '1h')".lstrip(": "))
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _duration(value: object) -> float:
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None  # pydantic adds the key path
+
+
+Duration = Annotated[float, BeforeValidator(_duration)]
 
 
 class OnRepeat(enum.Enum):
@@ -53,122 +87,195 @@ class Approval(enum.Enum):
     REQUIRED = "required"
 
 
-@dataclass(frozen=True)
-class ToolConfig:
-    name: str
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolConfig(_Table):
+    # Set from the table's name ([tools.NAME]); not a key of the table.
+    name: str = Field(default="", exclude=True)
     adapter: str
     on_repeat: OnRepeat = OnRepeat.COALESCE
     on_mismatch: OnMismatch = OnMismatch.REFUSE
     bypass: Bypass = Bypass.NEVER
     approval: Approval = Approval.NONE
     # None: use the adapter's declared window.
-    consistency_window: float | None = None
+    consistency_window: Duration | None = None
     # Budget of one Execute when the caller sets no deadline.
-    deadline: float = 30.0
+    deadline: Duration = 30.0
     # Provider calls per action before it stops retrying on its own.
-    max_attempts: int = 3
+    max_attempts: int = Field(default=3, ge=1)
     # Timeout of one provider call (also capped by the caller's deadline).
-    attempt_timeout: float = 10.0
+    attempt_timeout: Duration = 10.0
     # Terminal actions older than this are purged (must outlive the provider's key retention).
-    retention: float = 30 * 86400.0
+    retention: Duration = 30 * 86400.0
 
 
-@dataclass(frozen=True)
-class Principal:
-    name: str
-    tenant: str
+Role = Literal["agent", "operator", "observer"]
+
+
+class Principal(_Table):
+    name: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
     token_sha256: str
-    roles: frozenset[str]
+    roles: frozenset[Role] = Field(default=frozenset({"agent"}), min_length=1)
     # Empty: every configured tool.
     tools: frozenset[str] = frozenset()
 
+    @field_validator("token_sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        # Never echo the value: people paste the token itself here by mistake.
+        if not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+            raise ValueError("must be the hex SHA-256 digest of the token (64 hex characters), not the token")
+        return value.lower()
 
-@dataclass(frozen=True)
-class TlsConfig:
+
+def _readable(path: str) -> str:
+    try:
+        with open(path, "rb"):
+            return path
+    except OSError as exc:
+        raise ValueError(f"cannot read {path!r}: {exc.strerror}") from None
+
+
+class TlsConfig(_Table):
     cert_file: str
     key_file: str
+    # Set: clients must present a certificate signed by this CA (mTLS).
     client_ca_file: str = ""
 
+    @field_validator("cert_file", "key_file", "client_ca_file")
+    @classmethod
+    def _exists(cls, value: str) -> str:
+        return _readable(value) if value else value
 
-@dataclass(frozen=True)
-class Config:
+
+class ServerSection(_Table):
     listen: str = "127.0.0.1:50051"
-    store_url: str = "sqlite:///effectgate.db"
     tls: TlsConfig | None = None
-    max_message_bytes: int = 1 << 20
-    shutdown_grace: float = 10.0
-    lease_ttl: float = 30.0
-    reconcile_interval: float = 5.0
-    recheck_min: float = 2.0
-    recheck_max: float = 3600.0
-    retention_interval: float = 3600.0
+    # Principals on a non-loopback listener without TLS: refused unless this is true.
+    allow_plaintext: bool = False
+    max_message_bytes: int = Field(default=1 << 20, ge=4096)
+    shutdown_grace: Duration = 10.0
+
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"{value!r} is not HOST:PORT (e.g. '127.0.0.1:50051', '0.0.0.0:50051', '[::1]:0')")
+        return value
+
+
+class StoreSection(_Table):
+    url: str = "sqlite:///effectgate.db"
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str) -> str:
+        scheme = value.split(":", 1)[0].lower() if ":" in value else ""
+        if scheme not in STORE_SCHEMES:
+            raise ValueError(
+                f"unsupported scheme {scheme or value!r} (allowed: sqlite:///PATH, postgresql://USER@HOST/DB)"
+            )
+        return value
+
+
+class GatewaySection(_Table):
+    # How long a worker may drive an action before others take over.
+    lease_ttl: Duration = 30.0
+    reconcile_interval: Duration = 5.0
+    # UNKNOWN re-check back-off: recheck_min, doubling up to recheck_max.
+    recheck_min: Duration = 2.0
+    recheck_max: Duration = 3600.0
+    retention_interval: Duration = 3600.0
+    # The readiness probe (a tiny store write) runs this often; health follows it.
+    health_interval: Duration = 2.0
+    # Size limits of caller-supplied identifiers (run_id, step_id, scope, …) and operator notes.
+    max_id_bytes: int = Field(default=256, ge=16, le=4096)
+    max_note_bytes: int = Field(default=4096, ge=64, le=65536)
+
+
+class TelemetrySection(BaseModel):
+    """Free-form for now: the observability settings define their own keys."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Config(_Table):
+    server: ServerSection = ServerSection()
+    store: StoreSection = StoreSection()
+    gateway: GatewaySection = GatewaySection()
     principals: tuple[Principal, ...] = ()
-    adapters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    tools: Mapping[str, ToolConfig] = field(default_factory=dict)
+    # Each adapter validates its own table (build_adapter); `kind` defaults to the table name.
+    adapters: dict[str, dict[str, Any]] = {}
+    tools: dict[str, ToolConfig] = {}
+    telemetry: TelemetrySection = TelemetrySection()
+    # The file the config came from, for error messages.
+    _source: str = PrivateAttr(default="effectgate.toml")
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    # Flat names the rest of the gateway reads.
+    @property
+    def listen(self) -> str:
+        return self.server.listen
+
+    @property
+    def tls(self) -> TlsConfig | None:
+        return self.server.tls
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.server.max_message_bytes
+
+    @property
+    def shutdown_grace(self) -> float:
+        return self.server.shutdown_grace
+
+    @property
+    def store_url(self) -> str:
+        return self.store.url
+
+    @property
+    def lease_ttl(self) -> float:
+        return self.gateway.lease_ttl
+
+    @property
+    def reconcile_interval(self) -> float:
+        return self.gateway.reconcile_interval
+
+    @property
+    def recheck_min(self) -> float:
+        return self.gateway.recheck_min
+
+    @property
+    def recheck_max(self) -> float:
+        return self.gateway.recheck_max
+
+    @property
+    def retention_interval(self) -> float:
+        return self.gateway.retention_interval
 
     @property
     def dev_mode(self) -> bool:
         """No principals: single-tenant development mode, loopback only."""
         return not self.principals
 
+    def with_port(self, port: int) -> Config:
+        """The same config listening on `port` of the same host."""
+        listen = f"{self.listen.rpartition(':')[0]}:{port}"
+        changed = self.model_copy(update={"server": self.server.model_copy(update={"listen": listen})})
+        changed._source = self._source
+        return changed
 
-def _enum(kind: type[enum.Enum], table: Mapping[str, Any], key: str, where: str) -> Any:
-    raw = table.get(key)
-    if raw is None:
-        return None
-    try:
-        return kind(str(raw))
-    except ValueError:
-        allowed = ", ".join(str(m.value) for m in kind)
-        raise ConfigError(f"{where}.{key}: {raw!r} is not one of {allowed}") from None
-
-
-def _tool(name: str, table: Mapping[str, Any], adapters: Mapping[str, Any]) -> ToolConfig:
-    where = f"tools.{name}"
-    adapter = table.get("adapter")
-    if not adapter or adapter not in adapters:
-        raise ConfigError(f"{where}.adapter: {adapter!r} is not an [adapters.*] table")
-    values: dict[str, Any] = {"name": name, "adapter": str(adapter)}
-    for key, kind in (
-        ("on_repeat", OnRepeat),
-        ("on_mismatch", OnMismatch),
-        ("bypass", Bypass),
-        ("approval", Approval),
-    ):
-        parsed = _enum(kind, table, key, where)
-        if parsed is not None:
-            values[key] = parsed
-    for key in ("consistency_window", "deadline", "attempt_timeout", "retention"):
-        if key in table:
-            values[key] = parse_duration(table[key], f"{where}.{key}")
-    if "max_attempts" in table:
-        values["max_attempts"] = int(table["max_attempts"])
-        if values["max_attempts"] < 1:
-            raise ConfigError(f"{where}.max_attempts must be at least 1")
-    unknown = set(table) - {"adapter", *values, "max_attempts"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
-    return ToolConfig(**values)
-
-
-def _principal(index: int, table: Mapping[str, Any]) -> Principal:
-    where = f"principals[{index}]"
-    for key in ("name", "tenant", "token_sha256"):
-        if not table.get(key):
-            raise ConfigError(f"{where}.{key} is required")
-    digest = str(table["token_sha256"]).lower()
-    if not re.fullmatch(r"[0-9a-f]{64}", digest):
-        raise ConfigError(f"{where}.token_sha256 must be a hex SHA-256 digest")
-    roles = frozenset(str(r) for r in table.get("roles", ["agent"]))
-    if not roles <= {"agent", "operator"}:
-        raise ConfigError(f"{where}.roles: only 'agent' and 'operator' exist")
-    return Principal(
-        name=str(table["name"]),
-        tenant=str(table["tenant"]),
-        token_sha256=digest,
-        roles=roles,
-        tools=frozenset(str(t) for t in table.get("tools", [])),
-    )
+    @property
+    def plaintext_exposed(self) -> bool:
+        """Bearer tokens would cross a non-loopback network in the clear."""
+        return bool(self.principals) and self.tls is None and not is_loopback(self.listen)
 
 
 def is_loopback(listen: str) -> bool:
@@ -181,43 +288,64 @@ def is_loopback(listen: str) -> bool:
         return False
 
 
-def parse_config(doc: Mapping[str, Any]) -> Config:
-    server = doc.get("server", {})
-    gateway = doc.get("gateway", {})
-    adapters = {str(k): dict(v) for k, v in doc.get("adapters", {}).items()}
-    tools = {str(k): _tool(str(k), v, adapters) for k, v in doc.get("tools", {}).items()}
-    principals = tuple(_principal(i, p) for i, p in enumerate(doc.get("principals", [])))
-    tls = server.get("tls")
-    config = Config(
-        listen=str(server.get("listen", Config.listen)),
-        store_url=str(doc.get("store", {}).get("url", Config.store_url)),
-        tls=TlsConfig(**tls) if tls else None,
-        max_message_bytes=int(server.get("max_message_bytes", Config.max_message_bytes)),
-        shutdown_grace=parse_duration(server.get("shutdown_grace", 10), "server.shutdown_grace"),
-        lease_ttl=parse_duration(gateway.get("lease_ttl", 30), "gateway.lease_ttl"),
-        reconcile_interval=parse_duration(gateway.get("reconcile_interval", 5), "gateway.reconcile_interval"),
-        recheck_min=parse_duration(gateway.get("recheck_min", 2), "gateway.recheck_min"),
-        recheck_max=parse_duration(gateway.get("recheck_max", 3600), "gateway.recheck_max"),
-        retention_interval=parse_duration(gateway.get("retention_interval", 3600), "gateway.retention_interval"),
-        principals=principals,
-        adapters=adapters,
-        tools=tools,
-    )
+def _cross_checks(config: Config) -> list[str]:
+    """Rules that span tables; each message starts with its key path."""
+    problems: list[str] = []
     if config.dev_mode and not is_loopback(config.listen):
-        raise ConfigError(
-            "server.listen: with no [[principals]] the gateway runs in development mode and "
-            "binds to loopback only; configure principals to listen on other addresses"
+        problems.append(
+            "[server] listen: with no [[principals]] the gateway runs in development mode and binds to "
+            "loopback only; configure principals to listen on other addresses"
         )
-    for tool in tools.values():
+    if config.plaintext_exposed and not config.server.allow_plaintext:
+        problems.append(
+            f"[server] listen: {config.listen} is not loopback and [[principals]] send bearer tokens: "
+            "configure [server.tls] (or set server.allow_plaintext = true behind a TLS-terminating proxy)"
+        )
+    adapters = sorted(config.adapters)
+    for tool in config.tools.values():
+        where = f"[tools.{tool.name}]"
+        if tool.adapter not in config.adapters:
+            problems.append(
+                f"{where} adapter: {tool.adapter!r} is not an [adapters.*] table"
+                f"{did_you_mean(tool.adapter, adapters)} (configured: {', '.join(adapters) or 'none'})"
+            )
         if tool.attempt_timeout >= config.lease_ttl:
-            raise ConfigError(f"tools.{tool.name}.attempt_timeout must be shorter than gateway.lease_ttl")
+            problems.append(f"{where} attempt_timeout: must be shorter than [gateway] lease_ttl")
+    seen: dict[str, str] = {}
+    for index, principal in enumerate(config.principals, 1):
+        where = f"[[principals]] #{index} ({principal.name})"
+        if principal.token_sha256 in seen:
+            problems.append(f"{where} token_sha256: the same token digest as principal {seen[principal.token_sha256]}")
+        seen.setdefault(principal.token_sha256, principal.name)
+        for name in sorted(principal.tools - set(config.tools)):
+            problems.append(
+                f"{where} tools: {name!r} is not a [tools.*] table{did_you_mean(name, sorted(config.tools))}"
+            )
+    return problems
+
+
+def parse_config(doc: Mapping[str, Any], source: str = "effectgate.toml") -> Config:
+    """Validates a parsed TOML document; a ConfigError names `source`, the key and what is allowed."""
+    try:
+        config = Config.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: " + "; ".join(describe(Config, doc, exc))) from None
+    tools = {name: tool.model_copy(update={"name": name}) for name, tool in config.tools.items()}
+    config = config.model_copy(update={"tools": tools})
+    config._source = source
+    problems = _cross_checks(config)
+    if problems:
+        raise ConfigError(f"{source}: " + "; ".join(problems))
     return config
 
 
 def load_config(path: str | Path) -> Config:
+    source = Path(path).name
     try:
         with open(path, "rb") as handle:
             doc = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return parse_config(doc)
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return parse_config(doc, source)

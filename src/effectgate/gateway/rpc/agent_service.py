@@ -1,7 +1,12 @@
-"""effectgate.v1.EffectGateway: translates between the wire and the effect protocol."""
+"""effectgate.v1.EffectGateway: translates between the wire and the effect protocol.
+
+Auth and error translation happen in rpc/interceptors.py; here the request is checked for shape
+and size, turned into a domain command, and the answer back into messages.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -9,8 +14,9 @@ import grpc
 from effectgate.gateway.domain import ActionIdentity, ListQuery
 from effectgate.gateway.errors import InvalidRequest
 from effectgate.gateway.protocol import EffectProtocol, ExecuteCommand, validate_context
-from effectgate.gateway.rpc.auth import Authenticator
-from effectgate.gateway.rpc.handlers import deadline_of, translate_errors
+from effectgate.gateway.rpc.auth import Authenticator, current_principal
+from effectgate.gateway.rpc.handlers import deadline_of
+from effectgate.gateway.rpc.limits import Limits, fit_page
 from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb, observation_pb
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc as pb_grpc
@@ -19,20 +25,33 @@ Context = grpc.aio.ServicerContext[Any, Any]
 MAX_PAGE_SIZE = 500
 
 
-class EffectGatewayService(pb_grpc.EffectGatewayServicer):
-    def __init__(self, protocol: EffectProtocol, auth: Authenticator) -> None:
-        self.protocol = protocol
-        self.auth = auth
+def _context_fields(ctx: pb.RunContext, tool: str, scope: str) -> list[tuple[str, str]]:
+    return [
+        ("context.run_id", ctx.run_id),
+        ("context.step_id", ctx.step_id),
+        ("context.parent_run_id", ctx.parent_run_id),
+        ("context.agent", ctx.agent),
+        ("tool", tool),
+        ("scope", scope),
+    ]
 
-    @translate_errors
+
+class EffectGatewayService(pb_grpc.EffectGatewayServicer):
+    def __init__(self, protocol: EffectProtocol, limits: Limits) -> None:
+        self.protocol = protocol
+        self.limits = limits
+
     async def Execute(self, request: pb.ExecuteRequest, context: Context) -> pb.ExecuteResponse:
-        principal = self.auth.authenticate(context.invocation_metadata(), "agent")
+        principal = current_principal()
         if not request.HasField("context"):
             raise InvalidRequest([("context", "the run context is required (run_id, step_id)")])
         if not request.HasField("payload"):
             raise InvalidRequest([("payload", "the tool's typed payload is required")])
+        self.limits.check_ids(
+            [*_context_fields(request.context, request.tool, request.scope), ("tool_call_id", request.tool_call_id)]
+        )
         validate_context(request.context.run_id, request.context.step_id, request.tool)
-        self.auth.check_tool(principal, request.tool)
+        Authenticator.check_tool(principal, request.tool)
         result = await self.protocol.execute(
             ExecuteCommand(
                 identity=ActionIdentity(
@@ -53,14 +72,15 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
         )
         return pb.ExecuteResponse(action=action_pb(result.record), replayed=result.replayed)
 
-    @translate_errors
     async def Verify(self, request: pb.VerifyRequest, context: Context) -> pb.VerifyResponse:
-        principal = self.auth.authenticate(context.invocation_metadata(), "agent")
+        principal = current_principal()
         target = request.WhichOneof("target")
         if target == "action_id":
             action_id = request.action_id
+            self.limits.check_ids([("action_id", action_id)])
         elif target == "ref":
             ref = request.ref
+            self.limits.check_ids(_context_fields(ref.context, ref.tool, ref.scope))
             validate_context(ref.context.run_id, ref.context.step_id, ref.tool)
             ident = ActionIdentity(principal.tenant, ref.context.run_id, ref.context.step_id, ref.tool, ref.scope)
             action_id = ident.action_id
@@ -69,26 +89,34 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
         record, observation = await self.protocol.verify(principal.tenant, action_id)
         return pb.VerifyResponse(action=action_pb(record), observation=observation_pb(observation))
 
-    @translate_errors
     async def GetAction(self, request: pb.GetActionRequest, context: Context) -> pb.Action:
-        principal = self.auth.authenticate(context.invocation_metadata(), "agent")
         if not request.action_id:
             raise InvalidRequest([("action_id", "must not be empty")])
-        return action_pb(await self.protocol.get(principal.tenant, request.action_id))
+        self.limits.check_ids([("action_id", request.action_id)])
+        return action_pb(await self.protocol.get(current_principal().tenant, request.action_id))
 
-    @translate_errors
     async def ListActions(self, request: pb.ListActionsRequest, context: Context) -> pb.ListActionsResponse:
-        principal = self.auth.authenticate(context.invocation_metadata(), "agent")
         if request.page_size < 0:
             raise InvalidRequest([("page_size", "must not be negative")])
-        page = await self.protocol.list(
-            ListQuery(
-                tenant=principal.tenant,
-                state=PB_TO_STATE.get(request.state),
-                run_id=request.run_id,
-                tool=request.tool,
-                page_size=min(request.page_size or 50, MAX_PAGE_SIZE),
-                after=request.page_token,
-            )
+        if request.state and request.state not in PB_TO_STATE:
+            raise InvalidRequest([("state", f"unknown state {request.state}")])
+        self.limits.check_ids([("run_id", request.run_id), ("tool", request.tool)])
+        self.limits.check_page_token(request.page_token)
+        query = ListQuery(
+            tenant=current_principal().tenant,
+            state=PB_TO_STATE.get(request.state),
+            run_id=request.run_id,
+            tool=request.tool,
+            page_size=min(request.page_size or 50, MAX_PAGE_SIZE),
+            after=request.page_token,
         )
-        return pb.ListActionsResponse(actions=[action_pb(r) for r in page.records], next_page_token=page.next_token)
+        page = await self.protocol.list(query)
+        actions = [action_pb(r) for r in page.records]
+        fits = fit_page(actions, self.limits.max_page_bytes)
+        if fits == len(actions):
+            return pb.ListActionsResponse(actions=actions, next_page_token=page.next_token)
+        # Too many bytes: answer the first `fits` and a token that continues right after them.
+        shorter = await self.protocol.list(replace(query, page_size=fits))
+        return pb.ListActionsResponse(
+            actions=[action_pb(r) for r in shorter.records], next_page_token=shorter.next_token
+        )

@@ -1,19 +1,34 @@
 """Callers: bearer tokens checked against the configured SHA-256 digests, roles and tools.
 
 With no principals configured the gateway is in development mode: every caller is the `dev`
-principal of tenant `dev` with both roles (the config refuses to bind anything but loopback then).
+principal of tenant `dev` with every role (the config refuses to bind anything but loopback then).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 
-from effectgate.gateway.config import Principal
+from effectgate.gateway.config import ROLES, Principal
 from effectgate.gateway.errors import PermissionDenied, Unauthenticated
 
-DEV_PRINCIPAL = Principal(name="dev", tenant="dev", token_sha256="", roles=frozenset({"agent", "operator"}))
+DEV_PRINCIPAL = Principal.model_construct(
+    name="dev", tenant="dev", token_sha256="", roles=frozenset(ROLES), tools=frozenset()
+)
+
+# The authenticated caller of the RPC being handled (set by the admission interceptor).
+_current: contextvars.ContextVar[Principal] = contextvars.ContextVar("effectgate_principal")
+
+
+def current_principal() -> Principal:
+    """The caller of this RPC; only valid inside a handler behind the admission interceptor."""
+    return _current.get()
+
+
+def set_current_principal(principal: Principal) -> contextvars.Token[Principal]:
+    return _current.set(principal)
 
 
 class Authenticator:
@@ -24,13 +39,14 @@ class Authenticator:
     def dev_mode(self) -> bool:
         return not self._principals
 
-    def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None, role: str) -> Principal:
+    def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None, roles: frozenset[str]) -> Principal:
+        """The principal whose token the metadata carries, if it holds one of `roles`."""
         if self.dev_mode:
             return DEV_PRINCIPAL
         token = ""
         for key, value in metadata or ():
             if key.lower() == "authorization":
-                text = value.decode() if isinstance(value, bytes) else value
+                text = value.decode(errors="replace") if isinstance(value, bytes) else value
                 scheme, _, token = text.partition(" ")
                 if scheme.lower() != "bearer":
                     token = ""
@@ -44,11 +60,12 @@ class Authenticator:
                 found = principal
         if found is None:
             raise Unauthenticated("unknown token")
-        if role not in found.roles:
-            raise PermissionDenied(f"principal {found.name} lacks role {role!r}", reason="ROLE_REQUIRED")
+        if not found.roles & roles:
+            wanted = " or ".join(repr(r) for r in sorted(roles))
+            raise PermissionDenied(f"principal {found.name} needs role {wanted}", reason="ROLE_REQUIRED")
         return found
 
     @staticmethod
     def check_tool(principal: Principal, tool: str) -> None:
         if principal.tools and tool not in principal.tools:
-            raise PermissionDenied(f"principal {principal.name} may not use tool {tool!r}", reason="TOOL_NOT_ALLOWED")
+            raise PermissionDenied(f"principal {principal.name} may not use this tool", reason="TOOL_NOT_ALLOWED")

@@ -1,4 +1,7 @@
-"""effectgate.v1.Operator: approvals, reconciliation and bypass grants, for people."""
+"""effectgate.v1.Operator: approvals, reconciliation and bypass grants, for people.
+
+Only operators get here (rpc/interceptors.py); each act is recorded on the action with its note.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ import grpc
 
 from effectgate.gateway.errors import InvalidRequest
 from effectgate.gateway.operator import Operations
-from effectgate.gateway.rpc.auth import Authenticator
-from effectgate.gateway.rpc.handlers import translate_errors
+from effectgate.gateway.rpc.auth import current_principal
+from effectgate.gateway.rpc.limits import Limits
 from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc as pb_grpc
@@ -17,20 +20,21 @@ from effectgate.v1 import gateway_pb2_grpc as pb_grpc
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-def _need_id(action_id: str) -> None:
-    if not action_id:
-        raise InvalidRequest([("action_id", "must not be empty")])
-
-
 class OperatorService(pb_grpc.OperatorServicer):
-    def __init__(self, operations: Operations, auth: Authenticator) -> None:
+    def __init__(self, operations: Operations, limits: Limits) -> None:
         self.operations = operations
-        self.auth = auth
+        self.limits = limits
 
-    @translate_errors
+    def _check(self, action_id: str, note: str) -> None:
+        if not action_id:
+            raise InvalidRequest([("action_id", "must not be empty")])
+        self.limits.check_ids([("action_id", action_id)])
+        self.limits.check_note("note", note)
+
     async def Reconcile(self, request: pb.ReconcileRequest, context: Context) -> pb.Action:
-        who = self.auth.authenticate(context.invocation_metadata(), "operator")
-        _need_id(request.action_id)
+        who = current_principal()
+        self._check(request.action_id, request.note)
+        self.limits.check_ids([("external_id", request.external_id)])
         resolution = PB_TO_STATE.get(request.resolution)
         if resolution is None:
             raise InvalidRequest([("resolution", "must be CONFIRMED, REJECTED or NOT_FOUND")])
@@ -39,15 +43,13 @@ class OperatorService(pb_grpc.OperatorServicer):
         )
         return action_pb(record)
 
-    @translate_errors
     async def Approve(self, request: pb.ApproveRequest, context: Context) -> pb.Action:
-        who = self.auth.authenticate(context.invocation_metadata(), "operator")
-        _need_id(request.action_id)
+        who = current_principal()
+        self._check(request.action_id, request.note)
         return action_pb(await self.operations.approve(who.tenant, request.action_id, who.name, request.note))
 
-    @translate_errors
     async def GrantBypass(self, request: pb.GrantBypassRequest, context: Context) -> pb.Action:
-        who = self.auth.authenticate(context.invocation_metadata(), "operator")
-        _need_id(request.action_id)
+        who = current_principal()
+        self._check(request.action_id, request.note)
         record = await self.operations.grant_bypass(who.tenant, request.action_id, who.name, request.note)
         return action_pb(record)

@@ -1,0 +1,341 @@
+"""Start-up as people meet it, on real `effectgate serve` / `effectgate check` processes: every
+mistake (a typo, a taken port, a missing file, an unreachable database, plaintext tokens on the
+network) is one line on stderr and exit status 2, never a traceback, never a silent default."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
+from tests import pg
+from tests.harness import API_KEY_ENV, GatewayProcess
+from tests.test_execute import request
+
+
+def charge(index: int) -> pb.ExecuteRequest:
+    return request(run=f"run-{index}")
+
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ")
+DIGEST = hashlib.sha256(b"agent-token").hexdigest()
+PRINCIPAL = f'[[principals]]\nname = "bot"\ntenant = "acme"\ntoken_sha256 = "{DIGEST}"\n'
+
+
+def base_toml(tmp_path: Path, *, server: str = "", store: str = "", gateway: str = "", tail: str = "") -> str:
+    return f"""
+[server]
+listen = "127.0.0.1:0"
+{server}
+[store]
+url = "sqlite:///{tmp_path}/eg.db"
+{store}
+[gateway]
+lease_ttl = "30s"
+{gateway}
+[adapters.stripe]
+api_base = "http://127.0.0.1:9"
+api_key_env = "{API_KEY_ENV}"
+timeout = 5
+[tools.charge_card]
+adapter = "stripe"
+{tail}
+"""
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "effectgate.gateway.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def one_line_failure(done: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """The process exited 2 with exactly one non-log line on stderr, naming every needle."""
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not LOG_LINE.match(line)]
+    assert len(lines) == 1, done.stderr
+    line = lines[0]
+    assert line.startswith("effectgate: "), line
+    for needle in needles:
+        assert needle in line, (needle, line)
+    return line
+
+
+def write(tmp_path: Path, text: str, name: str = "effectgate.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+TYPOS = {
+    "listn": ({"server": 'listn = "127.0.0.1:50051"'}, "[server] listn: unknown key (did you mean listen?)"),
+    "lease_tll": ({"gateway": 'lease_tll = "30s"'}, "[gateway] lease_tll: unknown key (did you mean lease_ttl?)"),
+    "store ulr": ({"store": 'ulr = "sqlite:///other.db"'}, "[store] ulr: unknown key (did you mean url?)"),
+    "principal tool": (
+        {"tail": PRINCIPAL + 'tool = ["charge_card"]\n'},
+        "[[principals]] #1 (bot) tool: unknown key (did you mean tools?)",
+    ),
+    "principal role": (
+        {"tail": PRINCIPAL + 'role = ["operator"]\n'},
+        "[[principals]] #1 (bot) role: unknown key (did you mean roles?)",
+    ),
+    "unknown section": (
+        {"tail": '[serve]\nlisten = "127.0.0.1:1"\n'},
+        "[serve]: unknown section (did you mean server?",
+    ),
+    "unknown tls key": (
+        {"tail": '[server.tls]\ncert_file = "/etc/hostname"\nkey_file = "/etc/hostname"\nca_file = "x"\n'},
+        "[server.tls] ca_file: unknown key (did you mean client_ca_file?)",
+    ),
+    "bad duration": ({"gateway": 'recheck_min = "soon"'}, "[gateway] recheck_min: 'soon' is not a duration"),
+    "unknown role": ({"tail": PRINCIPAL + 'roles = ["admin"]\n'}, "[[principals]] #1 (bot) roles[0]: 'admin'"),
+}
+
+
+@pytest.mark.parametrize("case", list(TYPOS), ids=list(TYPOS))
+def test_every_typo_is_refused_with_the_key_named(tmp_path: Path, case: str) -> None:
+    parts, expected = TYPOS[case]
+    config = write(tmp_path, base_toml(tmp_path, **parts))
+    for command in ("check", "serve"):
+        line = one_line_failure(run_cli(command, "--config", str(config)), expected)
+        assert line.startswith("effectgate: effectgate.toml: ")
+
+
+def _broken(tmp_path: Path, case: str) -> tuple[list[str], tuple[str, ...], dict[str, str]]:
+    """(arguments, needles of the error line, environment) of one start-up failure."""
+    ok = base_toml(tmp_path)
+    if case == "missing config file":
+        return ["serve", "--config", str(tmp_path / "nope.toml")], ("nope.toml", "No such file"), {}
+    if case == "mysql":
+        text = ok.replace(f"sqlite:///{tmp_path}/eg.db", "mysql://root@127.0.0.1/eg")
+        return ["serve", "--config", str(write(tmp_path, text))], ("[store] url", "mysql"), {}
+    if case == "missing tls files":
+        text = base_toml(tmp_path, tail='[server.tls]\ncert_file = "/nonexistent/tls.crt"\nkey_file = "/x/tls.key"\n')
+        return ["serve", "--config", str(write(tmp_path, text))], ("[server.tls] cert_file", "/nonexistent/tls.crt"), {}
+    if case == "tls not pem":
+        text = base_toml(tmp_path, tail=f'[server.tls]\ncert_file = "{tmp_path}/eg.toml"\nkey_file = "/etc/hostname"\n')
+        (tmp_path / "eg.toml").write_text("not a certificate")
+        return ["serve", "--config", str(write(tmp_path, text))], ("[server.tls] cert_file, key_file", "PEM"), {}
+    if case == "postgres unreachable":
+        with socket.socket() as free:  # a port nobody listens on
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        url = f"postgresql://eg:hunter2secret@127.0.0.1:{port}/eg?connect_timeout=2"
+        text = ok.replace(f"sqlite:///{tmp_path}/eg.db", url)
+        return ["serve", "--config", str(write(tmp_path, text))], ("[store]", f"127.0.0.1:{port}"), {}
+    if case == "log level":
+        return ["--log-level", "verbose", "serve", "--config", str(write(tmp_path, ok))], ("--log-level",), {}
+    if case == "adapter timeout":
+        text = ok.replace("timeout = 5", 'timeout = "abc"')
+        return ["serve", "--config", str(write(tmp_path, text))], ("[adapters.stripe]", "timeout"), {}
+    if case == "unset secret":
+        text = ok.replace(API_KEY_ENV, "EFFECTGATE_TEST_UNSET_VARIABLE")
+        return ["serve", "--config", str(write(tmp_path, text))], ("[adapters.stripe]", "EFFECTGATE_TEST_UNSET"), {}
+    if case == "not toml":
+        return ["serve", "--config", str(write(tmp_path, ok + "\n[server\n"))], ("not valid TOML",), {}
+    if case == "plaintext principals":
+        text = base_toml(tmp_path, tail=PRINCIPAL).replace("127.0.0.1:0", "0.0.0.0:0")
+        return ["serve", "--config", str(write(tmp_path, text))], ("[server] listen", "TLS", "allow_plaintext"), {}
+    raise AssertionError(case)
+
+
+BROKEN = [
+    "missing config file",
+    "mysql",
+    "missing tls files",
+    "tls not pem",
+    "postgres unreachable",
+    "log level",
+    "adapter timeout",
+    "unset secret",
+    "not toml",
+    "plaintext principals",
+]
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_every_startup_failure_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    args, needles, env = _broken(tmp_path, case)
+    done = run_cli(*args, env=env)
+    one_line_failure(done, *needles)
+    assert "hunter2secret" not in done.stderr + done.stdout  # a database password is never printed
+    if args[0] == "serve" and case not in ("log level",):
+        # `check` says the same, without serving.
+        one_line_failure(run_cli("check", *args[1:], env=env), *needles)
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    config = write(tmp_path, base_toml(tmp_path).replace("timeout = 5", 'timeout = "abc"'))
+    done = run_cli("--debug", "serve", "--config", str(config))
+    assert done.returncode == 2 and "Traceback" in done.stderr
+
+
+def _serving(target: str) -> bool:
+    with grpc.insecure_channel(target) as channel:
+        answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+async def test_a_second_gateway_on_a_used_port_exits_2_and_the_first_keeps_serving(tmp_path: Path) -> None:
+    first = GatewayProcess(write(tmp_path, base_toml(tmp_path), "first.toml"))
+    try:
+        port = await first.ready()
+        # Another config, another store, the same port: the split brain of SO_REUSEPORT.
+        other = tmp_path / "other"
+        other.mkdir()
+        text = base_toml(other).replace("127.0.0.1:0", f"127.0.0.1:{port}")
+        done = await asyncio.to_thread(run_cli, "serve", "--config", str(write(other, text, "second.toml")))
+        one_line_failure(done, f"cannot listen on 127.0.0.1:{port}", "in use")
+        assert first.proc.poll() is None
+        assert await asyncio.to_thread(_serving, first.target)
+    finally:
+        first.terminate()
+
+
+def test_a_port_held_by_another_program_exits_2(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        text = base_toml(tmp_path).replace("127.0.0.1:0", f"127.0.0.1:{port}")
+        done = run_cli("serve", "--config", str(write(tmp_path, text)))
+        one_line_failure(done, f"cannot listen on 127.0.0.1:{port}", "in use")
+
+
+async def test_allow_plaintext_starts_with_a_warning(tmp_path: Path) -> None:
+    text = base_toml(tmp_path, server="allow_plaintext = true", tail=PRINCIPAL).replace("127.0.0.1:0", "0.0.0.0:0")
+    process = GatewayProcess(write(tmp_path, text))
+    try:
+        await process.ready()
+        assert any("PLAINTEXT" in line and "allow_plaintext" in line for line in process.output), process.output
+    finally:
+        process.terminate()
+
+
+def test_check_passes_on_a_good_config_without_serving(tmp_path: Path) -> None:
+    config = write(tmp_path, base_toml(tmp_path, tail=PRINCIPAL))
+    done = run_cli("check", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "OK" in done.stdout and "1 principal(s)" in done.stdout
+    assert (tmp_path / "eg.db").exists()  # the store was opened (and closed)
+
+
+def _spawn_workers(config: Path, count: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "WARNING", "serve", "--config", str(config),
+         "--workers", str(count)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+
+
+def _children(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+def _running(pid: str) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
+
+
+async def test_workers_share_one_port_on_purpose_and_nobody_else_can_join(tmp_path: Path, sim: StripeSimulator) -> None:
+    text = base_toml(tmp_path).replace("http://127.0.0.1:9", sim.base_url)
+    config = write(tmp_path, text)
+    parent = _spawn_workers(config, 2)
+    try:
+        assert parent.stdout is not None
+        ready = await asyncio.wait_for(asyncio.to_thread(parent.stdout.readline), 90)
+        found = re.search(r"serving on port (\d+) \(2 workers\)", ready)
+        assert found, ready
+        port = int(found.group(1))
+        workers = _children(parent.pid)
+        assert len(workers) == 2
+        # Fresh connections land on either worker; every one is served from the one store.
+        for index in range(6):
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                done = await EffectGatewayStub(channel).Execute(charge(index), timeout=30)
+                assert done.action.state == pb.EFFECT_STATE_CONFIRMED
+        assert len([e for e in sim.ledger if e["kind"] == "payment_intent"]) == 6
+        # A plain gateway (another store) cannot join, nor can another --workers parent.
+        other = tmp_path / "other"
+        other.mkdir()
+        intruder = write(other, base_toml(other).replace("127.0.0.1:0", f"127.0.0.1:{port}"))
+        one_line_failure(await asyncio.to_thread(run_cli, "serve", "--config", str(intruder)), "in use")
+        one_line_failure(
+            await asyncio.to_thread(run_cli, "serve", "--config", str(intruder), "--workers", "2"),
+            "another `effectgate serve --workers` holds it",
+        )
+        parent.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(parent.wait, 60) == 0
+        assert not [pid for pid in workers if _running(pid)]
+        # A parent killed outright leaves no worker behind either (they watch it).
+        parent = _spawn_workers(config, 2)
+        assert parent.stdout is not None
+        assert "serving on port" in await asyncio.wait_for(asyncio.to_thread(parent.stdout.readline), 90)
+        workers = _children(parent.pid)
+        parent.kill()
+        await asyncio.to_thread(parent.wait, 10)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 60
+        while [pid for pid in workers if _running(pid)]:
+            assert loop.time() < end, "workers outlived their parent"
+            await asyncio.sleep(0.2)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+
+
+def _serve_briefly(config: Path) -> str:
+    """`serve` at INFO until it is ready, then SIGTERM; everything it printed."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "DEBUG", "serve", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if "serving on port" in line:
+                process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, "".join(lines)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    return "".join(lines)
+
+
+@pytest.mark.postgres
+async def test_a_postgres_password_is_never_printed(tmp_path: Path, pg_admin_dsn: str) -> None:
+    name, dsn = await pg.create_database(pg_admin_dsn)
+    try:
+        # The test server trusts loopback, so the password is accepted and ignored.
+        url = dsn.replace("postgresql://postgres@", "postgresql://postgres:hunter2secret@")
+        config = write(tmp_path, base_toml(tmp_path).replace(f"sqlite:///{tmp_path}/eg.db", url))
+        checked = await asyncio.to_thread(run_cli, "--log-level", "DEBUG", "check", "--config", str(config))
+        assert checked.returncode == 0, checked.stderr
+        assert "postgres:***@" in checked.stdout
+        served = await asyncio.to_thread(_serve_briefly, config)
+        assert "postgres:***@" in served
+        assert "hunter2secret" not in checked.stdout + checked.stderr + served
+    finally:
+        await pg.drop_database(pg_admin_dsn, name)
