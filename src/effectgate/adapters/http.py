@@ -42,7 +42,7 @@ from effectgate.adapters.base import (
 from effectgate.adapters.http_outcome import status_error, transport_error
 from effectgate.adapters.http_settings import HttpSettings, RequestSpec
 from effectgate.adapters.redact import scrub, scrub_json
-from effectgate.adapters.secrets import resolved_secrets
+from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import parse_settings
 
 
@@ -71,6 +71,7 @@ class HttpAdapter(Adapter):
             consistency_window=settings.consistency_window,
             has_read_api=self._verify is not None,
         )
+        quiet_transport_loggers()
         self._client = httpx.AsyncClient(base_url=settings.base_url, timeout=settings.timeout, headers=headers)
 
     @classmethod

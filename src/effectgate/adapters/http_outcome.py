@@ -63,15 +63,16 @@ def rate_limit(status: int, headers: Mapping[str, str] | None, what: str) -> NoE
     if status not in (429, 503):
         return None
     pause = retry_after(header(headers, "Retry-After"))
+    code = "rate_limited" if status == 429 else "unavailable"
     if pause is not None:
         return RateLimited(
             f"{what}: HTTP {status}, asked to retry after {pause:g} s; nothing was applied",
             retry_after=pause,
-            code=f"http_{status}",
+            code=code,
             details={"http_status": status, "retry_after": pause},
         )
     if status == 429:
-        return NoEffectError(f"{what}: HTTP 429 (rate limited); nothing was applied", code="http_429")
+        return NoEffectError(f"{what}: HTTP 429 (rate limited); nothing was applied", code=code)
     return None
 
 

@@ -16,7 +16,8 @@ CONTEXT_NAMES = frozenset({"action_id", "provider_key", "scope", "tool", "tenant
 
 
 class RequestSpec(AdapterSettings):
-    """One request: method, URL template (relative to `base_url`) and optional JSON body template."""
+    """One request: method (POST by default; GET for `verify`), URL template (relative to
+    `base_url`) and optional JSON body template."""
 
     method: Method = "POST"
     url: str
@@ -65,6 +66,13 @@ class HttpSettings(AdapterSettings):
     auth_scheme: str = "Bearer"
     receipt_id: str = "id"
     headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("verify", mode="before")
+    @classmethod
+    def _get_by_default(cls, verify: Any) -> Any:
+        if isinstance(verify, dict) and "method" not in verify:
+            return {**verify, "method": "GET"}
+        return verify
 
     @field_validator("verify")
     @classmethod

@@ -28,7 +28,7 @@ from effectgate.adapters.base import (
 )
 from effectgate.adapters.http_outcome import status_error, transport_error
 from effectgate.adapters.redact import scrub, scrub_json
-from effectgate.adapters.secrets import resolved_secrets
+from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, parse_settings
 
 ACTION_KEY = "effectgate_action_id"  # Postmark: metadata keys <= 20 chars, values <= 80
@@ -74,6 +74,7 @@ class PostmarkAdapter(email_common.EmailAdapter):
         self._default_from = default_from
         self._stream = message_stream
         self._domain = message_id_domain
+        quiet_transport_loggers()
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             timeout=timeout,

@@ -18,8 +18,10 @@ MASK = "***"
 
 
 def _forms(secret: str) -> list[str]:
-    # The secret as sent, as a JSON string escapes it, and as a URL encodes it.
-    forms = {secret, json.dumps(secret)[1:-1], quote(secret, safe="")}
+    # The secret as sent, as JSON strings escape it (some encoders escape "/" too), and as a URL
+    # encodes it.
+    escaped = json.dumps(secret)[1:-1]
+    forms = {secret, escaped, escaped.replace("/", "\\/"), quote(secret, safe="")}
     return sorted(forms, key=len, reverse=True)
 
 

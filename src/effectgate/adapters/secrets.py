@@ -65,6 +65,20 @@ def read_secret(settings: Mapping[str, Any], key: str, *, required: bool = True)
     return value
 
 
+# Provider libraries log what must not be logged: httpx every request URL at INFO (URLs carry
+# payload values), httpcore every response header at DEBUG (a provider may echo a credential),
+# stripe request details. Adapters that use them quieten them unless the operator chose a level.
+TRANSPORT_LOGGERS = ("httpx", "httpcore", "stripe")
+
+
+def quiet_transport_loggers() -> None:
+    """Sets the provider libraries' loggers to WARNING, unless a level was configured for them."""
+    for name in TRANSPORT_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+
+
 class RedactSecrets(logging.Filter):
     """A logging filter that replaces every registered secret in a record's text by `***`.
 

@@ -37,7 +37,7 @@ from effectgate.adapters.base import (
 )
 from effectgate.adapters.http_outcome import rate_limit
 from effectgate.adapters.redact import scrub, scrub_json
-from effectgate.adapters.secrets import resolved_secrets
+from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, parse_settings
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
@@ -174,6 +174,7 @@ class StripeAdapter(Adapter):
         stripe.enable_telemetry = False
         self.name = name
         self._consistency_window = consistency_window
+        quiet_transport_loggers()
         self._http = stripe.HTTPXClient(timeout=timeout)
         self._client = stripe.StripeClient(
             api_key,
