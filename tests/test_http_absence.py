@@ -56,7 +56,9 @@ async def _run(tmp_path: Path, adapter: dict[str, Any], crm: CrmSimulator, invoi
     live = await start_gateway(doc)
     try:
         ctx = RunContext(run_id=f"run-{invoice_id}", step_id="step-1", agent="planner")
-        first = await live.client.execute("record_invoice", _invoice(invoice_id), scope=f"invoice:{invoice_id}", context=ctx)
+        first = await live.client.execute(
+            "record_invoice", _invoice(invoice_id), scope=f"invoice:{invoice_id}", context=ctx
+        )
         for _ in range(2):  # a re-planning model asks again with fresh tool-call ids
             again = await live.client.execute(
                 "record_invoice", _invoice(invoice_id), scope=f"invoice:{invoice_id}", context=ctx

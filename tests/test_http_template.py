@@ -106,8 +106,14 @@ def test_list_postconditions_some_one_none_count() -> None:
     ("change", "message"),
     [
         ({"verfiy": {}}, r"adapters\.x\.verfiy: unknown key \(did you mean verify\?\)"),
-        ({"request": {"url": "/a", "metod": "POST"}}, r"adapters\.x\.request\.metod: unknown key \(did you mean method"),
-        ({"expect": [{"pth": "a", "equals": 1}]}, r"adapters\.x: .*expect\[0\]\.pth: unknown key \(did you mean path\?\)"),
+        (
+            {"request": {"url": "/a", "metod": "POST"}},
+            r"adapters\.x\.request\.metod: unknown key \(did you mean method",
+        ),
+        (
+            {"expect": [{"pth": "a", "equals": 1}]},
+            r"adapters\.x: .*expect\[0\]\.pth: unknown key \(did you mean path\?\)",
+        ),
         ({"timeout": "abc"}, r"adapters\.x\.timeout: input should be a valid number.*\(got 'abc'\)"),
         ({"verify": {"method": "POST", "url": "/a"}}, r"adapters\.x\.verify: verify must be a GET or HEAD"),
         ({"verify": {"method": "DELETE", "url": "/a"}}, r"verify must be a GET or HEAD"),

@@ -37,7 +37,6 @@ from effectgate.adapters.secrets import resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, parse_settings
 
 
-
 class SmtpSettings(AdapterSettings):
     host: str = Field(min_length=1)
     port: int = Field(default=25, gt=0, lt=65536)

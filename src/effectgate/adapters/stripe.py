@@ -12,8 +12,8 @@ from Stripe's codes only, because Stripe's own messages can echo part of the API
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from collections.abc import Awaitable, Mapping
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 import httpx
@@ -150,7 +150,9 @@ def _result(intent: stripe.PaymentIntent) -> dict[str, Any]:
 def _receipt(intent: stripe.PaymentIntent, request_id: str) -> Receipt:
     # What the provider sent back is stored and returned to agents: no configured secret in it.
     secrets = resolved_secrets()
-    return Receipt(scrub(intent.id, secrets, None), scrub(request_id, secrets, None), scrub_json(_result(intent), secrets))
+    return Receipt(
+        scrub(intent.id, secrets, None), scrub(request_id, secrets, None), scrub_json(_result(intent), secrets)
+    )
 
 
 def _request_id(obj: stripe.StripeObject) -> str:
