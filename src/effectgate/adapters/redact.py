@@ -8,6 +8,7 @@ secrets first, and only then is it cut to size: a cut first could leave most of 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -17,12 +18,13 @@ MAX_ECHO = 300
 MASK = "***"
 
 
-def _forms(secret: str) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _forms(secret: str) -> tuple[str, ...]:
     # The secret as sent, as JSON strings escape it (some encoders escape "/" too), and as a URL
     # encodes it.
     escaped = json.dumps(secret)[1:-1]
     forms = {secret, escaped, escaped.replace("/", "\\/"), quote(secret, safe="")}
-    return sorted(forms, key=len, reverse=True)
+    return tuple(sorted(forms, key=len, reverse=True))
 
 
 def scrub(text: str, secrets: Iterable[str], limit: int | None = MAX_ECHO) -> str:
