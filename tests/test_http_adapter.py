@@ -62,7 +62,8 @@ async def test_a_head_read_sees_status_and_headers(crm: CrmSimulator) -> None:
 
 
 async def test_without_an_absence_rule_a_404_is_unknown(crm: CrmSimulator) -> None:
-    adapter = build_adapter("inv", _table(crm, verify={"url": "/invoices/{id}"}, expect=[{"path": "id", "present": True}]))
+    table = _table(crm, verify={"url": "/invoices/{id}"}, expect=[{"path": "id", "present": True}])
+    adapter = build_adapter("inv", table)
     try:
         obs = await adapter.verify(new_call(adapter, _invoice("inv_none")))
         assert obs.outcome is Outcome.UNKNOWN
