@@ -34,8 +34,10 @@ def resolved_secrets() -> frozenset[str]:
     return _resolved
 
 
-def read_secret(settings: Mapping[str, Any], key: str, *, required: bool = True) -> str:
-    """The secret that `<key>_env` or `<key>_file` in `settings` points at, registered.
+def read_secret(settings: Mapping[str, Any], key: str, *, required: bool = True, register: bool = True) -> str:
+    """The secret that `<key>_env` or `<key>_file` in `settings` points at, registered for
+    scrubbing unless `register` is false (a user name read the same way is no secret, and masking
+    a word like "apikey" everywhere would only garble logs).
 
     A named variable that is unset or empty, or a named file that is unreadable or empty, is a
     ConfigError whether or not the secret is required: a config that names a credential means it
@@ -61,7 +63,8 @@ def read_secret(settings: Mapping[str, Any], key: str, *, required: bool = True)
         raise ConfigError(f"set {key}_env or {key}_file", key=key)
     else:
         return ""
-    register_secret(value)
+    if register:
+        register_secret(value)
     return value
 
 

@@ -31,9 +31,10 @@ class AdapterSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def secret(self, key: str, *, required: bool = True) -> str:
+    def secret(self, key: str, *, required: bool = True, register: bool = True) -> str:
         """The secret named by this table's `<key>_env` or `<key>_file` (registered for scrubbing)."""
-        return read_secret(self.model_dump(include={f"{key}_env", f"{key}_file"}), key, required=required)
+        named = self.model_dump(include={f"{key}_env", f"{key}_file"})
+        return read_secret(named, key, required=required, register=register)
 
 
 def parse_settings(model: type[S], settings: Mapping[str, Any]) -> S:

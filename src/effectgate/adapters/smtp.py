@@ -111,7 +111,7 @@ class SmtpAdapter(email_common.EmailAdapter):
             name,
             host=parsed.host,
             port=parsed.port,
-            username=parsed.secret("username", required=False),
+            username=parsed.secret("username", required=False, register=False),
             password=parsed.secret("password", required=False),
             starttls=parsed.starttls,
             timeout=parsed.timeout,
