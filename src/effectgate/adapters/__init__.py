@@ -28,7 +28,13 @@ from effectgate.adapters.base import (
 from effectgate.adapters.http_outcome import retry_after, status_error, transport_error
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.registry import adapter_class, build_adapter, installed
-from effectgate.adapters.secrets import RedactSecrets, read_secret, register_secret, resolved_secrets
+from effectgate.adapters.secrets import (
+    RedactSecrets,
+    quiet_transport_loggers,
+    read_secret,
+    register_secret,
+    resolved_secrets,
+)
 from effectgate.adapters.settings import AdapterSettings, parse_settings
 
 __all__ = [
@@ -52,6 +58,7 @@ __all__ = [
     "build_adapter",
     "installed",
     "parse_settings",
+    "quiet_transport_loggers",
     "read_secret",
     "register_secret",
     "resolved_secrets",

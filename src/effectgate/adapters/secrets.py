@@ -93,7 +93,10 @@ class RedactSecrets(logging.Filter):
         secrets = _resolved
         if not secrets:
             return True
-        text = record.getMessage()
+        try:
+            text = record.getMessage()
+        except (TypeError, ValueError):  # a malformed record: logging reports it itself
+            return True
         clean = scrub(text, secrets, limit=None)
         if clean != text:
             record.msg, record.args = clean, None
