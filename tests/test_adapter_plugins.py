@@ -76,3 +76,34 @@ async def test_third_party_package_is_discovered(with_plugin: None) -> None:
     receipt = await adapter.execute(call)
     assert receipt.result == {"hello": "world"}
     assert (await adapter.verify(call)).outcome is Outcome.CONFIRMED
+
+
+def test_the_plugin_api_is_reexported_and_imports_no_provider_library() -> None:
+    import effectgate.adapters as api
+
+    assert {"Adapter", "AdapterSettings", "parse_settings", "RateLimited", "scrub", "resolved_secrets"} <= set(
+        api.__all__
+    )
+    assert all(hasattr(api, name) for name in api.__all__)
+    # In a fresh interpreter: the API and an http adapter load neither stripe nor aiosmtplib.
+    probe = (
+        "import sys; import effectgate.adapters as a; "
+        "a.build_adapter('crm', {'kind': 'http', 'request': {'url': 'http://127.0.0.1:9/a'}}); "
+        "print(sorted(m for m in ('stripe', 'aiosmtplib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("kind", "library", "extra"), [("stripe", "stripe", "stripe"), ("smtp", "aiosmtplib", "smtp")])
+def test_a_missing_provider_library_names_the_extra(
+    kind: str, library: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if the extra were not installed: importing the library fails.
+    monkeypatch.setitem(sys.modules, library, None)
+    monkeypatch.delitem(sys.modules, f"effectgate.adapters.{kind}", raising=False)
+    with pytest.raises(ConfigError) as err:
+        build_adapter(kind, {"kind": kind, "host": "x"})
+    assert str(err.value) == (
+        f"adapters.{kind}.kind: adapter {kind!r} needs the {library!r} package: pip install 'effectgate[{extra}]'"
+    )

@@ -136,7 +136,22 @@ class InvalidPayload(AdapterError):
 
 
 class ConfigError(Exception):
-    """An adapter's settings are wrong or a secret it needs is missing."""
+    """An adapter's settings are wrong or a secret it needs is missing.
+
+    `table` is the config table (`adapters.NAME`, filled in by the registry), `key` the key path
+    inside it (`request.method`, `expect[0].path`) and `reason` what is wrong; `str()` joins them
+    as `adapters.NAME.request.method: reason`, so a caller may add only the file name.
+    """
+
+    def __init__(self, reason: str, *, table: str = "", key: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.table = table
+        self.key = key
+
+    def __str__(self) -> str:
+        where = ".".join(p for p in (self.table, self.key) if p).replace(".[", "[")
+        return f"{where}: {self.reason}" if where else self.reason
 
 
 class Adapter(ABC):

@@ -15,29 +15,37 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
+from pydantic import Field
 
 from effectgate.adapters import email_common
 from effectgate.adapters.base import (
     ActionCall,
     AmbiguousError,
     Capabilities,
-    ConfigError,
     Observation,
     Outcome,
     Receipt,
 )
 from effectgate.adapters.http_outcome import status_error, transport_error
-from effectgate.adapters.redact import scrub
-from effectgate.adapters.secrets import read_secret
+from effectgate.adapters.redact import scrub, scrub_json
+from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
+from effectgate.adapters.settings import AdapterSettings, parse_settings
 
 ACTION_KEY = "effectgate_action_id"  # Postmark: metadata keys <= 20 chars, values <= 80
 GENERATION_KEY = "effectgate_key"
 # Postmark documents 422 as "the request was refused" (invalid address, inactive recipient...).
 DEFINITIVE_STATUSES = frozenset({400, 404, 413, 422})
-_KNOWN = {
-    "base_url", "server_token_env", "server_token_file", "default_from", "message_stream",
-    "timeout", "consistency_window", "message_id_domain",
-}  # fmt: skip
+
+
+class PostmarkSettings(AdapterSettings):
+    base_url: str = "https://api.postmarkapp.com"
+    server_token_env: str | None = None
+    server_token_file: str | None = None
+    default_from: str = ""
+    message_stream: str = ""
+    timeout: float = Field(default=30.0, gt=0)
+    consistency_window: float = Field(default=60.0, ge=0)
+    message_id_domain: str = email_common.DEFAULT_DOMAIN
 
 
 def _action_tag(action_id: str) -> str:
@@ -66,6 +74,7 @@ class PostmarkAdapter(email_common.EmailAdapter):
         self._default_from = default_from
         self._stream = message_stream
         self._domain = message_id_domain
+        quiet_transport_loggers()
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             timeout=timeout,
@@ -83,19 +92,20 @@ class PostmarkAdapter(email_common.EmailAdapter):
 
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any]) -> PostmarkAdapter:
-        unknown = set(settings) - _KNOWN
-        if unknown:
-            raise ConfigError(f"adapters.{name}: unknown settings {sorted(unknown)}")
+        parsed = parse_settings(PostmarkSettings, settings)
         return cls(
             name,
-            base_url=str(settings.get("base_url", "https://api.postmarkapp.com")),
-            server_token=read_secret(settings, "server_token"),
-            default_from=str(settings.get("default_from", "")),
-            message_stream=str(settings.get("message_stream", "")),
-            timeout=float(settings.get("timeout", 30.0)),
-            consistency_window=float(settings.get("consistency_window", 60.0)),
-            message_id_domain=str(settings.get("message_id_domain", email_common.DEFAULT_DOMAIN)),
+            base_url=parsed.base_url,
+            server_token=parsed.secret("server_token"),
+            default_from=parsed.default_from,
+            message_stream=parsed.message_stream,
+            timeout=parsed.timeout,
+            consistency_window=parsed.consistency_window,
+            message_id_domain=parsed.message_id_domain,
         )
+
+    def _secrets(self) -> frozenset[str]:
+        return resolved_secrets() | {self._token}
 
     async def execute(self, call: ActionCall) -> Receipt:
         email = self._email(call)
@@ -122,18 +132,19 @@ class PostmarkAdapter(email_common.EmailAdapter):
                 resp.text,
                 "postmark send",
                 definitive=DEFINITIVE_STATUSES,
-                secrets=(self._token,),
+                secrets=self._secrets(),
+                headers=resp.headers,
             )
         try:
-            answer = resp.json()
+            answer = scrub_json(resp.json(), self._secrets())
             message_id = str(answer["MessageID"])
             error_code = int(answer.get("ErrorCode", 0))
             message = str(answer.get("Message", ""))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise AmbiguousError("postmark send: unreadable 200 answer", code="bad_answer") from None
         if error_code != 0 or message != "OK":
             # Accepted, but not (yet) sent: only part of the effect; verification decides.
-            detail = scrub(message, (self._token,))
+            detail = scrub(message, self._secrets())
             raise AmbiguousError(
                 f"postmark send: accepted as {message_id} but not sent ({detail})",
                 code="not_sent",
@@ -151,7 +162,7 @@ class PostmarkAdapter(email_common.EmailAdapter):
         if resp.status_code != 200:
             return Observation.unknown(f"postmark search answered HTTP {resp.status_code}")
         try:
-            messages = list(resp.json()["Messages"])
+            messages = list(scrub_json(resp.json(), self._secrets())["Messages"])
         except (ValueError, KeyError, TypeError):
             return Observation.unknown("postmark search: unreadable answer")
         # Only this generation's messages count; an earlier one is another effect.

@@ -34,27 +34,48 @@ def installed() -> dict[str, EntryPoint]:
     return found
 
 
+# The provider libraries of the built-in adapters come with an extra of the effectgate package.
+EXTRAS = {"stripe": "stripe", "aiosmtplib": "smtp"}
+
+
 def adapter_class(kind: str) -> type[Adapter]:
-    """The adapter class registered under `kind`; a ConfigError names what is installed."""
+    """The adapter class registered under `kind` (only that entry point is loaded); a ConfigError
+    names what is installed, or which extra brings a missing provider library."""
     available = installed()
     ep = available.get(kind)
     if ep is None:
         names = ", ".join(sorted(available)) or "none"
         raise ConfigError(
             f"no adapter of kind {kind!r} is installed (installed: {names}); "
-            f"install the package that declares it in the {GROUP!r} entry-point group"
+            f"install the package that declares it in the {GROUP!r} entry-point group",
+            key="kind",
         )
     try:
         cls = ep.load()
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").partition(".")[0]
+        extra = EXTRAS.get(root)
+        if extra is not None:
+            raise ConfigError(
+                f"adapter {kind!r} needs the {root!r} package: pip install 'effectgate[{extra}]'", key="kind"
+            ) from None
+        raise ConfigError(f"adapter {kind!r} ({ep.value}) needs the missing module {exc.name!r}", key="kind") from None
     except Exception as exc:  # an import error in a plugin must name the plugin
-        raise ConfigError(f"adapter {kind!r} ({ep.value}) failed to load: {exc!r}") from exc
+        raise ConfigError(f"adapter {kind!r} ({ep.value}) failed to load: {exc!r}", key="kind") from exc
     if not (isinstance(cls, type) and issubclass(cls, Adapter)):
-        raise ConfigError(f"adapter {kind!r} ({ep.value}) is not an effectgate Adapter subclass")
+        raise ConfigError(f"adapter {kind!r} ({ep.value}) is not an effectgate Adapter subclass", key="kind")
     return cls
 
 
 def build_adapter(name: str, settings: Mapping[str, Any]) -> Adapter:
-    """Builds the adapter of the `[adapters.NAME]` table; `kind` defaults to NAME."""
-    kind = str(settings.get("kind") or name)
-    own = {k: v for k, v in settings.items() if k != "kind"}
-    return adapter_class(kind).from_settings(name, own)
+    """Builds the adapter of the `[adapters.NAME]` table; `kind` defaults to NAME.
+
+    Every failure is a `ConfigError` whose `table` is `adapters.NAME`.
+    """
+    try:
+        kind = str(settings.get("kind") or name)
+        own = {k: v for k, v in settings.items() if k != "kind"}
+        return adapter_class(kind).from_settings(name, own)
+    except ConfigError as exc:
+        exc.table = exc.table or f"adapters.{name}"
+        raise

@@ -18,13 +18,13 @@ from email.utils import formatdate
 from typing import Any
 
 import aiosmtplib
+from pydantic import Field
 
 from effectgate.adapters import email_common
 from effectgate.adapters.base import (
     ActionCall,
     AmbiguousError,
     Capabilities,
-    ConfigError,
     DefinitiveError,
     NoEffectError,
     Observation,
@@ -33,14 +33,31 @@ from effectgate.adapters.base import (
 )
 from effectgate.adapters.imap_lookup import ImapSettings, find_by_message_id
 from effectgate.adapters.redact import scrub
-from effectgate.adapters.secrets import read_secret
+from effectgate.adapters.secrets import resolved_secrets
+from effectgate.adapters.settings import AdapterSettings, parse_settings
 
-_KNOWN = {
-    "host", "port", "username_env", "username_file", "password_env", "password_file",
-    "starttls", "timeout", "default_from", "message_id_domain", "archive_rcpt",
-    "consistency_window", "imap_host", "imap_port", "imap_user", "imap_password_env",
-    "imap_password_file", "imap_mailbox", "imap_ssl",
-}  # fmt: skip
+
+class SmtpSettings(AdapterSettings):
+    host: str = Field(min_length=1)
+    port: int = Field(default=25, gt=0, lt=65536)
+    username_env: str | None = None
+    username_file: str | None = None
+    password_env: str | None = None
+    password_file: str | None = None
+    starttls: bool = False
+    timeout: float = Field(default=30.0, gt=0)
+    default_from: str = ""
+    message_id_domain: str = email_common.DEFAULT_DOMAIN
+    archive_rcpt: str = ""
+    consistency_window: float = Field(default=60.0, ge=0)
+    # The read API: an IMAP mailbox that receives the messages (optional).
+    imap_host: str = ""
+    imap_port: int | None = Field(default=None, gt=0, lt=65536)
+    imap_user: str = ""
+    imap_password_env: str | None = None
+    imap_password_file: str | None = None
+    imap_mailbox: str = "INBOX"
+    imap_ssl: bool = False
 
 
 class SmtpAdapter(email_common.EmailAdapter):
@@ -68,7 +85,7 @@ class SmtpAdapter(email_common.EmailAdapter):
         self._domain = message_id_domain
         self._archive_rcpt = archive_rcpt
         self._imap = imap
-        self._secrets = tuple(s for s in (password, imap.password if imap else "") if s)
+        self._own_secrets = frozenset(s for s in (password, imap.password if imap else "") if s)
         self._capabilities = Capabilities(
             dedups_on_key=False,
             key_retention=None,
@@ -78,36 +95,35 @@ class SmtpAdapter(email_common.EmailAdapter):
 
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any]) -> SmtpAdapter:
-        unknown = set(settings) - _KNOWN
-        if unknown:
-            raise ConfigError(f"adapters.{name}: unknown settings {sorted(unknown)}")
-        if not settings.get("host"):
-            raise ConfigError(f"adapters.{name}.host is required")
+        parsed = parse_settings(SmtpSettings, settings)
         imap = None
-        if settings.get("imap_host"):
+        if parsed.imap_host:
             imap = ImapSettings(
-                host=str(settings["imap_host"]),
-                port=int(settings.get("imap_port", 993 if settings.get("imap_ssl") else 143)),
-                user=str(settings.get("imap_user", "")),
-                password=read_secret(settings, "imap_password"),
-                mailbox=str(settings.get("imap_mailbox", "INBOX")),
-                ssl=bool(settings.get("imap_ssl", False)),
-                timeout=float(settings.get("timeout", 30.0)),
+                host=parsed.imap_host,
+                port=parsed.imap_port or (993 if parsed.imap_ssl else 143),
+                user=parsed.imap_user,
+                password=parsed.secret("imap_password"),
+                mailbox=parsed.imap_mailbox,
+                ssl=parsed.imap_ssl,
+                timeout=parsed.timeout,
             )
         return cls(
             name,
-            host=str(settings["host"]),
-            port=int(settings.get("port", 25)),
-            username=read_secret(settings, "username", required=False),
-            password=read_secret(settings, "password", required=False),
-            starttls=bool(settings.get("starttls", False)),
-            timeout=float(settings.get("timeout", 30.0)),
-            default_from=str(settings.get("default_from", "")),
-            message_id_domain=str(settings.get("message_id_domain", email_common.DEFAULT_DOMAIN)),
-            archive_rcpt=str(settings.get("archive_rcpt", "")),
-            consistency_window=float(settings.get("consistency_window", 60.0)),
+            host=parsed.host,
+            port=parsed.port,
+            username=parsed.secret("username", required=False, register=False),
+            password=parsed.secret("password", required=False),
+            starttls=parsed.starttls,
+            timeout=parsed.timeout,
+            default_from=parsed.default_from,
+            message_id_domain=parsed.message_id_domain,
+            archive_rcpt=parsed.archive_rcpt,
+            consistency_window=parsed.consistency_window,
             imap=imap,
         )
+
+    def _secrets(self) -> frozenset[str]:
+        return resolved_secrets() | self._own_secrets
 
     def _message(self, call: ActionCall, email: email_common.Email) -> tuple[str, bytes]:
         msg = EmailMessage()
@@ -147,14 +163,14 @@ class SmtpAdapter(email_common.EmailAdapter):
             await _close(client)
         return Receipt(
             external_id=mid,
-            provider_request_id=scrub(reply.message, self._secrets, 200),
+            provider_request_id=scrub(reply.message, self._secrets(), 200),
             result={"message_id": mid, "smtp_code": reply.code, "recipients": len(rcpts)},
         )
 
     def _classify_reply(self, phase: str, code: int, text: str) -> Exception:
         # SMTP replies are explicit: 5xx is a permanent refusal, 4xx a temporary one, and both
         # mean the server did not take the message (an answered DATA is either queued or not).
-        what = f"SMTP {phase} refused: {code} {scrub(text, self._secrets)}"
+        what = f"SMTP {phase} refused: {code} {scrub(text, self._secrets())}"
         if phase in ("connect", "login"):
             # A refused greeting or our own credentials: a server problem, not the payload's.
             return NoEffectError(what, code=f"smtp_{code}")
@@ -177,7 +193,7 @@ class SmtpAdapter(email_common.EmailAdapter):
         try:
             found = await find_by_message_id(self._imap, mid)
         except (imaplib.IMAP4.error, OSError, TimeoutError) as exc:
-            detail = f"IMAP search failed: {type(exc).__name__}: {scrub(str(exc), self._secrets)}"
+            detail = f"IMAP search failed: {type(exc).__name__}: {scrub(str(exc), self._secrets())}"
             return Observation.unknown(detail, message_id=mid)
         if not found:
             return Observation(

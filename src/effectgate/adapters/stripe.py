@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Mapping
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 import httpx
 import stripe
 from google.protobuf.message import Message
+from pydantic import Field, field_validator
 from stripe.params import PaymentIntentCreateParams
 
 from effectgate.adapters.base import (
@@ -26,7 +28,6 @@ from effectgate.adapters.base import (
     AdapterError,
     AmbiguousError,
     Capabilities,
-    ConfigError,
     DefinitiveError,
     InvalidPayload,
     NoEffectError,
@@ -34,19 +35,37 @@ from effectgate.adapters.base import (
     Outcome,
     Receipt,
 )
-from effectgate.adapters.secrets import read_secret
+from effectgate.adapters.http_outcome import rate_limit
+from effectgate.adapters.redact import scrub, scrub_json
+from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
+from effectgate.adapters.settings import AdapterSettings, parse_settings
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
 # The PaymentIntent metadata key that ties an intent to its action (verify searches on it).
 ACTION_METADATA_KEY = "effectgate_action_id"
 DEFAULT_API_BASE = "https://api.stripe.com"
 KEY_RETENTION = 24 * 3600.0  # Stripe prunes keys after at least 24 h
-_KNOWN_SETTINGS = frozenset({"api_base", "api_key_env", "api_key_file", "consistency_window", "timeout"})
 # Intent statuses under which money has not moved and cannot move without a new confirmation.
 _NO_MONEY = frozenset({"requires_payment_method", "canceled"})
 _SAFE_CODE = re.compile(r"[a-z0-9_]{1,64}")
 _SAFE_ID = re.compile(r"[A-Za-z0-9_]{1,128}")
 T = TypeVar("T")
+
+
+class StripeSettings(AdapterSettings):
+    api_base: str = DEFAULT_API_BASE
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    # Stripe search can lag about a minute behind a write.
+    consistency_window: float = Field(default=60.0, ge=0)
+    timeout: float = Field(default=30.0, gt=0)
+
+    @field_validator("api_base")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return value.rstrip("/")
 
 
 def _code(value: object, default: str, pattern: re.Pattern[str] = _SAFE_CODE) -> str:
@@ -78,6 +97,10 @@ def classify(exc: Exception, what: str) -> AdapterError:
             # The key was used before with other parameters: that earlier request may have moved money.
             msg = f"{what}: idempotency key reused with other parameters; an earlier effect may exist"
             return AmbiguousError(msg, code="idempotency_error", details=details)
+        limited = rate_limit(status or 0, exc.headers, what)
+        if limited is not None:
+            limited.details.update(details)
+            return limited
         if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError | stripe.RateLimitError):
             code = code or {401: "authentication_failed", 403: "permission_denied"}.get(status or 0, "rate_limited")
             return NoEffectError(f"{what}: refused before acting ({code}); retry later", code=code, details=details)
@@ -105,6 +128,7 @@ async def _guard(awaitable: Awaitable[T], what: str) -> T:
         return await awaitable
     except Exception as exc:
         mapped = classify(exc, what)
+        mapped.details = scrub_json(mapped.details, resolved_secrets())
     # Raised outside the except block so the SDK error (its body, its message) is not chained.
     raise mapped
 
@@ -121,6 +145,14 @@ def _result(intent: stripe.PaymentIntent) -> dict[str, Any]:
         "currency": intent.currency,
         "customer": _customer_id(intent),
     }
+
+
+def _receipt(intent: stripe.PaymentIntent, request_id: str) -> Receipt:
+    # What the provider sent back is stored and returned to agents: no configured secret in it.
+    secrets = resolved_secrets()
+    return Receipt(
+        scrub(intent.id, secrets, None), scrub(request_id, secrets, None), scrub_json(_result(intent), secrets)
+    )
 
 
 def _request_id(obj: stripe.StripeObject) -> str:
@@ -144,6 +176,7 @@ class StripeAdapter(Adapter):
         stripe.enable_telemetry = False
         self.name = name
         self._consistency_window = consistency_window
+        quiet_transport_loggers()
         self._http = stripe.HTTPXClient(timeout=timeout)
         self._client = stripe.StripeClient(
             api_key,
@@ -157,25 +190,13 @@ class StripeAdapter(Adapter):
 
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any]) -> StripeAdapter:
-        unknown = set(settings) - _KNOWN_SETTINGS
-        if unknown:
-            raise ConfigError(f"adapters.{name}: unknown settings {sorted(unknown)}")
-        api_base = str(settings.get("api_base", DEFAULT_API_BASE)).rstrip("/")
-        if not api_base.startswith(("http://", "https://")):
-            raise ConfigError(f"adapters.{name}.api_base must be an http(s) URL")
-        try:
-            window = float(settings.get("consistency_window", 60.0))
-            timeout = float(settings.get("timeout", 30.0))
-        except (TypeError, ValueError):
-            raise ConfigError(f"adapters.{name}: consistency_window and timeout are seconds") from None
-        if window < 0 or timeout <= 0:
-            raise ConfigError(f"adapters.{name}: consistency_window >= 0 and timeout > 0 required")
+        parsed = parse_settings(StripeSettings, settings)
         return cls(
             name,
-            api_key=read_secret(settings, "api_key"),
-            api_base=api_base,
-            consistency_window=window,
-            timeout=timeout,
+            api_key=parsed.secret("api_key"),
+            api_base=parsed.api_base,
+            consistency_window=parsed.consistency_window,
+            timeout=parsed.timeout,
         )
 
     @property
@@ -229,7 +250,7 @@ class StripeAdapter(Adapter):
             "create payment",
         )
         if intent.status == "succeeded":
-            return Receipt(intent.id, _request_id(intent), _result(intent))
+            return _receipt(intent, _request_id(intent))
         # `processing` (and any state that may still move money) proves nothing yet: verify later.
         status = _code(intent.status, "unrecognized")
         raise AmbiguousError(
@@ -245,7 +266,9 @@ class StripeAdapter(Adapter):
         except AdapterError as exc:
             lookup = "retrieve" if call.receipt and call.receipt.external_id else "search"
             return Observation.unknown(f"read failed ({exc.code})", reason=exc.code, lookup=lookup)
-        return self._judge(call, charge, intents, lookup, request_id)
+        obs = self._judge(call, charge, intents, lookup, request_id)
+        secrets = resolved_secrets()
+        return replace(obs, detail=scrub(obs.detail, secrets, None), evidence=scrub_json(obs.evidence, secrets))
 
     async def _read(self, call: ActionCall) -> tuple[str, list[stripe.PaymentIntent], str]:
         """(lookup, intents, request id): by the receipt's id if there is one (immediate at
@@ -296,7 +319,7 @@ class StripeAdapter(Adapter):
         matching = [i for i in succeeded if not _differences(i, charge)]
         if matching:
             intent = matching[0]
-            receipt = Receipt(intent.id, request_id, _result(intent))
+            receipt = _receipt(intent, request_id)
             return Observation(Outcome.CONFIRMED, detail="payment succeeded", evidence=evidence, receipt=receipt)
         if succeeded:
             evidence["differences"] = _differences(succeeded[0], charge)

@@ -13,6 +13,9 @@ An adapter package proves itself by describing how to drive it against its provi
 - `definitive_refusal`: a payload the provider refuses raises `DefinitiveError`, with no effect;
 - `partial_never_confirmed`: a half-applied effect is never CONFIRMED by verify, and execute
   does not return a receipt for it unless the provider's reply cannot show it;
+- `rate_limit_is_no_effect`: a provider's rate-limit refusal (429/503, or an SMTP 451) raises
+  `NoEffectError` (a `RateLimited` carrying the pause when the provider names one), applies
+  nothing, and the same call afterwards makes exactly one effect;
 - `no_secret_leaks`: the provider secret (a canary) appears in no error, observation or repr,
   including when the provider rejects the credentials.
 
@@ -35,6 +38,7 @@ from effectgate.adapters.base import (
     AdapterError,
     AmbiguousError,
     DefinitiveError,
+    NoEffectError,
     Observation,
     Outcome,
     Receipt,
@@ -200,6 +204,23 @@ async def partial_never_confirmed(target: ConformanceTarget) -> None:
         await adapter.close()
 
 
+async def rate_limit_is_no_effect(target: ConformanceTarget) -> None:
+    adapter = await target.build()
+    try:
+        before = await target.effects()
+        call = new_call(adapter, target.good_payload(_tag()))
+        target.inject("rate_limit")
+        refused = await _attempt(adapter, call)
+        assert isinstance(refused, NoEffectError), f"a rate-limit refusal must be NoEffectError, got {refused!r}"
+        assert await target.effects() == before, "a rate-limited request applied an effect"
+        again = await _attempt(adapter, call)
+        assert isinstance(again, Receipt), f"the same call after the refusal failed: {again!r}"
+        assert await target.effects() == before + 1
+        _assert_no_secret(target, refused, again)
+    finally:
+        await adapter.close()
+
+
 async def no_secret_leaks(target: ConformanceTarget) -> None:
     # A wrong secret that contains the canary: the provider refuses it, and the refusal (which
     # providers like to echo) must not carry it into errors, observations or reprs.
@@ -230,5 +251,6 @@ CHECKS: dict[str, Check] = {
     "not_found_is_not_absence": not_found_is_not_absence,
     "definitive_refusal": definitive_refusal,
     "partial_never_confirmed": partial_never_confirmed,
+    "rate_limit_is_no_effect": rate_limit_is_no_effect,
     "no_secret_leaks": no_secret_leaks,
 }

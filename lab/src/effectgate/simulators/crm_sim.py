@@ -6,6 +6,12 @@ Endpoints (JSON, `Authorization: Bearer <api_key>`):
     GET  /customers/{id}            the customer as reads see it now
     POST /invoices                  {"id", "amount", "currency"?}: appends an invoice row
     GET  /invoices/{id}             the first visible row with this id (404 if none)
+    GET  /invoices?id=X             {"data": [every visible row with this id]} (a list read:
+                                    "no rows" is an empty list, duplicates are all there)
+
+With `echo_credentials`, the simulator plays a careless provider: every answer (200 or error)
+carries the caller's `Authorization` value in its JSON body (`"echo"`) and in the `X-Request-Id`
+and `X-Echo` headers, so tests can prove the gateway stores and shows none of it.
 
 Nothing is deduplicated: a second POST of the same invoice id appends a second row (the study
 counts duplicates, so the simulator must record them rather than refuse them), and every applied
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,9 +78,11 @@ class CrmSimulator(SimulatorServer):
         visibility_lag: float = 5.0,
         latency: float = 0.0,
         settle_seconds: float | None = None,
+        echo_credentials: bool = False,
     ) -> None:
         super().__init__(faults=faults, visibility_lag=visibility_lag, latency=latency)
         self.api_key = api_key
+        self.echo_credentials = echo_credentials
         self.settle_seconds = settle_seconds
         self.customers: dict[str, list[_Version]] = {}
         # Every invoice row ever written, duplicates included, each with its visibility.
@@ -88,6 +97,29 @@ class CrmSimulator(SimulatorServer):
         app.router.add_get("/customers/{id}", self._get_customer)
         app.router.add_post("/invoices", self._create_invoice)
         app.router.add_get("/invoices/{id}", self._get_invoice)
+        app.router.add_get("/invoices", self._list_invoices)
+
+    def middlewares(self) -> list[Any]:
+        return [self._echo]
+
+    @web.middleware
+    async def _echo(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        response = await handler(request)
+        if not self.echo_credentials or request.path.startswith("/_sim/") or not isinstance(response, web.Response):
+            return response
+        credential = request.headers.get("Authorization", "")
+        try:
+            body = json.loads(response.text or "null")
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            body["echo"] = f"you sent {credential}"
+            response.text = json.dumps(body)
+        response.headers["X-Request-Id"] = f"req {credential}"
+        response.headers["X-Echo"] = credential
+        return response
 
     def error_response(self, status: int, code: str, message: str) -> SimResponse:
         return SimResponse(status, {"error": code, "message": message})
@@ -192,3 +224,12 @@ class CrmSimulator(SimulatorServer):
             return self.render(self.error_response(404, "not_found", f"No invoice {invoice_id}."))
         # Reads show the first row; `copies` lets a checker see duplicates.
         return self.render(SimResponse(200, dict(rows[0], copies=len(rows))))
+
+    async def _list_invoices(self, request: web.Request) -> web.StreamResponse:
+        refused = self._authenticate(request)
+        if refused is not None:
+            return self.render(refused)
+        invoice_id = request.query.get("id", "")
+        now = self.now()
+        rows = [row for v in self.invoices if v.visible_at <= now and (row := v.at(now)) and row["id"] == invoice_id]
+        return self.render(SimResponse(200, {"data": [dict(r) for r in rows]}))

@@ -17,6 +17,8 @@ order of events):
   seconds (reads by id stay immediate, as at Stripe).
 - `drop_delayed`: both of the above on one write, a lost response whose effect reads do not show
   yet (the study draws its timeout and delayed-visibility faults independently, so they meet).
+- `rate_limit`: HTTP `rate_limit_status` (429 by default) with `Retry-After: <retry_after>` (no
+  header when `retry_after` is None) and no effect (nothing stored under the idempotency key).
 
 Decisions come first from a scripted queue (`script([...])`, for exact tests), then from the
 random plan: one `random.Random(seed)` draw per decision, walked through the kinds in the fixed
@@ -42,6 +44,7 @@ class Fault(enum.StrEnum):
     DELAYED_VISIBILITY = "delayed_visibility"
     # Appended last: the draw walks kinds in this order, so earlier plans keep their faults.
     DROP_DELAYED = "drop_delayed"
+    RATE_LIMIT = "rate_limit"
 
 
 # The order random draws walk through; part of the determinism contract, do not reorder.
@@ -89,10 +92,14 @@ class FaultPlan:
     partial: float = 0.0
     delayed_visibility: float = 0.0
     drop_delayed: float = 0.0
+    rate_limit: float = 0.0
     seed: int = 0
     slow_seconds: float = 2.0
     # Lag of a `delayed_visibility` effect; None means the simulator's own default.
     visibility_lag: float | None = None
+    # The `Retry-After` seconds of a `rate_limit` answer (None: no header) and its status.
+    retry_after: float | None = 1.0
+    rate_limit_status: int = 429
 
     def __post_init__(self) -> None:
         for kind in FAULT_KINDS:
@@ -129,7 +136,7 @@ class FaultPlan:
         if unknown:
             raise ValueError(f"unknown fault plan keys: {', '.join(sorted(unknown))}")
         for name, value in values.items():
-            if name == "visibility_lag" and value is None:
+            if name in ("visibility_lag", "retry_after") and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"{name} must be a number")

@@ -6,6 +6,7 @@ validation passed, not an idempotent replay) through `write`, which applies the 
 in one shared order:
 
     decide fault -> (latency) -> conflict? answer 409, no effect
+                 -> rate_limit? answer 429 (or 503) with Retry-After, no effect
                  -> commit(fault)            # the subclass applies the effect, records the ledger
                  -> error_after_commit? the answer becomes a 500
                  -> slot.complete(answer)    # idempotency store keeps what the client should get
@@ -101,6 +102,16 @@ class SimulatorServer:
         """An error in the provider's shape; used for the injected 409 and 500."""
         return SimResponse(status, {"error": {"code": code, "message": message}})
 
+    def rate_limited(self) -> SimResponse:
+        """The injected rate-limit refusal: the provider's error shape plus `Retry-After`."""
+        plan = self.injector.plan
+        answer = self.error_response(plan.rate_limit_status, "rate_limited", "Too many requests.")
+        if plan.retry_after is None:
+            return answer
+        seconds = plan.retry_after
+        value = str(int(seconds)) if float(seconds).is_integer() else str(seconds)
+        return SimResponse(answer.status, answer.body, {**answer.headers, "Retry-After": value})
+
     # -- shared helpers ----------------------------------------------------------------------
 
     def now(self) -> float:
@@ -158,6 +169,8 @@ class SimulatorServer:
             if fault is Fault.CONFLICT:
                 # No effect, and nothing stored under the key: a retry later may succeed.
                 return self.render(self.error_response(409, "conflict", "Injected conflict."))
+            if fault is Fault.RATE_LIMIT:
+                return self.render(self.rate_limited())
             answer = await commit(fault)
             if fault is Fault.ERROR_AFTER_COMMIT:
                 answer = self.error_response(500, "api_error", "Injected internal error.")

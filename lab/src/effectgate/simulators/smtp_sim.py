@@ -156,7 +156,7 @@ class SmtpSimulator:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
         fault = self.injector.decide()
-        if fault is Fault.CONFLICT:
+        if fault in (Fault.CONFLICT, Fault.RATE_LIMIT):  # SMTP has no Retry-After: a 451 either way
             return "451 4.7.1 try again later (simulated)"
         if fault is Fault.PARTIAL:
             mangled = message_from_bytes(raw, policy=SMTP_POLICY)
