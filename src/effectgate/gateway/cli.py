@@ -12,7 +12,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from effectgate.adapters.base import ConfigError as AdapterConfigError
-from effectgate.gateway import admin_cli
+from effectgate.client import cli as admin_cli
 from effectgate.gateway.config import ConfigError, load_config
 
 COMMANDS_GROUP = "effectgate.commands"
