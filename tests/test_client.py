@@ -1,4 +1,5 @@
-"""The client package: installs alone (grpcio + protobuf), and its run context behaves as agent
+"""The client package: installs alone (grpcio, grpcio-status, protobuf, googleapis-common-protos,
+with version ranges), and its run context behaves as agent
 runtimes need (stable steps, subagents inherit the run, asyncio tasks carry the context)."""
 
 from __future__ import annotations
@@ -48,18 +49,27 @@ def test_stable_step_ids() -> None:
 
 
 def test_client_installs_alone(tmp_path: Path) -> None:
-    """A fresh virtualenv gets the client with grpcio and protobuf and nothing of the gateway."""
+    """A fresh virtualenv gets the client, its operator CLI and its four dependencies (ranges, never
+    `==` pins that would clash with agent frameworks) and nothing of the gateway."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(ROOT / "clients" / "python")]
     subprocess.run(pip, check=True, timeout=300, capture_output=True)
     probe = (
         "import importlib.metadata as m, importlib.util as u\n"
-        "import effectgate.client, effectgate.v1.gateway_pb2_grpc, effectgate.tools.v1.tools_pb2\n"
+        "import effectgate.client, effectgate.client.cli, effectgate.v1.gateway_pb2_grpc, effectgate.tools.v1.tools_pb2\n"
+        "from effectgate.client import State, SyncEffectGateClient, PayloadMismatch\n"
         "assert u.find_spec('effectgate.gateway') is None\n"
-        "print(sorted(r.split()[0].split('>')[0] for r in m.requires('effectgate-client')))\n"
+        "reqs = m.requires('effectgate-client')\n"
+        "assert not any('==' in r for r in reqs), reqs\n"
+        "print(sorted(r.replace(' ', '').split('>')[0] for r in reqs))\n"
     )
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.strip() == "['grpcio', 'protobuf']"
+    assert done.stdout.strip() == "['googleapis-common-protos', 'grpcio', 'grpcio-status', 'protobuf']"
+    help_text = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "effectgate.client.cli", "actions", "--help"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "--tls-ca" in help_text and "--tls-cert" in help_text

@@ -5,6 +5,7 @@ if the client is used from another loop), so a client made at module level works
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
@@ -21,6 +22,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 
 T = TypeVar("T")
+log = logging.getLogger("effectgate.client")
 
 
 class EffectGateClient:
@@ -121,6 +123,7 @@ class EffectGateClient:
                 wait = policy.delay(error, attempt, loop.time() - started) if policy else None
                 if wait is None:
                     raise error from None
+                log.info("retrying in %.2fs (attempt %d): %s", wait, attempt + 1, error)
             await asyncio.sleep(wait)
 
     # -- agent calls ----------------------------------------------------------------------------

@@ -3,6 +3,7 @@ loop (scripts, threads, sync agent frameworks). Thread-safe: one channel shared 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 
 T = TypeVar("T")
+log = logging.getLogger("effectgate.client")
 
 
 class SyncEffectGateClient:
@@ -99,6 +101,7 @@ class SyncEffectGateClient:
                 wait = policy.delay(error, attempt, time.monotonic() - started) if policy else None
                 if wait is None:
                     raise error from None
+                log.info("retrying in %.2fs (attempt %d): %s", wait, attempt + 1, error)
             time.sleep(wait)
 
     def execute(
