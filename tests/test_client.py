@@ -56,13 +56,13 @@ def test_client_installs_alone(tmp_path: Path) -> None:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(ROOT / "clients" / "python")]
     subprocess.run(pip, check=True, timeout=300, capture_output=True)
     probe = (
-        "import importlib.metadata as m, importlib.util as u\n"
-        "import effectgate.client, effectgate.client.cli, effectgate.v1.gateway_pb2_grpc, effectgate.tools.v1.tools_pb2\n"
+        "import importlib.metadata as m, importlib.util as u, re\n"
+        "import effectgate.client.cli, effectgate.v1.gateway_pb2_grpc, effectgate.tools.v1.tools_pb2\n"
         "from effectgate.client import State, SyncEffectGateClient, PayloadMismatch\n"
         "assert u.find_spec('effectgate.gateway') is None\n"
         "reqs = m.requires('effectgate-client')\n"
         "assert not any('==' in r for r in reqs), reqs\n"
-        "print(sorted(r.replace(' ', '').split('>')[0] for r in reqs))\n"
+        "print(sorted(re.split('[<>=!~ ]', r)[0] for r in reqs))\n"
     )
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=True

@@ -81,11 +81,11 @@ async def test_module_level_client_works_inside_asyncio_run(target: str, sim: St
     """A client made before any loop exists (module level), then used from two asyncio.run calls."""
     client = EffectGateClient(target)
 
-    async def once() -> State:
+    async def once() -> int:
         with run("run-module"), step("s"):
-            return State((await client.execute("charge_card", charge(), scope="o:1")).action.state)
+            return (await client.execute("charge_card", charge(), scope="o:1")).action.state
 
-    def two_runs() -> list[State]:
+    def two_runs() -> list[int]:
         return [asyncio.run(once()), asyncio.run(once())]
 
     assert await asyncio.to_thread(two_runs) == [State.CONFIRMED, State.CONFIRMED]

@@ -25,7 +25,7 @@ from effectgate.client.states import State
 from effectgate.v1 import gateway_pb2 as pb
 
 COMMANDS = ("actions", "show", "verify", "approve", "reconcile", "grant-bypass")
-STATES = [s.name for s in State if s is not State.UNSPECIFIED]
+STATES = State.names()
 
 
 def add_commands(commands: Any) -> None:
@@ -67,7 +67,7 @@ def printable(text: str) -> str:
 
 
 def _line(action: pb.Action) -> str:
-    state = State(action.state).name
+    state = State.name(action.state)
     receipt = action.receipt.external_id or "-"
     return printable(f"{action.action_id}  {state:17} {action.tool:16} {action.scope:20} {receipt:28} {action.reason}")
 
@@ -86,7 +86,7 @@ def client_for(args: argparse.Namespace) -> EffectGateClient:
 async def _run(args: argparse.Namespace) -> list[pb.Action]:
     async with client_for(args) as client:
         if args.command == "actions":
-            state = State[args.state] if args.state else State.UNSPECIFIED
+            state = State.value(args.state) if args.state else State.UNSPECIFIED
             found: list[pb.Action] = []
             async for action in client.list(
                 state=state, run_id=args.run, tool=args.tool, page_size=min(100, args.limit)
