@@ -1,7 +1,8 @@
 // The effectgate client for Node: gRPC over HTTP/2 through @connectrpc/connect-node, the run
 // context from AsyncLocalStorage, typed payloads and typed errors, opt-in safe retries.
 import { type DescMessage, type Message, type Registry, create } from "@bufbuild/protobuf";
-import { type Client, type Interceptor, createClient } from "@connectrpc/connect";
+import { randomUUID } from "node:crypto";
+import { type Client, Code, type Interceptor, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import { type RunContext, currentContext } from "./context.js";
 import { type EffectGateError, toEffectGateError } from "./errors.js";
@@ -57,7 +58,7 @@ export interface ListOptions {
 }
 
 export function retryDelayMs(policy: RetryPolicy, error: EffectGateError, attempt: number, elapsedMs: number): number | undefined {
-  const safe = error.code === 14 /* Unavailable */ || (error.code === 10 /* Aborted */ && error.reason === "IN_FLIGHT");
+  const safe = error.code === Code.Unavailable || (error.code === Code.Aborted && error.reason === "IN_FLIGHT");
   if (!safe || attempt >= policy.maxAttempts) {
     return undefined;
   }
@@ -131,7 +132,7 @@ export class EffectGateClient {
       tool,
       scope: options.scope,
       payload: pack(this.registry, payload),
-      toolCallId: options.toolCallId || `call-${crypto.randomUUID().slice(0, 12)}`,
+      toolCallId: options.toolCallId || `call-${randomUUID().slice(0, 12)}`,
       bypass: options.bypass ?? false,
     };
     return this.call((t) => this.agent.execute(request, { timeoutMs: t }), options.timeoutMs, true);
