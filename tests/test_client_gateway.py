@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -200,3 +201,32 @@ async def test_unreachable_gateway_is_typed_unavailable(sim: StripeSimulator) ->
             await client.execute("charge_card", charge(), scope="x")
     assert caught.value.reason == ""  # not from the gateway: no ErrorInfo
     assert effects(sim) == []
+
+
+async def test_store_unavailable_is_retried_then_confirmed(
+    tmp_path: Path, sim: StripeSimulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """UNAVAILABLE/STORE_UNAVAILABLE means nothing was sent: the client waits what RetryInfo
+    asks and calls again with the same context; the action then happens once."""
+    config = doc(tmp_path, sim)
+    config["store"]["url"] += "?busy_timeout_ms=200"
+    gateway = await Gateway.start(parse_config(config))
+    blocker = sqlite3.connect(tmp_path / "eg.db", isolation_level=None)
+    caplog.set_level(logging.INFO, logger="effectgate.client")
+    try:
+        blocker.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+        async with EffectGateClient(f"127.0.0.1:{gateway.port}", retry=RetryPolicy(max_attempts=50)) as client:
+            with run("run-store"), step("charge"):
+                call = asyncio.ensure_future(client.execute("charge_card", charge(), scope="order:5"))
+            for _ in range(600):  # until the client has been refused once and waits to retry
+                if any("STORE_UNAVAILABLE" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.05)
+            assert sim.request_count == 0, "refused before anything was sent"
+            blocker.execute("ROLLBACK")
+            answer = await call
+        assert answer.action.state == State.CONFIRMED and not answer.replayed
+        assert len(effects(sim)) == 1
+    finally:
+        blocker.close()
+        await gateway.stop()
