@@ -28,7 +28,7 @@ log = logging.getLogger("effectgate.client")
 class EffectGateClient:
     """`target`, `token` and TLS default to EFFECTGATE_TARGET, EFFECTGATE_TOKEN and
     EFFECTGATE_TLS_CA / _CERT / _KEY. Pass an existing `grpc.aio.Channel` as `target` to use it
-    as it is (you then own it). `retry=True` (or a RetryPolicy) retries the safe cases."""
+    as it is (`close()` closes it). `retry=True` (or a RetryPolicy) retries the safe cases."""
 
     def __init__(
         self,
