@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-services lint proto proto-check bench chaos venv clean
+.PHONY: demo test test-services test-ts lint proto proto-check bench chaos venv clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +19,16 @@ demo: $(STAMP)
 	$(PY) -m effectgate.demo
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
-test: $(STAMP) test-services lint proto-check
+test: $(STAMP) test-services lint proto-check test-ts
 	$(PY) -m pytest
 
 # Debian's PostgreSQL and Dovecot, installed when missing (as root); the tests start their own.
 test-services:
 	bash scripts/install_test_services.sh
+
+## test-ts: the TypeScript client (npm ci, tsc, node --test against a real gateway)
+test-ts: $(STAMP)
+	bash scripts/test_typescript.sh
 
 lint: $(STAMP)
 	bash scripts/buf_lint.sh

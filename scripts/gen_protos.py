@@ -1,9 +1,12 @@
-"""Regenerate the Python code for proto/ into clients/python/src (or check it is current).
+"""Regenerate the client code for proto/ (or check it is current): Python into
+clients/python/src, TypeScript into clients/typescript/src/gen.
 
 Usage: python scripts/gen_protos.py [--check]
 
-The generated modules and their .pyi stubs are checked in so that the client installs with
-grpcio and protobuf alone; `--check` regenerates into a temporary folder and fails on any drift.
+The generated code is checked in so that each client installs without a code generator;
+`--check` regenerates into a temporary folder and fails on any drift. TypeScript uses the npm
+`@bufbuild/buf` CLI with the local `protoc-gen-es` plugin from clients/typescript/node_modules
+(`npm ci` there when missing); without npm the TypeScript half is skipped loudly, except in CI.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import filecmp
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "clients" / "python" / "src"
 GENERATED_PACKAGES = ("effectgate/v1", "effectgate/tools/v1")
+TS_DIR = ROOT / "clients" / "typescript"
+TS_GEN = Path("src") / "gen"
 
 
 def generate(out: Path) -> None:
@@ -50,6 +56,30 @@ def generate(out: Path) -> None:
     # distribution adds effectgate.gateway and effectgate.adapters beside them.
 
 
+def typescript_ready() -> bool:
+    """True when buf and protoc-gen-es are installed (running `npm ci` if npm is here)."""
+    if (TS_DIR / "node_modules" / ".bin" / "buf").exists():
+        return True
+    if shutil.which("npm") is None:
+        if os.environ.get("CI", "").lower() == "true":
+            raise SystemExit("TypeScript generation: npm is required in CI")
+        print("TypeScript generation: SKIPPED (npm not found; apt-get install npm to enable it)", file=sys.stderr)
+        return False
+    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=TS_DIR, check=True)
+    return True
+
+
+def generate_ts(out: Path) -> None:
+    """`buf generate` (clients/typescript/buf.gen.yaml) with `out` as the output base."""
+    bin_dir = TS_DIR / "node_modules" / ".bin"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run([str(bin_dir / "buf"), "generate", "-o", str(out)], cwd=TS_DIR, env=env, check=True)
+
+
+def ts_files(base: Path) -> set[str]:
+    return {str(p.relative_to(base)) for p in (base / TS_GEN).rglob("*") if p.is_file()}
+
+
 def generated_files(base: Path) -> set[str]:
     return {
         str(p.relative_to(base)) for package in GENERATED_PACKAGES for p in (base / package).glob("*") if p.is_file()
@@ -63,6 +93,15 @@ def check() -> int:
         want, have = generated_files(fresh), generated_files(OUT_DIR)
         stale = sorted(want ^ have)
         stale += sorted(f for f in want & have if not filecmp.cmp(fresh / f, OUT_DIR / f, shallow=False))
+        if typescript_ready():
+            generate_ts(fresh / "ts")
+            want, have = ts_files(fresh / "ts"), ts_files(TS_DIR)
+            stale += [f"clients/typescript/{f}" for f in sorted(want ^ have)]
+            stale += [
+                f"clients/typescript/{f}"
+                for f in sorted(want & have)
+                if not filecmp.cmp(fresh / "ts" / f, TS_DIR / f, shallow=False)
+            ]
         if stale:
             print("generated code is stale; run `make proto`:", *stale, sep="\n  ")
             return 1
@@ -79,6 +118,9 @@ def main() -> int:
         shutil.rmtree(OUT_DIR / package, ignore_errors=True)
     generate(OUT_DIR)
     print(f"generated {len(generated_files(OUT_DIR))} files under {OUT_DIR.relative_to(ROOT)}")
+    if typescript_ready():
+        generate_ts(TS_DIR)  # buf.gen.yaml has `clean: true`: stale files under src/gen go
+        print(f"generated {len(ts_files(TS_DIR))} files under {(TS_DIR / TS_GEN).relative_to(ROOT)}")
     return 0
 
 

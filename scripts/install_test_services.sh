@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs from Debian's packages, when missing, the servers the test suite starts by itself
-# (PostgreSQL, Dovecot IMAP) and openssl for the TLS test's certificate. The tests start their own
+# (PostgreSQL, Dovecot IMAP), openssl for the TLS tests' certificates, and Node.js with npm for the
+# TypeScript client (its tests, its code generator and buf lint). The tests start their own
 # throw-away instances on loopback; nothing here starts a service. Needs root (CI runs as root); elsewhere it only says what to do.
 set -euo pipefail
 
@@ -8,6 +9,8 @@ missing=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v dovecot >/dev/null 2>&1 || missing+=(dovecot-imapd)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

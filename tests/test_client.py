@@ -1,4 +1,5 @@
-"""The client package: installs alone (grpcio + protobuf), and its run context behaves as agent
+"""The client package: installs alone (grpcio, grpcio-status, protobuf, googleapis-common-protos,
+with version ranges), and its run context behaves as agent
 runtimes need (stable steps, subagents inherit the run, asyncio tasks carry the context)."""
 
 from __future__ import annotations
@@ -8,9 +9,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
+from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
-from effectgate.client import RunContext, current, run, stable_step_id, step, subagent
+from effectgate.client import (
+    EffectGateError,
+    PayloadMismatch,
+    PolicyConflict,
+    RetryPolicy,
+    RunContext,
+    Unavailable,
+    current,
+    run,
+    stable_step_id,
+    step,
+    subagent,
+)
+from effectgate.client.cli import printable
+from effectgate.client.errors import from_rpc_error
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,18 +68,65 @@ def test_stable_step_ids() -> None:
 
 
 def test_client_installs_alone(tmp_path: Path) -> None:
-    """A fresh virtualenv gets the client with grpcio and protobuf and nothing of the gateway."""
+    """A fresh virtualenv gets the client, its operator CLI and its four dependencies (ranges, never
+    `==` pins that would clash with agent frameworks) and nothing of the gateway."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(ROOT / "clients" / "python")]
     subprocess.run(pip, check=True, timeout=300, capture_output=True)
     probe = (
-        "import importlib.metadata as m, importlib.util as u\n"
-        "import effectgate.client, effectgate.v1.gateway_pb2_grpc, effectgate.tools.v1.tools_pb2\n"
+        "import importlib.metadata as m, importlib.util as u, re\n"
+        "import effectgate.client.cli, effectgate.v1.gateway_pb2_grpc, effectgate.tools.v1.tools_pb2\n"
+        "from effectgate.client import State, SyncEffectGateClient, PayloadMismatch\n"
         "assert u.find_spec('effectgate.gateway') is None\n"
-        "print(sorted(r.split()[0].split('>')[0] for r in m.requires('effectgate-client')))\n"
+        "reqs = m.requires('effectgate-client')\n"
+        "assert not any('==' in r for r in reqs), reqs\n"
+        "print(sorted(re.split('[<>=!~ ]', r)[0] for r in reqs))\n"
     )
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.strip() == "['grpcio', 'protobuf']"
+    assert done.stdout.strip() == "['googleapis-common-protos', 'grpcio', 'grpcio-status', 'protobuf']"
+    help_text = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "effectgate.client.cli", "actions", "--help"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "--tls-ca" in help_text and "--tls-cert" in help_text
+
+
+def rpc_error(code: grpc.StatusCode, reason: str, *extra: Message) -> grpc.aio.AioRpcError:
+    """An AioRpcError as grpc.aio raises it, with google.rpc details in the trailers."""
+    details = [error_details_pb2.ErrorInfo(reason=reason, domain="effectgate.dev", metadata={"action_id": "act_1"})]
+    packed = []
+    for message in [*details, *extra]:
+        any_detail = any_pb2.Any()
+        any_detail.Pack(message)
+        packed.append(any_detail)
+    status = status_pb2.Status(code=code.value[0], message="m", details=packed)
+    trailers = grpc.aio.Metadata(*rpc_status.to_status(status).trailing_metadata)
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailers, "m", None)
+
+
+def test_reasons_map_to_typed_errors_and_unknown_ones_stay_typed_by_code() -> None:
+    wait = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=2, nanos=500_000_000))
+    limited = from_rpc_error(rpc_error(grpc.StatusCode.UNAVAILABLE, "PROVIDER_RATE_LIMITED", wait))
+    assert isinstance(limited, Unavailable) and limited.reason == "PROVIDER_RATE_LIMITED"
+    assert limited.retry_after == 2.5 and limited.action_id == "act_1"
+    assert RetryPolicy().delay(limited, attempt=1, elapsed=0) == 2.5
+    assert RetryPolicy(total_budget=2).delay(limited, attempt=1, elapsed=0) is None
+    assert RetryPolicy(max_attempts=1).delay(limited, attempt=1, elapsed=0) is None
+    future = from_rpc_error(rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "SOMETHING_NEW"))
+    assert type(future) is PolicyConflict and future.reason == "SOMETHING_NEW"
+    odd = from_rpc_error(rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_BIG"))
+    assert type(odd) is EffectGateError and odd.reason == "TOO_BIG"
+    assert RetryPolicy().delay(odd, attempt=1, elapsed=0) is None
+    mismatch = from_rpc_error(rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "PAYLOAD_MISMATCH"))
+    assert isinstance(mismatch, PayloadMismatch) and isinstance(mismatch, grpc.aio.AioRpcError)
+    # Aborted for another reason than IN_FLIGHT is not known to be safe: no retry.
+    aborted = from_rpc_error(rpc_error(grpc.StatusCode.ABORTED, "SOMETHING_ELSE"))
+    assert RetryPolicy().delay(aborted, attempt=1, elapsed=0) is None
+
+
+def test_cli_escapes_control_characters() -> None:
+    assert printable("order:7\x1b[31mPAID\r\n\u202e") == "order:7\\x1b[31mPAID\\r\\n\\u202e"
+    assert printable("cus_42 ünïcode") == "cus_42 ünïcode"

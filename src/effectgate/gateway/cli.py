@@ -18,7 +18,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from effectgate.adapters.secrets import resolved_secrets
-from effectgate.gateway import admin_cli
+from effectgate.client import cli as admin_cli
 from effectgate.gateway.config import ConfigError, load_config
 from effectgate.gateway.logging_setup import LEVELS, mask_url, redact, setup_logging
 

@@ -1,6 +1,46 @@
-"""effectgate client: typed stubs (effectgate.v1, effectgate.tools.v1) and a run-context helper."""
+"""effectgate client: async and sync clients, typed errors, the run-context helper and the
+generated stubs (effectgate.v1, effectgate.tools.v1)."""
 
 from effectgate.client.client import EffectGateClient
 from effectgate.client.context import RunContext, current, run, stable_step_id, step, subagent
+from effectgate.client.errors import (
+    AlreadyExecuted,
+    DeadlineExceeded,
+    EffectGateError,
+    InFlight,
+    InvalidRequest,
+    NotFound,
+    PayloadMismatch,
+    PermissionDenied,
+    PolicyConflict,
+    Unauthenticated,
+    Unavailable,
+)
+from effectgate.client.retry import RetryPolicy
+from effectgate.client.states import NextStep, State
+from effectgate.client.sync import SyncEffectGateClient
 
-__all__ = ["EffectGateClient", "RunContext", "current", "run", "stable_step_id", "step", "subagent"]
+__all__ = [
+    "AlreadyExecuted",
+    "DeadlineExceeded",
+    "EffectGateClient",
+    "EffectGateError",
+    "InFlight",
+    "InvalidRequest",
+    "NextStep",
+    "NotFound",
+    "PayloadMismatch",
+    "PermissionDenied",
+    "PolicyConflict",
+    "RetryPolicy",
+    "RunContext",
+    "State",
+    "SyncEffectGateClient",
+    "Unauthenticated",
+    "Unavailable",
+    "current",
+    "run",
+    "stable_step_id",
+    "step",
+    "subagent",
+]

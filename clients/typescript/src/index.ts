@@ -1,0 +1,26 @@
+// @effectgate/client: exactly-once side effects for AI agents, from Node.
+export { EffectGateClient, DEFAULT_RETRY, retryDelayMs } from "./client.js";
+export type { ClientOptions, ExecuteOptions, ListOptions, RetryPolicy } from "./client.js";
+export { currentContext, stableStepId, withRun, withStep, withSubagent } from "./context.js";
+export type { RunContext, RunOptions } from "./context.js";
+export {
+  AlreadyExecuted,
+  DeadlineExceeded,
+  EffectGateError,
+  InFlight,
+  InvalidRequest,
+  NotFound,
+  PayloadMismatch,
+  PermissionDenied,
+  PolicyConflict,
+  Unauthenticated,
+  Unavailable,
+  toEffectGateError,
+} from "./errors.js";
+export { chargeCard, pack, payloadRegistry, sendEmail, struct } from "./payloads.js";
+export type { ConnectionOptions } from "./settings.js";
+export { EffectState, EffectState as State, NextStep, ObservationOutcome } from "./gen/effectgate/v1/gateway_pb.js";
+export type { Action, ExecuteResponse, VerifyResponse } from "./gen/effectgate/v1/gateway_pb.js";
+export { ChargeCardSchema, SendEmailSchema } from "./gen/effectgate/tools/v1/tools_pb.js";
+export type { ChargeCard, SendEmail } from "./gen/effectgate/tools/v1/tools_pb.js";
+export { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The TypeScript client's tests: `npm ci` (versions from the committed package-lock.json), tsc,
+# then node's built-in test runner against a real `effectgate serve` that the tests start with
+# this project's Python. Without node/npm the tests are skipped loudly, except in CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+  if [ "${CI:-}" = "true" ]; then echo "TypeScript tests: node and npm are required in CI" >&2; exit 1; fi
+  echo "TypeScript tests: SKIPPED (node/npm not found; scripts/install_test_services.sh installs them)" >&2
+  exit 0
+fi
+cd clients/typescript
+npm ci --no-audit --no-fund --silent
+EFFECTGATE_PYTHON="${EFFECTGATE_PYTHON:-$PWD/../../.venv/bin/python}" npm test --silent
