@@ -1,0 +1,142 @@
+"""`effectgate mcp` with the `mcp` SDK's own client on three transports, the gateway as a real
+process, effects counted at the Stripe simulator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from effectgate.mcp import META_KEY, run_meta
+from effectgate.simulators.stripe_sim import StripeSimulator
+from tests.agent_gateway import ACME_TOKEN, GLOBEX_TOKEN, RunningGateway, running_gateway
+from tests.mcp_transports import TRANSPORTS, http_front_door, mcp_client
+
+CHARGE: dict[str, Any] = {"customer": "cus_42", "amount": 1000, "currency": "usd", "payment_method": "pm_card_visa"}
+META = run_meta("run-mcp-1", "charge-deposit", scope="order:1093", agent="billing")
+
+
+@pytest.fixture
+async def gw(tmp_path: Path, sim: StripeSimulator) -> AsyncIterator[RunningGateway]:
+    async with running_gateway(tmp_path, sim) as running:
+        yield running
+
+
+def text(result: Any) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_replans_and_paraphrases_with_one_run_context_are_one_effect(gw: RunningGateway, transport: str) -> None:
+    async with mcp_client(transport, gw, ACME_TOKEN) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        charge = listed["charge_card"]
+        assert charge.input_schema["required"] == ["customer", "amount", "currency", "payment_method"]
+        assert charge.input_schema["properties"]["amount"]["type"] == "integer"
+        assert charge.output_schema is not None and "action_id" in charge.output_schema["properties"]
+        assert charge.annotations is not None
+        assert charge.annotations.destructive_hint is True and charge.annotations.idempotent_hint is True
+
+        first = await client.call_tool("charge_card", CHARGE, meta=META)
+        assert not first.is_error, text(first)
+        assert first.structured_content is not None
+        assert first.structured_content["state"] == "CONFIRMED"
+        action_id = first.structured_content["action_id"]
+        assert first.structured_content["receipt"]["external_id"].startswith("pi_")
+
+        # The model re-plans and paraphrases: the arguments normalise to the same payload.
+        paraphrased = {**CHARGE, "currency": "USD", "customer": "  cus_42 "}
+        again = await client.call_tool("charge_card", paraphrased, meta=META)
+        assert again.structured_content is not None
+        assert again.structured_content["action_id"] == action_id
+        assert again.structured_content["replayed"] is True
+
+        # A re-plan that rewrote the payload itself is refused: never a second effect.
+        rewritten = await client.call_tool("charge_card", {**CHARGE, "amount": 1200}, meta=META)
+        assert rewritten.is_error and "PAYLOAD_MISMATCH" in text(rewritten)
+        assert "do not retry with other arguments" in text(rewritten).lower()
+
+    assert len(gw.effects()) == 1
+    assert [a.action_id for a in await gw.actions()] == [action_id]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_call_without_run_context_is_refused(gw: RunningGateway, transport: str) -> None:
+    async with mcp_client(transport, gw, ACME_TOKEN) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("charge_card", CHARGE)
+        assert META_KEY in refused.value.message and "run_id" in refused.value.message
+        with pytest.raises(MCPError):
+            await client.call_tool("charge_card", CHARGE, meta={META_KEY: {"run_id": "run-x"}})  # no step_id
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("refund_everything", CHARGE, meta=META)
+        assert "unknown tool" in unknown.value.message
+    assert gw.effects() == []
+    assert await gw.actions() == []
+
+
+async def test_invalid_arguments_are_refused_before_the_gateway(gw: RunningGateway) -> None:
+    async with mcp_client("inproc", gw, ACME_TOKEN) as client:
+        for bad in (
+            {**CHARGE, "amount": "ten dollars"},
+            {k: v for k, v in CHARGE.items() if k != "payment_method"},
+            {**CHARGE, "currency": "dollars"},
+            {**CHARGE, "refund": True},
+        ):
+            result = await client.call_tool("charge_card", bad, meta=META)
+            assert result.is_error and "invalid arguments, nothing was sent" in text(result), text(result)
+    assert gw.effects() == []
+    assert await gw.actions() == []  # the gateway never heard of them
+
+
+async def test_an_unknown_outcome_is_an_error_with_the_action_id(tmp_path: Path, sim: StripeSimulator) -> None:
+    # A half-applied charge that never settles: the gateway cannot prove it, so UNKNOWN.
+    sim.settle_seconds = 60
+    sim.injector.script(["partial"])
+    async with running_gateway(tmp_path, sim, deadline="1s", attempt_timeout="0.5s") as gw:
+        async with mcp_client("inproc", gw, ACME_TOKEN) as client:
+            result = await client.call_tool("charge_card", CHARGE, meta=META)
+            assert result.is_error
+            assert result.structured_content is not None
+            assert result.structured_content["state"] == "UNKNOWN"
+            action_id = result.structured_content["action_id"]
+            assert action_id in text(result)
+            assert "not proven yet" in text(result) and "do not retry with other arguments" in text(result).lower()
+            again = await client.call_tool("charge_card", {**CHARGE, "currency": "USD"}, meta=META)
+            assert again.is_error and again.structured_content is not None
+            assert again.structured_content["action_id"] == action_id
+        assert len(gw.effects()) == 1
+
+
+async def test_another_tenant_sees_nothing_of_the_first_tenants_actions(gw: RunningGateway) -> None:
+    async with mcp_client("http", gw, ACME_TOKEN) as acme:
+        first = await acme.call_tool("charge_card", CHARGE, meta=META)
+        assert first.structured_content is not None
+        acme_action = first.structured_content["action_id"]
+    async with mcp_client("http", gw, GLOBEX_TOKEN) as globex:
+        peek = await globex.call_tool("effectgate_action_status", {"action_id": acme_action})
+        assert peek.is_error and "NOT_FOUND" in text(peek)
+        assert acme_action not in str(peek.structured_content or "")
+    assert await gw.actions(GLOBEX_TOKEN) == []
+    own = await gw.actions(ACME_TOKEN)
+    assert [a.action_id for a in own] == [acme_action]
+    assert len(gw.effects()) == 1
+
+
+async def test_http_without_a_valid_token_is_401_with_resource_metadata(gw: RunningGateway) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with http_front_door(gw) as url, httpx.AsyncClient() as http:
+        for auth in ({}, {"Authorization": "Bearer not-a-known-token"}):
+            answer = await http.post(url, json=body, headers={**headers, **auth})
+            assert answer.status_code == 401
+            challenge = answer.headers["www-authenticate"]
+            assert challenge.startswith("Bearer") and "resource_metadata=" in challenge
+        metadata_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+        metadata = (await http.get(metadata_url)).json()
+        assert metadata["resource"] == url
+    assert gw.effects() == []
