@@ -77,4 +77,3 @@ async def running_gateway(
         yield RunningGateway(process, path, sim)
     finally:
         assert process.terminate() == 0, "".join(process.output)
-

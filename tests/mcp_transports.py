@@ -65,6 +65,10 @@ async def mcp_client(kind: str, gw: RunningGateway, token: str) -> AsyncIterator
         async with Client(params) as client:
             yield client
     else:
-        async with http_front_door(gw) as url, httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
-                yield client
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            http_front_door(gw) as url,
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            yield client

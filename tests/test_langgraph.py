@@ -169,7 +169,9 @@ async def test_without_a_checkpointer_or_thread_the_node_refuses(gw: RunningGate
     with pytest.raises(NoStableRunContext, match="checkpointer"):
         await single(charge).compile().ainvoke({"order": "o-6"}, context=ctx)
     with pytest.raises(NoStableRunContext, match="EffectGateClient"):
-        await single(charge).compile(checkpointer=InMemorySaver()).ainvoke(
-            {"order": "o-6"}, {"configurable": {"thread_id": "thread-no-client"}}
+        await (
+            single(charge)
+            .compile(checkpointer=InMemorySaver())
+            .ainvoke({"order": "o-6"}, {"configurable": {"thread_id": "thread-no-client"}})
         )
     assert gw.effects() == []

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import RequestParamsMeta
 
 from effectgate.mcp import META_KEY, run_meta
 from effectgate.simulators.stripe_sim import StripeSimulator
@@ -71,7 +72,9 @@ async def test_a_call_without_run_context_is_refused(gw: RunningGateway, transpo
             await client.call_tool("charge_card", CHARGE)
         assert META_KEY in refused.value.message and "run_id" in refused.value.message
         with pytest.raises(MCPError):
-            await client.call_tool("charge_card", CHARGE, meta={META_KEY: {"run_id": "run-x"}})  # no step_id
+            await client.call_tool(
+                "charge_card", CHARGE, meta=cast(RequestParamsMeta, {META_KEY: {"run_id": "run-x"}})
+            )  # no step_id
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("refund_everything", CHARGE, meta=META)
         assert "unknown tool" in unknown.value.message

@@ -72,9 +72,7 @@ async def test_resuming_the_same_snapshot_twice_is_one_charge(gw: RunningGateway
     answers = []
     for _ in range(2):
         agent = billing_agent(gate, ScriptedModel([[assistant_message("done")]]), approval=True)
-        state: RunState[Any, Any] = await RunState.from_string(
-            agent, snapshot, context_deserializer=AgentRun.from_dict
-        )
+        state: RunState[Any, Any] = await RunState.from_string(agent, snapshot, context_deserializer=AgentRun.from_dict)
         state.approve(state.get_interruptions()[0])
         resumed = await Runner.run(agent, state)
         answers.extend(outputs(resumed))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -84,4 +83,3 @@ async def test_a_replan_through_mcp_is_one_charge(gw: RunningGateway, kind: str)
     assert len(gw.effects()) == 1
     actions = await gw.actions()
     assert len(actions) == 1 and actions[0].context.step_id == "charge-deposit" and actions[0].scope == "order:7"
-

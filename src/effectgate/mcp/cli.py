@@ -16,12 +16,12 @@ import os
 import sys
 
 import anyio
-from mcp.server.stdio import stdio_server
 
 from effectgate.mcp.catalog import CatalogError, load_catalog
 from effectgate.mcp.gateway_port import GatewayPort
 from effectgate.mcp.http import serve_http
 from effectgate.mcp.server import FrontDoor, build_server
+from mcp.server.stdio import stdio_server
 
 
 def parser() -> argparse.ArgumentParser:

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from mcp_types import RequestParamsMeta
 
 META_KEY = "dev.effectgate/run"
 TRACEPARENT = "traceparent"
@@ -51,12 +53,12 @@ class CallContext:
 
 def run_meta(
     run_id: str, step_id: str, *, scope: str = "", parent_run_id: str = "", agent: str = "", traceparent: str = ""
-) -> dict[str, Any]:
+) -> RequestParamsMeta:
     """A complete `_meta` object for `tools/call` (hosts written in Python can use this)."""
     meta = CallContext(run_id, step_id, scope, parent_run_id, agent).to_meta()
     if traceparent:
         meta[TRACEPARENT] = traceparent
-    return meta
+    return cast(RequestParamsMeta, meta)
 
 
 def parse_call_context(meta: Mapping[str, Any] | None) -> CallContext:

@@ -10,13 +10,13 @@ import time
 from typing import Any
 
 import uvicorn
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
-from mcp.server.lowlevel import Server
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
 from effectgate.mcp.gateway_port import GatewayPort
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.lowlevel import Server
 
 PATH = "/mcp"
 
@@ -66,9 +66,7 @@ def bind_loopback(port: int) -> socket.socket:
     return sock
 
 
-async def serve_http(
-    server: Server[Any], gateway: GatewayPort, *, port: int, authorization_server: str = ""
-) -> None:
+async def serve_http(server: Server[Any], gateway: GatewayPort, *, port: int, authorization_server: str = "") -> None:
     sock = bind_loopback(port)
     actual = sock.getsockname()[1]
     base_url = f"http://127.0.0.1:{actual}"

@@ -33,8 +33,8 @@ _ADVICE = {
 _ERROR_STATES = {"REJECTED", "UNKNOWN", "DISPATCHED", "PLANNED", "NOT_FOUND"}
 
 
-def state_name(state: int) -> str:
-    return gateway_pb2.EffectState.Name(state).removeprefix("EFFECT_STATE_")  # type: ignore[arg-type]
+def state_name(state: gateway_pb2.EffectState.ValueType) -> str:
+    return gateway_pb2.EffectState.Name(state).removeprefix("EFFECT_STATE_")
 
 
 def action_content(action: gateway_pb2.Action, *, replayed: bool) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def action_content(action: gateway_pb2.Action, *, replayed: bool) -> dict[str, A
     if action.reason:
         content["reason"] = action.reason
     if action.next_step:
-        content["next_step"] = gateway_pb2.NextStep.Name(action.next_step)  # type: ignore[arg-type]
+        content["next_step"] = gateway_pb2.NextStep.Name(action.next_step).removeprefix("NEXT_STEP_")
     return content
 
 

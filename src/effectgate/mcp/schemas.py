@@ -5,7 +5,7 @@ anything reaches the gateway (the low-level MCP server validates nothing itself)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -92,7 +92,7 @@ def message_schema(descriptor: Descriptor, seen: tuple[str, ...] = ()) -> dict[s
 def input_schema(tool: ToolSpec) -> dict[str, Any]:
     if tool.input_schema is not None:
         return dict(tool.input_schema)
-    return message_schema(tool.payload_type.DESCRIPTOR)
+    return message_schema(cast(Descriptor, tool.payload_type.DESCRIPTOR))
 
 
 # The structuredContent of every tool result (also of REJECTED/UNKNOWN ones, flagged isError).
@@ -139,7 +139,9 @@ class ArgumentCheck:
         args = dict(arguments or {})
         errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
         if errors:
-            raise InvalidArguments([f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors])
+            raise InvalidArguments(
+                [f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors]
+            )
         message = self.tool.payload_type()
         try:
             json_format.ParseDict(args, message)

@@ -13,10 +13,6 @@ import uuid
 from typing import Any
 
 import mcp_types as types
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
 from opentelemetry import propagate, trace
 
 from effectgate.mcp.catalog import Catalog, ToolSpec
@@ -24,6 +20,10 @@ from effectgate.mcp.contract import CallContext, MissingRunContext, parse_call_c
 from effectgate.mcp.gateway_port import GatewayPort, GatewayRefusal
 from effectgate.mcp.results import action_result, refusal_result, tool_error
 from effectgate.mcp.schemas import OUTPUT_SCHEMA, ArgumentCheck, InvalidArguments
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 log = logging.getLogger("effectgate.mcp")
 tracer = trace.get_tracer("effectgate.mcp")

@@ -101,7 +101,7 @@ def run_context(run: AgentRun, *, tool_name: str, step: StepSource = None) -> Ru
 def describe(answer: gateway_pb2.ExecuteResponse) -> str:
     """What the model reads: the state, the action id and what to do next."""
     action = answer.action
-    state = gateway_pb2.EffectState.Name(action.state).removeprefix("EFFECT_STATE_")  # type: ignore[arg-type]
+    state = gateway_pb2.EffectState.Name(action.state).removeprefix("EFFECT_STATE_")
     facts: dict[str, Any] = {"state": state, "action_id": action.action_id, "replayed": answer.replayed}
     if action.receipt.external_id:
         facts["external_id"] = action.receipt.external_id
