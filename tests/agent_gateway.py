@@ -64,9 +64,16 @@ class RunningGateway:
 
 @asynccontextmanager
 async def running_gateway(
-    tmp_path: Path, sim: StripeSimulator, *, mcp: Mapping[str, Any] | None = None, **tool: Any
+    tmp_path: Path,
+    sim: StripeSimulator,
+    *,
+    mcp: Mapping[str, Any] | None = None,
+    dev_mode: bool = False,
+    **tool: Any,
 ) -> AsyncIterator[RunningGateway]:
-    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=PRINCIPALS, **stripe_tools(sim.base_url, **tool))
+    """With `dev_mode`, no principals: any caller is tenant `dev` (no token needed)."""
+    principals = None if dev_mode else PRINCIPALS
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=principals, **stripe_tools(sim.base_url, **tool))
     path = write_config(doc, tmp_path / "effectgate.toml")
     if mcp:
         # The front door's own table; the gateway ignores it.
