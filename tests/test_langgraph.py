@@ -175,3 +175,52 @@ async def test_without_a_checkpointer_or_thread_the_node_refuses(gw: RunningGate
             .ainvoke({"order": "o-6"}, {"configurable": {"thread_id": "thread-no-client"}})
         )
     assert gw.effects() == []
+
+
+async def test_a_subgraph_node_is_one_charge_across_an_interrupt(gw: RunningGateway, ctx: AppContext) -> None:
+    async def charge_then_ask(state: State) -> dict[str, Any]:
+        update = await charge(state)
+        interrupt("ship it?")
+        return update
+
+    inner: StateGraph[State, AppContext] = StateGraph(State, context_schema=AppContext)
+    inner.add_node("charge", charge_then_ask)
+    inner.add_edge(START, "charge")
+    inner.add_edge("charge", END)
+    outer: StateGraph[State, AppContext] = StateGraph(State, context_schema=AppContext)
+    outer.add_node("checkout", inner.compile())
+    outer.add_edge(START, "checkout")
+    outer.add_edge("checkout", END)
+    graph = outer.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "thread-subgraph"}}
+    await graph.ainvoke({"order": "o-7"}, config, context=ctx)
+    done = await graph.ainvoke(Command(resume=True), config, context=ctx)
+    assert done["steps"][0].startswith("checkout:") and "|charge:" in done["steps"][0]
+    assert len(gw.effects()) == 1
+
+
+@pytest.mark.parametrize("named_step", [False, True])
+async def test_time_travel_is_a_new_action_unless_the_step_is_named(
+    gw: RunningGateway, ctx: AppContext, named_step: bool
+) -> None:
+    async def prepare(state: State) -> dict[str, Any]:
+        return {"steps": ["prepared"]}
+
+    async def pay(state: State) -> dict[str, Any]:
+        step = "charge-deposit" if named_step else ""
+        answer = await execute_in_node("charge_card", deposit(state["order"]), scope="order:o-8", step=step)
+        return {"actions": [answer.action.action_id]}
+
+    builder: StateGraph[State, AppContext] = StateGraph(State, context_schema=AppContext)
+    builder.add_node("prepare", prepare)
+    builder.add_node("pay", pay)
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", "pay")
+    builder.add_edge("pay", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": f"thread-fork-{named_step}"}}
+    await graph.ainvoke({"order": "o-8"}, config, context=ctx)
+    (before_pay,) = [s async for s in graph.aget_state_history(config) if s.next == ("pay",)]
+    # Replaying from an earlier checkpoint forks the thread: new checkpoints, new task ids.
+    await graph.ainvoke(None, before_pay.config, context=ctx)
+    assert len(gw.effects()) == (1 if named_step else 2)

@@ -143,3 +143,43 @@ async def test_http_without_a_valid_token_is_401_with_resource_metadata(gw: Runn
         metadata = (await http.get(metadata_url)).json()
         assert metadata["resource"] == url
     assert gw.effects() == []
+
+
+async def test_approval_required_waits_then_confirms_with_one_effect(tmp_path: Path, sim: StripeSimulator) -> None:
+    async with (
+        running_gateway(tmp_path, sim, approval="required") as gw,
+        mcp_client("inproc", gw, ACME_TOKEN) as client,
+    ):
+        waiting = await client.call_tool("charge_card", CHARGE, meta=META)
+        assert not waiting.is_error and waiting.structured_content is not None
+        assert waiting.structured_content["state"] == "AWAITING_APPROVAL"
+        assert "waiting for a human approval" in text(waiting) and gw.effects() == []
+        await gw.approve(waiting.structured_content["action_id"])
+        done = await client.call_tool("charge_card", CHARGE, meta=META)
+        assert done.structured_content is not None
+        assert done.structured_content["state"] == "CONFIRMED"
+        assert done.structured_content["action_id"] == waiting.structured_content["action_id"]
+        assert len(gw.effects()) == 1
+
+
+async def test_a_fresh_action_per_request_only_for_harmless_tools_when_allowed(
+    tmp_path: Path, sim: StripeSimulator
+) -> None:
+    fresh = {"allow_fresh_for_harmless": True}
+    async with running_gateway(tmp_path, sim, on_repeat="allow", mcp=fresh) as gw:
+        async with mcp_client("inproc", gw, ACME_TOKEN) as client:
+            (tool,) = [t for t in (await client.list_tools()).tools if t.name == "charge_card"]
+            assert tool.annotations is not None and tool.annotations.idempotent_hint is False
+            first = await client.call_tool("charge_card", CHARGE)
+            second = await client.call_tool("charge_card", CHARGE)
+            assert first.structured_content is not None and second.structured_content is not None
+            assert first.structured_content["action_id"] != second.structured_content["action_id"]
+        assert len(gw.effects()) == 2
+
+
+async def test_the_fresh_option_never_applies_to_deduplicated_tools(tmp_path: Path, sim: StripeSimulator) -> None:
+    async with running_gateway(tmp_path, sim, mcp={"allow_fresh_for_harmless": True}) as gw:
+        async with mcp_client("inproc", gw, ACME_TOKEN) as client:
+            with pytest.raises(MCPError, match="no run context"):
+                await client.call_tool("charge_card", CHARGE)
+        assert gw.effects() == []
