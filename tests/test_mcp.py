@@ -9,10 +9,17 @@ from typing import Any, cast
 
 import httpx
 import pytest
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import RequestParamsMeta
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from effectgate.mcp import META_KEY, run_meta
+from effectgate.mcp.catalog import load_catalog
+from effectgate.mcp.gateway_port import GatewayPort
+from effectgate.mcp.server import FrontDoor, build_server
 from effectgate.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import ACME_TOKEN, GLOBEX_TOKEN, RunningGateway, running_gateway
 from tests.mcp_transports import TRANSPORTS, http_front_door, mcp_client
@@ -183,3 +190,25 @@ async def test_the_fresh_option_never_applies_to_deduplicated_tools(tmp_path: Pa
             with pytest.raises(MCPError, match="no run context"):
                 await client.call_tool("charge_card", CHARGE)
         assert gw.effects() == []
+
+
+async def test_traceparent_in_meta_continues_the_callers_trace(gw: RunningGateway) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    meta = run_meta("run-traced", "charge", scope="order:9", traceparent=f"00-{trace_id}-{parent_id}-01")
+    gateway = GatewayPort(gw.target)
+    front = FrontDoor(load_catalog(gw.config), gateway, static_token=ACME_TOKEN, tracer=provider.get_tracer("t"))
+    try:
+        async with Client(build_server(front)) as client:
+            result = await client.call_tool("charge_card", CHARGE, meta=meta)
+    finally:
+        await gateway.close()
+    assert result.structured_content is not None
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "effectgate.mcp.call_tool"]
+    assert span.context is not None and span.parent is not None
+    assert format(span.context.trace_id, "032x") == trace_id
+    assert format(span.parent.span_id, "016x") == parent_id
+    assert span.attributes is not None
+    assert span.attributes["effectgate.action_id"] == result.structured_content["action_id"]

@@ -8,7 +8,6 @@ effect happens only in the final round of a call, however often an SDK resends e
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any
 
@@ -24,9 +23,6 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-
-log = logging.getLogger("effectgate.mcp")
-tracer = trace.get_tracer("effectgate.mcp")
 
 STATUS_TOOL = "effectgate_action_status"
 _STATUS_SCHEMA = {
@@ -60,10 +56,13 @@ def describe(tool: ToolSpec, check: ArgumentCheck) -> types.Tool:
 class FrontDoor:
     """The call and list handlers; `static_token` serves stdio and in-process transports."""
 
-    def __init__(self, catalog: Catalog, gateway: GatewayPort, *, static_token: str = "") -> None:
+    def __init__(
+        self, catalog: Catalog, gateway: GatewayPort, *, static_token: str = "", tracer: trace.Tracer | None = None
+    ) -> None:
         self.catalog = catalog
         self.gateway = gateway
         self.static_token = static_token
+        self.tracer = tracer or trace.get_tracer("effectgate.mcp")
         if STATUS_TOOL in catalog.tools:
             raise ValueError(f"{STATUS_TOOL!r} is reserved for the front door's status tool")
         self.checks = {name: ArgumentCheck(tool) for name, tool in catalog.tools.items()}
@@ -114,7 +113,7 @@ class FrontDoor:
         except InvalidArguments as invalid:
             return tool_error(f"invalid arguments, nothing was sent: {invalid}")
         parent = propagate.extract(trace_carrier(meta))
-        with tracer.start_as_current_span("effectgate.mcp.call_tool", context=parent) as span:
+        with self.tracer.start_as_current_span("effectgate.mcp.call_tool", context=parent) as span:
             span.set_attribute("effectgate.tool", tool.name)
             span.set_attribute("effectgate.run_id", call.run_id)
             span.set_attribute("effectgate.step_id", call.step_id)
