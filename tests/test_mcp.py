@@ -3,6 +3,7 @@ process, effects counted at the Stripe simulator."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
@@ -212,3 +213,18 @@ async def test_traceparent_in_meta_continues_the_callers_trace(gw: RunningGatewa
     assert format(span.parent.span_id, "016x") == parent_id
     assert span.attributes is not None
     assert span.attributes["effectgate.action_id"] == result.structured_content["action_id"]
+
+
+async def test_an_unreachable_gateway_is_a_tool_error_that_says_call_again(tmp_path: Path) -> None:
+    config = tmp_path / "effectgate.toml"
+    config.write_text('[adapters.stripe]\napi_base = "http://127.0.0.1:9"\n[tools.charge_card]\nadapter = "stripe"\n')
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connections are refused
+        gateway = GatewayPort(f"127.0.0.1:{port}", timeout=10)
+        try:
+            async with Client(build_server(FrontDoor(load_catalog(config), gateway))) as client:
+                result = await client.call_tool("charge_card", CHARGE, meta=META)
+        finally:
+            await gateway.close()
+    assert result.is_error and "UNAVAILABLE" in text(result) and "same action" in text(result)

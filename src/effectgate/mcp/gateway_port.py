@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import grpc
 from google.protobuf.message import Message
@@ -17,13 +16,14 @@ from effectgate.mcp.contract import CallContext
 from effectgate.v1 import gateway_pb2
 
 
-@dataclass(frozen=True)
 class GatewayRefusal(Exception):
-    """The gateway answered with a gRPC error (nothing new was sent to the provider)."""
+    """The gateway answered with a gRPC error instead of an action."""
 
-    code: grpc.StatusCode
-    reason: str
-    message: str
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(f"{code.name} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
 
 
 def _refusal(exc: grpc.aio.AioRpcError) -> GatewayRefusal:

@@ -72,7 +72,8 @@ def tool_error(text: str) -> types.CallToolResult:
 
 
 def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
-    """A gateway error as a tool error: nothing new was sent, and the text says what to do."""
+    """A gateway error as a tool error whose text says what to do. Refusals (mismatch, policy,
+    permissions) sent nothing; a lost or timed-out call may have, hence "call again in the same step"."""
     reason = refusal.reason or refusal.code.name
     if reason == "PAYLOAD_MISMATCH":
         advice = (
@@ -82,7 +83,10 @@ def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
     elif reason == "ALREADY_EXECUTED":
         advice = "this step already performed this tool; nothing new was sent. Do not retry."
     elif refusal.code in (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        advice = "the gateway is busy with this action; call again in the same step later (same action)."
+        advice = (
+            "the gateway did not settle the call (busy, in flight or unreachable); call again in the same "
+            "step later with the same arguments: it is the same action, never a second effect."
+        )
     elif refusal.code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         advice = "this caller may not use this tool; nothing was sent. Do not retry."
     else:
