@@ -1,0 +1,68 @@
+"""`effectgate mcp`: the MCP front door over stdio (default) or streamable HTTP on loopback.
+
+    effectgate mcp --config effectgate.toml --target 127.0.0.1:50051            # stdio
+    effectgate mcp --config effectgate.toml --target … --http --port 8765       # HTTP
+
+Over stdio (and in-process) the caller's token is the process's: `--token-env` names the
+environment variable holding it. Over HTTP each request brings its own bearer token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+import anyio
+
+from effectgate.mcp.catalog import CatalogError, load_catalog
+from effectgate.mcp.gateway_port import GatewayPort
+from effectgate.mcp.http import serve_http
+from effectgate.mcp.server import FrontDoor, build_server
+from mcp.server.stdio import stdio_server
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="effectgate mcp", description="MCP front door to an effectgate gateway")
+    p.add_argument("--config", required=True, help="the gateway's TOML config ([tools.*], [adapters.*], [mcp])")
+    p.add_argument("--target", default=os.environ.get("EFFECTGATE_TARGET", "127.0.0.1:50051"), help="gateway host:port")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port on 127.0.0.1 (0: any free port)")
+    p.add_argument("--authorization-server", default="", help="advertised in the protected-resource metadata")
+    p.add_argument("--token-env", default="EFFECTGATE_TOKEN", help="stdio: variable holding the bearer token")
+    p.add_argument("--log-level", default="WARNING")
+    return p
+
+
+async def run(args: argparse.Namespace) -> None:
+    catalog = load_catalog(args.config)
+    gateway = GatewayPort(args.target)
+    token = "" if args.http else os.environ.get(args.token_env, "")
+    server = build_server(FrontDoor(catalog, gateway, static_token=token))
+    try:
+        if args.http:
+            await serve_http(server, gateway, port=args.port, authorization_server=args.authorization_server)
+        else:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+    finally:
+        await gateway.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # stdout is the stdio transport: logs go to stderr only.
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    try:
+        if args.http:
+            asyncio.run(run(args))
+        else:
+            anyio.run(run, args)
+    except CatalogError as exc:
+        print(f"effectgate mcp: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,94 @@
+"""Tool results the model can act on: the action as `structuredContent`, and for every outcome
+that is not a proven effect an explanation saying what to do next (`isError: true`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+import mcp_types as types
+from google.protobuf import json_format
+
+from effectgate.mcp.gateway_port import GatewayRefusal
+from effectgate.v1 import gateway_pb2
+
+_NOT_PROVEN = (
+    "not proven yet: the effect may or may not have happened. Do not retry with other arguments "
+    "and do not call another tool for the same purpose; the operator queue has it (action {id}). "
+    "Calling this tool again in the same step returns this same action."
+)
+_ADVICE = {
+    "CONFIRMED": "done: the provider confirmed the effect (action {id}).",
+    "REJECTED": (
+        "refused by the provider, nothing happened (action {id}): {reason}. Calling again in the same "
+        "step returns this same refusal; tell the user, or ask them for other details."
+    ),
+    "AWAITING_APPROVAL": (
+        "waiting for a human approval (action {id}); nothing was sent. Call this tool again in the same "
+        "step after the approval to get the outcome."
+    ),
+    "NOT_FOUND": "not sent yet (action {id}): call this tool again in the same step to send it.",
+}
+_ERROR_STATES = {"REJECTED", "UNKNOWN", "DISPATCHED", "PLANNED", "NOT_FOUND"}
+
+
+def state_name(state: gateway_pb2.EffectState.ValueType) -> str:
+    return gateway_pb2.EffectState.Name(state).removeprefix("EFFECT_STATE_")
+
+
+def action_content(action: gateway_pb2.Action, *, replayed: bool) -> dict[str, Any]:
+    state = state_name(action.state)
+    content: dict[str, Any] = {"state": state, "action_id": action.action_id, "replayed": replayed}
+    if action.HasField("receipt"):
+        receipt: dict[str, Any] = {
+            "external_id": action.receipt.external_id,
+            "provider_request_id": action.receipt.provider_request_id,
+        }
+        if action.receipt.HasField("result"):
+            receipt["result"] = json_format.MessageToDict(action.receipt.result)
+        content["receipt"] = receipt
+    if action.reason:
+        content["reason"] = action.reason
+    if action.next_step:
+        content["next_step"] = gateway_pb2.NextStep.Name(action.next_step).removeprefix("NEXT_STEP_")
+    return content
+
+
+def action_result(action: gateway_pb2.Action, *, replayed: bool) -> types.CallToolResult:
+    content = action_content(action, replayed=replayed)
+    state = content["state"]
+    template = _ADVICE.get(state, _NOT_PROVEN)
+    text = template.format(id=action.action_id, reason=action.reason or "no reason given")
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{state}: {text}\n{json.dumps(content)}")],
+        structured_content=content,
+        is_error=state in _ERROR_STATES,
+    )
+
+
+def tool_error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
+    """A gateway error as a tool error whose text says what to do. Refusals (mismatch, policy,
+    permissions) sent nothing; a lost or timed-out call may have, hence "call again in the same step"."""
+    reason = refusal.reason or refusal.code.name
+    if reason == "PAYLOAD_MISMATCH":
+        advice = (
+            "this step already performed this tool with other arguments; nothing new was sent. "
+            "Do not retry with other arguments: report the earlier outcome to the user."
+        )
+    elif reason == "ALREADY_EXECUTED":
+        advice = "this step already performed this tool; nothing new was sent. Do not retry."
+    elif refusal.code in (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        advice = (
+            "the gateway did not settle the call (busy, in flight or unreachable); call again in the same "
+            "step later with the same arguments: it is the same action, never a second effect."
+        )
+    elif refusal.code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        advice = "this caller may not use this tool; nothing was sent. Do not retry."
+    else:
+        advice = "the gateway refused the call; nothing was sent."
+    return tool_error(f"{reason}: {advice} ({refusal.message})")
