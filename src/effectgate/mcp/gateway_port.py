@@ -50,9 +50,7 @@ class GatewayPort:
         if self._channel is None or self._loop is not loop:
             self._channel = grpc.aio.insecure_channel(self.target)
             self._loop = loop
-        client = EffectGateClient(self._channel, token=token)
-        client.metadata = (*client.metadata, *extra.items())
-        return client
+        return EffectGateClient(self._channel, token=token, headers=extra)
 
     async def execute(
         self,

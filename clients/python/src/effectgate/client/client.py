@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TypeVar
 
@@ -41,6 +41,7 @@ class EffectGateClient:
         key_file: str | None = None,
         retry: RetryPolicy | bool | None = None,
         timeout: float | None = 30.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         given = target if isinstance(target, grpc.aio.Channel) else None
         self.settings = Settings.resolve(
@@ -53,6 +54,8 @@ class EffectGateClient:
         )
         self.retry = as_policy(retry)
         self.timeout = timeout
+        # Extra call metadata sent with every call (e.g. a W3C traceparent from a front door).
+        self._headers = tuple((headers or {}).items())
         self._given = given
         self._channel: grpc.aio.Channel | None = given
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -108,7 +111,7 @@ class EffectGateClient:
 
     @property
     def metadata(self) -> tuple[tuple[str, str | bytes], ...]:
-        return self.settings.call_metadata
+        return (*self.settings.call_metadata, *self._headers)
 
     async def _call(self, send: Callable[[float | None], Awaitable[T]], timeout: float | None, retry: bool) -> T:
         policy = self.retry if retry else None
