@@ -123,3 +123,23 @@ async def test_url_options_are_the_gateways_not_the_servers(pg_dsn: str) -> None
         await store.close()
     with pytest.raises(ValueError, match="must be numbers"):
         PostgresStore.from_url(f"{pg_dsn}{separator}pool_max=many")
+
+
+async def test_each_primitive_is_one_round_trip(pg_dsn: str) -> None:
+    """One statement per primitive and nothing else on the wire: no reset query when a pooled
+    connection goes back (the store keeps no session state)."""
+    store = PostgresStore(pg_dsn, min_size=1, max_size=1)
+    await store.open()
+    sent: list[str] = []
+    try:
+        async with store._conn() as conn:
+            conn.add_query_logger(lambda q: sent.append(q.query))
+        leased = record("a1").evolve(fence=1, lease_owner="w", lease_expires_at=NOW + 30)
+        assert (await store.insert_if_absent(leased))[1]
+        assert await store.get("a1") == leased
+        assert await store.update(leased.evolve(lease_owner="", lease_expires_at=0.0, reason="done"))
+        assert await store.acquire_lease("a1", "w2", NOW, 30.0) is not None
+        assert len(await store.claim_due("rec", NOW + 100, 30.0, 5)) == 1
+        assert [q.split()[0] for q in sent] == ["INSERT", "SELECT", "UPDATE", "UPDATE", "WITH"]
+    finally:
+        await store.close()
