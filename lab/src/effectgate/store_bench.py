@@ -211,6 +211,9 @@ async def settle(url: str) -> None:
 
 async def run_worker(spec: Result) -> list[Result]:
     """One backend, one implementation (whatever `effectgate.gateway.store` imports as)."""
+    import effectgate.gateway.store as implementation
+
+    print(f"    store code: {Path(implementation.__file__).parent}", file=sys.stderr)
     results: list[Result] = []
     async with fresh_url(spec["backend"], spec.get("pg_dsn", "")) as url:
         store = open_store(url)
@@ -257,14 +260,19 @@ def spawn(spec: Result, src: Path | None) -> list[Result]:
         env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-m", "effectgate.store_bench", "--worker", json.dumps(spec)],
+        env=env,
         capture_output=True,
         text=True,
         check=False,
         timeout=7_200,
     )
+    sys.stderr.write(done.stderr)
     if done.returncode != 0:
         raise RuntimeError(f"bench worker failed: {done.stderr[-2000:]}")
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    results = list(json.loads(done.stdout.strip().splitlines()[-1]))
+    for r in results:
+        r["impl"] = "before" if src is not None else "after"
+    return results
 
 
 @contextlib.contextmanager
