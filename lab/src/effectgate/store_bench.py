@@ -10,11 +10,14 @@ Backends: SQLite `synchronous=FULL` and `NORMAL` (fresh file each), PostgreSQL (
 EFFECTGATE_TEST_PG_DSN, or a throw-away cluster started like the tests do, when run from the
 repository root). `--before REF` also runs the store of an older commit (checked out with
 `git archive` into a temporary directory and put first on the import path of a child process)
-and prints both side by side. `--preload N` loads N actions through `Store.insert_many` and
-reports `new` and `get` at 1 k stored actions against N.
+and prints both side by side (the old code's own dependencies must be installed: 548605c's
+SQLite store needs `pip install aiosqlite`). `--preload N` loads N actions through
+`Store.insert_many` and reports `new` and `get` at 1 k stored actions against N. Each figure
+also gives the process CPU per operation, steadier than wall-clock figures on a busy machine.
 
 Usage: python -m effectgate.store_bench [--n 1000] [--concurrency 1,16,64] [--before 548605c]
-       [--backends sqlite-full,sqlite-normal,postgres] [--preload 1000000] [--json out.json]
+       [--backends sqlite-full,sqlite-normal,postgres] [--preload 1000000] [--repeat 3]
+       [--json out.json]
 """
 
 from __future__ import annotations
