@@ -7,6 +7,7 @@ import asyncio
 import asyncpg
 import pytest
 
+from effectgate.gateway.domain import ListQuery, State
 from effectgate.gateway.store import StoreUnavailable, open_store
 from effectgate.gateway.store.postgres import PostgresStore, migrations
 from tests import pg
@@ -123,3 +124,53 @@ async def test_url_options_are_the_gateways_not_the_servers(pg_dsn: str) -> None
         await store.close()
     with pytest.raises(ValueError, match="must be numbers"):
         PostgresStore.from_url(f"{pg_dsn}{separator}pool_max=many")
+
+
+async def test_each_primitive_is_one_round_trip(pg_dsn: str) -> None:
+    """One statement per primitive and nothing else on the wire: no reset query when a pooled
+    connection goes back (the store keeps no session state)."""
+    store = PostgresStore(pg_dsn, min_size=1, max_size=1)
+    await store.open()
+    sent: list[str] = []
+    try:
+        async with store._conn() as conn:
+            conn.add_query_logger(lambda q: sent.append(q.query))
+        leased = record("a1").evolve(fence=1, lease_owner="w", lease_expires_at=NOW + 30)
+        assert (await store.insert_if_absent(leased))[1]
+        assert await store.get("a1") == leased
+        assert await store.update(leased.evolve(lease_owner="", lease_expires_at=0.0, reason="done"))
+        assert await store.acquire_lease("a1", "w2", NOW, 30.0) is not None
+        assert len(await store.claim_due("rec", NOW + 100, 30.0, 5)) == 1
+        assert [q.split()[0] for q in sent] == ["INSERT", "SELECT", "UPDATE", "UPDATE", "WITH"]
+    finally:
+        await store.close()
+
+
+async def test_hot_statements_use_indexes(pg_dsn: str) -> None:
+    """With mostly settled actions (the steady state), the protocol's statements never scan the
+    table: point writes by key, due work through the state indexes, pages in index order."""
+    store = PostgresStore(pg_dsn)
+    await store.open()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        settled = [record(f"c{i:05}", state=State.CONFIRMED, created_at=float(i)) for i in range(5_000)]
+        await store.insert_many([*settled, record("open", state=State.DISPATCHED)])
+        await conn.execute("ANALYZE actions")
+        q = PostgresStore.statements
+        statements = [
+            (q.get, ("c00001",)),
+            (q.acquire, ("o", 1.0, "c00001", 0.0)),
+            (q.update, (*("x",) * 4, "", 0.0, None, 1.0, 1.0, "{}", "c00001", 1)),
+            (q.claim, (NOW, NOW, 10, "o", 1.0)),
+            q.list(ListQuery(tenant="acme"), 50),
+            q.list(ListQuery(tenant="acme", state=State.UNKNOWN), 50),
+            q.list(ListQuery(tenant="acme", run_id="run-1"), 50),
+        ]
+        for sql, params in statements:
+            # EXPLAIN without ANALYZE plans a write without running it.
+            plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {sql}", *params))
+            assert "Seq Scan on actions" not in plan, (sql, plan)
+            assert "Index" in plan, (sql, plan)
+    finally:
+        await conn.close()
+        await store.close()

@@ -29,13 +29,24 @@ def raw(path: Path) -> sqlite3.Connection:
     return conn
 
 
+async def hold(writer: Writer) -> tuple[asyncio.Future[bool], threading.Event]:
+    """Keeps the writer busy in a transaction of its own until the event is set."""
+    started, release = threading.Event(), threading.Event()
+
+    def busy(conn: sqlite3.Connection) -> bool:
+        started.set()
+        return release.wait(30)
+
+    holder = asyncio.ensure_future(writer.transaction(busy))
+    assert await asyncio.to_thread(started.wait, 30)
+    return holder, release
+
+
 async def blocked_batch(writer: Writer, jobs: list) -> list:  # type: ignore[type-arg]
     """Runs `jobs` as one batch: the writer is held busy until all of them are queued."""
-    release = threading.Event()
-    holder = asyncio.ensure_future(writer.transaction(lambda c: release.wait(30)))
-    await asyncio.sleep(0.05)
+    holder, release = await hold(writer)
     pending = [asyncio.ensure_future(writer.transaction(job)) for job in jobs]
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # every task runs up to its queue.put in the next loop turn
     release.set()
     await holder
     return await asyncio.gather(*pending, return_exceptions=True)
@@ -79,10 +90,8 @@ async def test_a_failing_single_statement_is_undone_alone(tmp_path: Path) -> Non
     conn = raw(tmp_path / "w.db")
     conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
     writer = Writer(conn)
-    release = threading.Event()
+    holder, release = await hold(writer)
     try:
-        holder = asyncio.ensure_future(writer.transaction(lambda c: release.wait(30)))
-        await asyncio.sleep(0.05)
         # One multi-row statement that fails half-way: SQLite's statement journal undoes its
         # first row; the statements around it in the same commit stand.
         statements = ["INSERT INTO t VALUES ('a')", "INSERT INTO t VALUES ('b'), ('a')", "INSERT INTO t VALUES ('c')"]
@@ -130,12 +139,19 @@ async def test_a_batch_whose_commit_fails_fails_every_caller(tmp_path: Path) -> 
 async def test_concurrent_actions_share_commits(tmp_path: Path) -> None:
     store = SqliteStore(str(tmp_path / "eg.db"))
     await store.open()
+    assert store._writer is not None
+    # Hold the writer so that the 200 inserts are all queued before the next commit.
+    holder, release = await hold(store._writer)
     try:
-        await asyncio.gather(*(store.insert_if_absent(record(f"a{i:03}")) for i in range(200)))
-        commits, transactions = store.commits
-        assert transactions >= 200 and commits < transactions
+        inserts = asyncio.gather(*(store.insert_if_absent(record(f"a{i:03}")) for i in range(200)))
+        await asyncio.sleep(0.1)
+        release.set()
+        await holder
+        assert all(inserted for _, inserted in await inserts)
+        assert store.commits == (2, 201)
         assert len((await store.list(ListQuery(tenant="acme", page_size=500))).records) == 200
     finally:
+        release.set()
         await store.close()
 
 

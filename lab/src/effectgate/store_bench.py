@@ -10,11 +10,14 @@ Backends: SQLite `synchronous=FULL` and `NORMAL` (fresh file each), PostgreSQL (
 EFFECTGATE_TEST_PG_DSN, or a throw-away cluster started like the tests do, when run from the
 repository root). `--before REF` also runs the store of an older commit (checked out with
 `git archive` into a temporary directory and put first on the import path of a child process)
-and prints both side by side. `--preload N` loads N actions through `Store.insert_many` and
-reports `new` and `get` at 1 k stored actions against N.
+and prints both side by side (the old code's own dependencies must be installed: 548605c's
+SQLite store needs `pip install aiosqlite`). `--preload N` loads N actions through
+`Store.insert_many` and reports `new` and `get` at 1 k stored actions against N. Each figure
+also gives the process CPU per operation, steadier than wall-clock figures on a busy machine.
 
 Usage: python -m effectgate.store_bench [--n 1000] [--concurrency 1,16,64] [--before 548605c]
-       [--backends sqlite-full,sqlite-normal,postgres] [--preload 1000000] [--json out.json]
+       [--backends sqlite-full,sqlite-normal,postgres] [--preload 1000000] [--repeat 3]
+       [--json out.json]
 """
 
 from __future__ import annotations
@@ -211,6 +214,9 @@ async def settle(url: str) -> None:
 
 async def run_worker(spec: Result) -> list[Result]:
     """One backend, one implementation (whatever `effectgate.gateway.store` imports as)."""
+    import effectgate.gateway.store as implementation
+
+    print(f"    store code: {Path(implementation.__file__).parent}", file=sys.stderr)
     results: list[Result] = []
     async with fresh_url(spec["backend"], spec.get("pg_dsn", "")) as url:
         store = open_store(url)
@@ -257,14 +263,19 @@ def spawn(spec: Result, src: Path | None) -> list[Result]:
         env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-m", "effectgate.store_bench", "--worker", json.dumps(spec)],
+        env=env,
         capture_output=True,
         text=True,
         check=False,
         timeout=7_200,
     )
+    sys.stderr.write(done.stderr)
     if done.returncode != 0:
         raise RuntimeError(f"bench worker failed: {done.stderr[-2000:]}")
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    results = list(json.loads(done.stdout.strip().splitlines()[-1]))
+    for r in results:
+        r["impl"] = "before" if src is not None else "after"
+    return results
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ and pass the store conformance suite (tests/store_conformance.py).
 
 from __future__ import annotations
 
+import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -80,3 +81,16 @@ class Store(ABC):
     def describe(self) -> str:
         """What this store is, safe to log: never a password."""
         return self.redacted_url() or type(self).__name__
+
+
+def encode_cursor(created_at: float, action_id: str) -> str:
+    """A position in list order (not an offset): rows inserted behind it do not shift pages."""
+    return base64.urlsafe_b64encode(f"{created_at!r}|{action_id}".encode()).decode()
+
+
+def decode_cursor(token: str) -> tuple[float, str]:
+    """Raises ValueError on a token this store did not make."""
+    created, sep, action_id = base64.urlsafe_b64decode(token.encode()).decode().partition("|")
+    if not sep:
+        raise ValueError("not a page token")
+    return float(created), action_id

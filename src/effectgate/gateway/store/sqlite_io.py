@@ -91,7 +91,10 @@ class Writer:
                         stop = True
                         break
                     batch.append(item)  # type: ignore[arg-type]
-                self._commit(batch)
+                try:
+                    self._commit(batch)
+                except Exception as exc:  # a bug here must not leave callers waiting forever
+                    self._abort(batch, StoreUnavailable(f"SQLite writer failed: {type(exc).__name__}"))
                 if stop:
                     return
         finally:
