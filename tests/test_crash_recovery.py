@@ -52,16 +52,15 @@ async def die_at(point: str, target: str) -> None:
     A new action is claimed already DISPATCHED (nothing sent yet: `after_dispatched`), so the
     PLANNED recovery point is reached through an approval: the Approve that records PLANNED dies."""
     async with grpc.aio.insecure_channel(target) as channel:
-        if point == "after_planned":
-            waiting = await gateway_pb2_grpc.EffectGatewayStub(channel).Execute(charge_request("run-crash"), timeout=10)
-            assert waiting.action.state == pb.EFFECT_STATE_AWAITING_APPROVAL
-            call = gateway_pb2_grpc.OperatorStub(channel).Approve(
-                pb.ApproveRequest(action_id=waiting.action.action_id, note="ok"), timeout=10
-            )
-        else:
-            call = gateway_pb2_grpc.EffectGatewayStub(channel).Execute(charge_request("run-crash"), timeout=10)
+        agent = gateway_pb2_grpc.EffectGatewayStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await call
+            if point == "after_planned":
+                waiting = await agent.Execute(charge_request("run-crash"), timeout=10)
+                assert waiting.action.state == pb.EFFECT_STATE_AWAITING_APPROVAL
+                approve = pb.ApproveRequest(action_id=waiting.action.action_id, note="ok")
+                await gateway_pb2_grpc.OperatorStub(channel).Approve(approve, timeout=10)
+            else:
+                await agent.Execute(charge_request("run-crash"), timeout=10)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # the process died mid-call
 
 
