@@ -54,17 +54,19 @@ async def test_retry_after_past_the_deadline_is_unavailable_and_the_next_execute
     limited: tuple[LiveGateway, ScriptedAdapter],
 ) -> None:
     live, adapter = limited
-    adapter.script_execute(RateLimited("503", retry_after=60.0))
+    adapter.script_execute(RateLimited("503", retry_after=2.0))
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await live.stub.Execute(request(), timeout=30)
+        await live.stub.Execute(request(), timeout=1.5)  # the pause does not fit
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     found = details(caught.value)
     assert found["ErrorInfo"].reason == "PROVIDER_RATE_LIMITED"
-    assert found["RetryInfo"].retry_delay.seconds == 60
+    assert found["RetryInfo"].retry_delay.seconds == 2
     assert len(adapter.executed) == 1 and adapter.effects == []
     action_id = found["ErrorInfo"].metadata["action_id"]
     stored = await live.stub.GetAction(pb.GetActionRequest(action_id=action_id))
     assert stored.state == pb.EFFECT_STATE_NOT_FOUND
+    # The next Execute sends it, but not before the provider's pause has passed.
     again = await live.stub.Execute(request(call="again"), timeout=30)
     assert again.action.state == pb.EFFECT_STATE_CONFIRMED and not again.replayed
     assert len(adapter.executed) == 2 and len(adapter.effects) == 1
+    assert adapter.executed_at[1] - adapter.executed_at[0] >= 2.0

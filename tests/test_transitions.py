@@ -103,7 +103,10 @@ CASES = {
     ),
     # The edge the old diagram missed: a refusal before acting proves that nothing happened.
     "refused-before-acting": Case(
-        D, t.RefusedBeforeActing("rate limited", retry_after=2.0), N, {"next_step": NextStep.DISPATCH}
+        D,
+        t.RefusedBeforeActing("rate limited", retry_after=2.0),
+        N,
+        {"next_step": NextStep.DISPATCH, "next_check_at": NOW + 2},
     ),
     "ambiguous": Case(D, t.Ambiguous("reset"), D, {"reason": "ambiguous: reset"}),
     "observed-confirmed": Case(D, t.Observed(FOUND), C, {"receipt": RECEIPT, "checks": 2, "next_check_at": None}),
@@ -247,6 +250,13 @@ MOVES: dict[str, tuple[ActionRecord, dict[str, Any], m.Move]] = {
         {"refusal": LIMITED, "refusals": 1, "deadline": NOW + 3.0},
         m.Move("stop", pause=3.0, rate_limited=True),
     ),
+    "stored-pause-is-honoured": (base(N, next_check_at=NOW + 4), {}, m.Move("send", pause=4.0)),
+    "stored-pause-past-deadline-stops": (
+        base(N, next_check_at=NOW + 40),
+        {},
+        m.Move("stop", pause=40.0, rate_limited=True),
+    ),
+    "stored-pause-over-sends": (base(N, next_check_at=NOW - 1), {}, m.Move("send")),
     "plain-refusal-backs-off": (base(N), {"refusal": PLAIN, "refusals": 1}, m.Move("send", pause=0.2)),
     "plain-refusal-backs-off-more": (base(N), {"refusal": PLAIN, "refusals": 3}, m.Move("send", pause=0.8)),
     "plain-refusal-no-time-stops-quietly": (

@@ -50,8 +50,14 @@ def next_move(
     left = min(deadline, record.lease_expires_at) - now
     if record.state in (State.PLANNED, State.NOT_FOUND):
         pause = refusal_pause(refusal, refusals) if refusal is not None else 0.0
+        # A provider's pause stored by an earlier refusal (this worker's or another's).
+        not_before = record.next_check_at if record.state is State.NOT_FOUND else None
+        held = not_before is not None and not_before > now
+        if held:
+            assert not_before is not None
+            pause = max(pause, not_before - now)
         if sends_left <= 0 or left < pause + MIN_CALL_BUDGET:
-            limited = refusal is not None and refusal.retry_after is not None
+            limited = held or (refusal is not None and refusal.retry_after is not None)
             return Move("stop", pause=pause, rate_limited=limited)
         return Move("send", pause=pause)
     if record.state in (State.DISPATCHED, State.UNKNOWN):

@@ -211,10 +211,13 @@ def _refused(record: ActionRecord, event: Event, now: float, policy: Policy) -> 
 
 def _refused_before_acting(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
     assert isinstance(event, RefusedBeforeActing)
+    # A pause the provider asked for is stored: no worker sends again before it has passed.
+    not_before = None if event.retry_after is None else now + event.retry_after
     return record.evolve(
         state=N,
         reason=f"provider refused before acting: {event.message}",
         next_step=NextStep.DISPATCH,
+        next_check_at=not_before,
     )
 
 
