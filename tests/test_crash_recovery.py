@@ -46,23 +46,42 @@ async def wait_settled(target: str, action: str, timeout: float = 20.0) -> pb.Ac
             await asyncio.sleep(0.1)
 
 
+async def die_at(point: str, target: str) -> None:
+    """Drives one action to `point`, where the process kills itself mid-call.
+
+    A new action is claimed already DISPATCHED (nothing sent yet: `after_dispatched`), so the
+    PLANNED recovery point is reached through an approval: the Approve that records PLANNED dies."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        agent = gateway_pb2_grpc.EffectGatewayStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            if point == "after_planned":
+                waiting = await agent.Execute(charge_request("run-crash"), timeout=10)
+                assert waiting.action.state == pb.EFFECT_STATE_AWAITING_APPROVAL
+                approve = pb.ApproveRequest(action_id=waiting.action.action_id, note="ok")
+                await gateway_pb2_grpc.OperatorStub(channel).Approve(approve, timeout=10)
+            else:
+                await agent.Execute(charge_request("run-crash"), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # the process died mid-call
+
+
 @pytest.mark.parametrize("point", failpoints.POINTS)
 async def test_restart_after_kill_at_each_crash_point(tmp_path: Path, sim: StripeSimulator, point: str) -> None:
+    approval = {"approval": "required"} if point == "after_planned" else {}
     config = write_config(
         config_doc(
             f"sqlite:///{tmp_path}/eg.db",
             gateway={"lease_ttl": "1s"},
-            **stripe_tools(sim.base_url, attempt_timeout="0.8s"),
+            **stripe_tools(sim.base_url, attempt_timeout="0.8s", **approval),
         ),
         tmp_path / "effectgate.toml",
     )
     doomed = GatewayProcess(config, crash_at=point)
-    await doomed.ready()
-    async with grpc.aio.insecure_channel(doomed.target) as channel:
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await gateway_pb2_grpc.EffectGatewayStub(channel).Execute(charge_request("run-crash"), timeout=10)
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # the process died mid-call
-    assert await doomed.wait_exit() == -signal.SIGKILL
+    try:
+        await doomed.ready()
+        await die_at(point, doomed.target)
+        assert await doomed.wait_exit() == -signal.SIGKILL
+    finally:
+        doomed.kill()
     expected_before = 1 if point == "after_provider_commit" else 0
     assert len(sim.ledger) == expected_before
 
@@ -73,6 +92,8 @@ async def test_restart_after_kill_at_each_crash_point(tmp_path: Path, sim: Strip
         assert action.state == pb.EFFECT_STATE_CONFIRMED, action
         assert len(sim.ledger) == 1
         assert action.receipt.external_id == sim.ledger[0]["id"]
+        # Recovery from a claim that was never sent is a verification before attempt 2.
+        assert action.attempts == (2 if point == "after_dispatched" else 1)
     finally:
         assert survivor.terminate() == 0
 

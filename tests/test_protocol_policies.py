@@ -53,8 +53,14 @@ async def test_retry_after_past_the_deadline_answers_rate_limited_and_the_next_e
     assert stored.state is State.NOT_FOUND and stored.next_step is NextStep.DISPATCH
     assert stored.lease_owner == "" and len(r.adapter.executed) == 1
     assert r.clock.slept == []  # no pointless wait, no burst
+    assert stored.next_check_at == pytest.approx(r.clock() + 60.0)
     assert await r.reconciler.run_once() == 0  # proven absence waits for the agent
-    r.clock.advance(60.0)
+    # Before the pause has passed, no worker sends: the answer is the same refusal.
+    r.clock.advance(20.0)
+    with pytest.raises(ProviderRateLimited) as early:
+        await r.execute(command(call="early"), budget=10.0)
+    assert early.value.retry_after == pytest.approx(40.0) and len(r.adapter.executed) == 1
+    r.clock.advance(40.0)
     again = await r.execute(command(call="later"))
     assert again.record.state is State.CONFIRMED and not again.replayed and again.record.attempts == 2
     assert len(r.adapter.effects) == 1

@@ -1,6 +1,6 @@
 """Every edge of the action state machine, table-driven: one case per (state, event, state) of
 `transitions.EDGES` (and no edge without a case), every event refused in every other state,
-the driver's next-move rules, and docs/protocol.md's diagram equal to the table."""
+the driver's next-move rules (`moves`), and docs/protocol.md's diagram equal to the table."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
+from effectgate.gateway import moves as m
 from effectgate.gateway import transitions as t
 from effectgate.gateway.domain import ActionIdentity, ActionRecord, NextStep, State
 
@@ -102,7 +103,10 @@ CASES = {
     ),
     # The edge the old diagram missed: a refusal before acting proves that nothing happened.
     "refused-before-acting": Case(
-        D, t.RefusedBeforeActing("rate limited", retry_after=2.0), N, {"next_step": NextStep.DISPATCH}
+        D,
+        t.RefusedBeforeActing("rate limited", retry_after=2.0),
+        N,
+        {"next_step": NextStep.DISPATCH, "next_check_at": NOW + 2},
     ),
     "ambiguous": Case(D, t.Ambiguous("reset"), D, {"reason": "ambiguous: reset"}),
     "observed-confirmed": Case(D, t.Observed(FOUND), C, {"receipt": RECEIPT, "checks": 2, "next_check_at": None}),
@@ -217,7 +221,7 @@ def test_stamped_renews_the_lease_and_settled_releases_it() -> None:
 # -- next_move -------------------------------------------------------------------------------------
 
 
-def move(record: ActionRecord, **kw: Any) -> t.Move:
+def move(record: ActionRecord, **kw: Any) -> m.Move:
     args: dict[str, Any] = {
         "now": NOW,
         "deadline": NOW + 10,
@@ -228,57 +232,64 @@ def move(record: ActionRecord, **kw: Any) -> t.Move:
         "policy": POLICY,
     }
     args.update(kw)
-    return t.next_move(record, **args)
+    return m.next_move(record, **args)
 
 
 LIMITED = t.RefusedBeforeActing("429", retry_after=3.0)
 PLAIN = t.RefusedBeforeActing("401")
 NO_DEDUP = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0)
 
-MOVES: dict[str, tuple[ActionRecord, dict[str, Any], t.Move]] = {
-    "planned-sends": (base(P), {}, t.Move("send")),
-    "no-sends-left-stops": (base(N), {"sends_left": 0}, t.Move("stop")),
-    "no-time-left-stops": (base(P), {"deadline": NOW + 0.01}, t.Move("stop")),
-    "lease-bounds-the-time": (base(P, lease_expires_at=NOW + 0.01), {}, t.Move("stop")),
-    "rate-limit-pauses-then-sends": (base(N), {"refusal": LIMITED, "refusals": 1}, t.Move("send", pause=3.0)),
+MOVES: dict[str, tuple[ActionRecord, dict[str, Any], m.Move]] = {
+    "planned-sends": (base(P), {}, m.Move("send")),
+    "no-sends-left-stops": (base(N), {"sends_left": 0}, m.Move("stop")),
+    "no-time-left-stops": (base(P), {"deadline": NOW + 0.01}, m.Move("stop")),
+    "lease-bounds-the-time": (base(P, lease_expires_at=NOW + 0.01), {}, m.Move("stop")),
+    "rate-limit-pauses-then-sends": (base(N), {"refusal": LIMITED, "refusals": 1}, m.Move("send", pause=3.0)),
     "rate-limit-past-deadline-stops": (
         base(N),
         {"refusal": LIMITED, "refusals": 1, "deadline": NOW + 3.0},
-        t.Move("stop", pause=3.0, rate_limited=True),
+        m.Move("stop", pause=3.0, rate_limited=True),
     ),
-    "plain-refusal-backs-off": (base(N), {"refusal": PLAIN, "refusals": 1}, t.Move("send", pause=0.2)),
-    "plain-refusal-backs-off-more": (base(N), {"refusal": PLAIN, "refusals": 3}, t.Move("send", pause=0.8)),
+    "stored-pause-is-honoured": (base(N, next_check_at=NOW + 4), {}, m.Move("send", pause=4.0)),
+    "stored-pause-past-deadline-stops": (
+        base(N, next_check_at=NOW + 40),
+        {},
+        m.Move("stop", pause=40.0, rate_limited=True),
+    ),
+    "stored-pause-over-sends": (base(N, next_check_at=NOW - 1), {}, m.Move("send")),
+    "plain-refusal-backs-off": (base(N), {"refusal": PLAIN, "refusals": 1}, m.Move("send", pause=0.2)),
+    "plain-refusal-backs-off-more": (base(N), {"refusal": PLAIN, "refusals": 3}, m.Move("send", pause=0.8)),
     "plain-refusal-no-time-stops-quietly": (
         base(N),
         {"refusal": PLAIN, "refusals": 1, "deadline": NOW + 0.1},
-        t.Move("stop", pause=0.2),
+        m.Move("stop", pause=0.2),
     ),
-    "dispatched-is-checked": (base(D), {}, t.Move("check")),
-    "unknown-is-checked": (base(U), {}, t.Move("check")),
-    "unknown-after-check-stops": (base(U), {"observed": UNSURE}, t.Move("stop")),
-    "not-found-at-dedup-provider-resends": (base(D), {"observed": MISSING}, t.Move("send", pause=t.RETRY_PAUSE)),
+    "dispatched-is-checked": (base(D), {}, m.Move("check")),
+    "unknown-is-checked": (base(U), {}, m.Move("check")),
+    "unknown-after-check-stops": (base(U), {"observed": UNSURE}, m.Move("stop")),
+    "not-found-at-dedup-provider-resends": (base(D), {"observed": MISSING}, m.Move("send", pause=t.RETRY_PAUSE)),
     "not-found-elsewhere-waits": (
         base(D, dispatched_at=NOW - 1),
         {"observed": MISSING, "policy": NO_DEDUP},
-        t.Move("wait", pause=2.0),
+        m.Move("wait", pause=2.0),
     ),
     "wait-at-most-to-window-end": (
         base(D, dispatched_at=NOW - 4.5),
         {"observed": MISSING, "policy": NO_DEDUP},
-        t.Move("wait", pause=0.5),
+        m.Move("wait", pause=0.5),
     ),
     "no-time-to-wait-parks": (
         base(D, dispatched_at=NOW - 1),
         {"observed": MISSING, "policy": NO_DEDUP, "deadline": NOW + 1},
-        t.Move("park"),
+        m.Move("park"),
     ),
     "key-forgotten-waits": (
         base(D, created_at=NOW - 100, dispatched_at=NOW - 1),
         {"observed": MISSING, "policy": t.Policy(30.0, 2.0, 60.0, 5.0, dedups_on_key=True, key_retention=100.0)},
-        t.Move("wait", pause=2.0),
+        m.Move("wait", pause=2.0),
     ),
-    "settled-stops": (base(C), {}, t.Move("stop")),
-    "awaiting-approval-stops": (base(A), {}, t.Move("stop")),
+    "settled-stops": (base(C), {}, m.Move("stop")),
+    "awaiting-approval-stops": (base(A), {}, m.Move("stop")),
 }
 
 

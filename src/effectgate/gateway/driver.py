@@ -1,7 +1,7 @@
 """Driving one leased action: write, call, write.
 
 The driver is only ever handed an action whose lease this worker holds. What each event does to
-the record, and what to do next, are pure functions in `transitions`; the driver only performs
+the record (`transitions`) and what to do next (`moves`) are pure functions; the driver only performs
 them: it writes the record (conditional on the lease fence: a worker that lost its lease gets
 `LeaseLost` and stops at once, before sending anything more), calls the adapter, and writes the
 outcome.
@@ -35,14 +35,11 @@ from effectgate.gateway import transitions as t
 from effectgate.gateway.domain import ActionRecord, State
 from effectgate.gateway.errors import ProviderRateLimited
 from effectgate.gateway.keys import provider_key
+from effectgate.gateway.moves import MIN_CALL_BUDGET, next_move
 from effectgate.gateway.store.base import Store
 from effectgate.gateway.tools import BoundTool
 
 log = logging.getLogger("effectgate.driver")
-
-# Kept here for callers that import them from the driver.
-RETRY_PAUSE = t.RETRY_PAUSE
-MIN_CALL_BUDGET = t.MIN_CALL_BUDGET
 
 
 class LeaseLost(Exception):
@@ -101,7 +98,7 @@ class Driver:
             record, refusal = await self._send(record, tool, deadline, policy)
             refusals += refusal is not None
         while True:
-            move = t.next_move(
+            move = next_move(
                 record,
                 now=self.clock(),
                 deadline=deadline,

@@ -4,6 +4,11 @@
 reaches that point, so a test can prove recovery from each durable state;
 `EFFECTGATE_PAUSE_AT=after_dispatched` makes it SIGSTOP itself there instead (a stalled worker,
 resumed later by SIGCONT). Unset (production), a failpoint is two string comparisons.
+
+The points are the durable states a crash can leave behind: `after_planned` (PLANNED committed,
+nothing sent: an approval, or a claim with no time left to send), `after_dispatched` (a
+DISPATCHED attempt committed and not yet sent: a new action's claim, or a re-dispatch),
+`after_provider_commit` (the provider answered, the receipt is not yet stored).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from effectgate.gateway.errors import (
     PayloadMismatch,
     PolicyConflict,
 )
+from effectgate.gateway.moves import MIN_CALL_BUDGET
 from effectgate.gateway.replay_cache import SettledCache
 from effectgate.gateway.store.base import Store, StoreUnavailable
 from effectgate.gateway.tools import BoundTool, ToolSet
@@ -143,7 +144,7 @@ class EffectProtocol:
             owner=self._settings.owner,
             approval=needs_approval,
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
-            send_now=deadline - now >= t.MIN_CALL_BUDGET,
+            send_now=deadline - now >= MIN_CALL_BUDGET,
         )
         record, inserted = await self._guard(self._store.insert_if_absent(t.create(claim, now, self._policy(tool))))
         if not inserted:  # another caller claimed it between our read and our insert

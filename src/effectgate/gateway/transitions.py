@@ -4,7 +4,7 @@ Every change of an action is `apply(record, event, now, policy) -> record`: a pu
 the stored record, what just happened (an event), the time and the tool's policy. `EDGES` lists
 every allowed (state, event, state) triple; `apply` refuses anything else, so the table is the
 whole truth (docs/protocol.md's diagram is rendered from it by `mermaid()` and a test keeps the
-two equal). `next_move` is the driver's decision of what to do next, also pure.
+two equal). What the driver does next is decided, also purely, in `moves`.
 
 Who writes what: the driver records its own events (dispatch, receipt, refusal, read-back, park);
 the protocol creates actions and uses bypass grants; operators approve, reconcile and grant.
@@ -14,17 +14,57 @@ Lease bookkeeping (renewal and release) is not a state change and lives in `stam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.domain import ActionIdentity, ActionRecord, NextStep, State
+from effectgate.gateway.domain import ActionRecord, NextStep, State
+from effectgate.gateway.events import (
+    Ambiguous,
+    Answered,
+    Approve,
+    Claim,
+    Dispatch,
+    Event,
+    GrantBypass,
+    NotSent,
+    Observed,
+    Park,
+    Reconcile,
+    Refused,
+    RefusedBeforeActing,
+    UseBypass,
+)
+
+__all__ = [
+    "EDGES",
+    "RESOLUTIONS",
+    "RETRY_PAUSE",
+    "TABLE",
+    "Ambiguous",
+    "Answered",
+    "Approve",
+    "Claim",
+    "Dispatch",
+    "Event",
+    "GrantBypass",
+    "IllegalTransition",
+    "NotSent",
+    "Observed",
+    "Park",
+    "Policy",
+    "Reconcile",
+    "Refused",
+    "RefusedBeforeActing",
+    "UseBypass",
+    "apply",
+    "create",
+    "mermaid",
+    "released",
+    "stamped",
+    "window_end",
+]
 
 # Pause before a same-key retry at a deduplicating provider (409 "key in use" needs a moment).
 RETRY_PAUSE = 0.2
-# Never start a provider call with less than this much of the lease or deadline left.
-MIN_CALL_BUDGET = 0.05
-# Back-off cap after refusals that name no pause (a plain NoEffectError).
-REFUSAL_PAUSE_MAX = 5.0
 
 
 class IllegalTransition(Exception):
@@ -45,126 +85,6 @@ class Policy:
     key_retention: float | None = None
 
 
-# -- events ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Event:
-    name: ClassVar[str] = ""
-
-
-@dataclass(frozen=True)
-class Claim(Event):
-    """First Execute of an action. `send_now`: inserted already DISPATCHED (attempt 1, with the
-    lease), so the intent is durable in the same write that claims it."""
-
-    name: ClassVar[str] = "claim"
-    identity: ActionIdentity
-    action_id: str
-    payload_type: str
-    payload: bytes
-    fingerprint: str
-    owner: str
-    approval: bool = False
-    send_now: bool = False
-
-
-@dataclass(frozen=True)
-class Dispatch(Event):
-    """About to send attempt n (committed before the request leaves)."""
-
-    name: ClassVar[str] = "dispatch"
-
-
-@dataclass(frozen=True)
-class NotSent(Event):
-    """Marked DISPATCHED, but no time was left to send: nothing went out."""
-
-    name: ClassVar[str] = "not_sent"
-
-
-@dataclass(frozen=True)
-class Answered(Event):
-    """The provider answered with a receipt."""
-
-    name: ClassVar[str] = "receipt"
-    receipt: Receipt
-
-
-@dataclass(frozen=True)
-class Refused(Event):
-    """A definitive refusal: nothing happened and nothing will (declined card)."""
-
-    name: ClassVar[str] = "refused"
-    code: str
-    message: str
-    details: dict[str, object]
-
-
-@dataclass(frozen=True)
-class RefusedBeforeActing(Event):
-    """Refused before acting (401, 429, 503): nothing happened; a later retry is safe."""
-
-    name: ClassVar[str] = "refused_before_acting"
-    message: str
-    retry_after: float | None = None
-
-
-@dataclass(frozen=True)
-class Ambiguous(Event):
-    """Timeout, reset, 5xx, key in use: maybe an effect. Verification decides."""
-
-    name: ClassVar[str] = "ambiguous"
-    detail: str
-
-
-@dataclass(frozen=True)
-class Observed(Event):
-    """A read-back of the provider."""
-
-    name: ClassVar[str] = "observed"
-    observation: Observation
-
-
-@dataclass(frozen=True)
-class Park(Event):
-    """Not found yet inside the consistency window, and no time to wait it out."""
-
-    name: ClassVar[str] = "park"
-
-
-@dataclass(frozen=True)
-class Approve(Event):
-    name: ClassVar[str] = "approve"
-    who: str
-    note: str
-
-
-@dataclass(frozen=True)
-class Reconcile(Event):
-    """An operator settles an action with evidence of their own."""
-
-    name: ClassVar[str] = "reconcile"
-    resolution: State
-    who: str
-    note: str
-    external_id: str = ""
-
-
-@dataclass(frozen=True)
-class GrantBypass(Event):
-    name: ClassVar[str] = "grant_bypass"
-    who: str
-    note: str
-
-
-@dataclass(frozen=True)
-class UseBypass(Event):
-    """An Execute with `bypass` and a grant: a new generation, a new provider key."""
-
-    name: ClassVar[str] = "use_bypass"
-
-
 # -- the table -----------------------------------------------------------------------------------
 
 P, D, C, R, N, U, A = (
@@ -176,41 +96,33 @@ P, D, C, R, N, U, A = (
     State.UNKNOWN,
     State.AWAITING_APPROVAL,
 )
+# The table: from-state, event, every state the event may lead to ("-": the action did not exist).
+TABLE = """
+-                  claim                  PLANNED DISPATCHED AWAITING_APPROVAL
+AWAITING_APPROVAL  approve                PLANNED
+PLANNED            dispatch               DISPATCHED
+NOT_FOUND          dispatch               DISPATCHED
+DISPATCHED         dispatch               DISPATCHED
+DISPATCHED         not_sent               DISPATCHED
+DISPATCHED         receipt                CONFIRMED
+DISPATCHED         refused                REJECTED
+DISPATCHED         refused_before_acting  NOT_FOUND
+DISPATCHED         ambiguous              DISPATCHED
+DISPATCHED         observed               CONFIRMED NOT_FOUND DISPATCHED UNKNOWN
+UNKNOWN            observed               CONFIRMED NOT_FOUND DISPATCHED UNKNOWN
+DISPATCHED         park                   UNKNOWN
+DISPATCHED         reconcile              CONFIRMED REJECTED NOT_FOUND
+UNKNOWN            reconcile              CONFIRMED REJECTED NOT_FOUND
+CONFIRMED          grant_bypass           CONFIRMED
+REJECTED           grant_bypass           REJECTED
+CONFIRMED          use_bypass             PLANNED
+REJECTED           use_bypass             PLANNED
+"""
 # (from, event, to); `None` as from: the action did not exist.
 EDGES: frozenset[tuple[State | None, str, State]] = frozenset(
-    {
-        (None, "claim", P),
-        (None, "claim", D),
-        (None, "claim", A),
-        (A, "approve", P),
-        (P, "dispatch", D),
-        (N, "dispatch", D),
-        (D, "dispatch", D),  # same key again at a provider that deduplicates
-        (D, "not_sent", D),
-        (D, "receipt", C),
-        (D, "refused", R),
-        (D, "refused_before_acting", N),
-        (D, "ambiguous", D),
-        (D, "observed", C),
-        (D, "observed", N),
-        (D, "observed", D),
-        (D, "observed", U),
-        (U, "observed", C),
-        (U, "observed", N),
-        (U, "observed", D),
-        (U, "observed", U),
-        (D, "park", U),
-        (U, "reconcile", C),
-        (U, "reconcile", R),
-        (U, "reconcile", N),
-        (D, "reconcile", C),
-        (D, "reconcile", R),
-        (D, "reconcile", N),
-        (C, "grant_bypass", C),
-        (R, "grant_bypass", R),
-        (C, "use_bypass", P),
-        (R, "use_bypass", P),
-    }
+    (None if src == "-" else State(src), name, State(dst))
+    for src, name, *targets in (line.split() for line in TABLE.strip().splitlines())
+    for dst in targets
 )
 _FROM: dict[str, frozenset[State]] = {}
 for _src, _name, _ in EDGES:
@@ -299,10 +211,13 @@ def _refused(record: ActionRecord, event: Event, now: float, policy: Policy) -> 
 
 def _refused_before_acting(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
     assert isinstance(event, RefusedBeforeActing)
+    # A pause the provider asked for is stored: no worker sends again before it has passed.
+    not_before = None if event.retry_after is None else now + event.retry_after
     return record.evolve(
         state=N,
         reason=f"provider refused before acting: {event.message}",
         next_step=NextStep.DISPATCH,
+        next_check_at=not_before,
     )
 
 
@@ -444,72 +359,6 @@ def released(record: ActionRecord, now: float) -> ActionRecord:
 
 def window_end(record: ActionRecord, policy: Policy) -> float:
     return (record.dispatched_at or 0.0) + policy.consistency_window
-
-
-# -- what the driver does next ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Move:
-    """The driver's next step. kind: send | check | wait | park | stop; `pause` comes first
-    (send, wait); `rate_limited` on stop: the caller is told to come back after `pause`."""
-
-    kind: Literal["send", "check", "wait", "park", "stop"]
-    pause: float = 0.0
-    rate_limited: bool = False
-
-
-def refusal_pause(event: RefusedBeforeActing, refusals: int) -> float:
-    """Never a burst: the provider's own pause, else an exponential back-off."""
-    if event.retry_after is not None:
-        return max(float(event.retry_after), RETRY_PAUSE)
-    return min(RETRY_PAUSE * 2.0 ** max(refusals - 1, 0), REFUSAL_PAUSE_MAX)
-
-
-def next_move(
-    record: ActionRecord,
-    *,
-    now: float,
-    deadline: float,
-    sends_left: int,
-    observed: Observation | None,
-    refusal: RefusedBeforeActing | None,
-    refusals: int,
-    policy: Policy,
-) -> Move:
-    """`observed`: the read-back just applied (None if the last step was not one); `refusal`:
-    the refusal the last send got; `refusals`: how many in a row."""
-    left = min(deadline, record.lease_expires_at) - now
-    if record.state in (P, N):
-        pause = refusal_pause(refusal, refusals) if refusal is not None else 0.0
-        if sends_left <= 0 or left < pause + MIN_CALL_BUDGET:
-            limited = refusal is not None and refusal.retry_after is not None
-            return Move("stop", pause=pause, rate_limited=limited)
-        return Move("send", pause=pause)
-    if record.state in (D, U):
-        if observed is None:
-            return Move("check")
-        if record.state is U:
-            return Move("stop")
-        if (
-            observed.outcome is Outcome.NOT_FOUND
-            and policy.dedups_on_key
-            and within_key_retention(record, now, policy)
-            and sends_left > 0
-            and left > RETRY_PAUSE
-        ):
-            # Same key at a provider that deduplicates: a retry cannot double the effect and
-            # usually answers with the stored receipt at once.
-            return Move("send", pause=RETRY_PAUSE)
-        pause = max(RETRY_PAUSE, min(window_end(record, policy) - now, policy.recheck_min))
-        if left > pause + MIN_CALL_BUDGET:
-            return Move("wait", pause=pause)
-        return Move("park")
-    return Move("stop")  # settled, or waiting for approval
-
-
-def within_key_retention(record: ActionRecord, now: float, policy: Policy) -> bool:
-    return policy.key_retention is None or now - record.created_at < policy.key_retention * 0.9
 
 
 # -- the diagram -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from effectgate.gateway.errors import (
     PayloadMismatch,
     PermissionDenied,
     PolicyConflict,
+    ProviderRateLimited,
     Unauthenticated,
 )
 from effectgate.gateway.rpc.wire import action_pb
@@ -35,6 +36,7 @@ CODES: list[tuple[type[GatewayError], int]] = [
     (InFlight, code_pb2.ABORTED),
     (PolicyConflict, code_pb2.FAILED_PRECONDITION),
     (GatewayUnavailable, code_pb2.UNAVAILABLE),
+    (ProviderRateLimited, code_pb2.UNAVAILABLE),
 ]
 
 
@@ -80,6 +82,9 @@ def to_status(error: GatewayError) -> grpc.Status:
     if isinstance(error, ActionNotFound):
         metadata = {"action_id": error.action_id}
     if isinstance(error, GatewayUnavailable):
+        details.append(_pack(_retry_info(error.retry_after)))
+    if isinstance(error, ProviderRateLimited):
+        metadata = {"action_id": error.action_id}
         details.append(_pack(_retry_info(error.retry_after)))
     details.insert(0, _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata)))
     status = status_pb2.Status(code=code, message=error.message, details=details)
