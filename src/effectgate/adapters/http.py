@@ -157,7 +157,10 @@ class HttpAdapter(Adapter):
         if body is not None:
             headers["Content-Type"] = "application/json"
         url = tpl.fill(template.url, values, url=True)
-        return self._client.build_request(template.method, url, content=body, headers=headers)
+        # The template (no payload values) is what tracing records as the URL.
+        return self._client.build_request(
+            template.method, url, content=body, headers=headers, extensions={"effectgate.url_template": template.url}
+        )
 
     def _scrub(self, text: str) -> str:
         return scrub(text, (self._token,))

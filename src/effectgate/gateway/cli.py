@@ -12,7 +12,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from effectgate.adapters.base import ConfigError as AdapterConfigError
-from effectgate.gateway import admin_cli
+from effectgate.gateway import admin_cli, audit_log, telemetry_sdk
 from effectgate.gateway.config import ConfigError, load_config
 
 COMMANDS_GROUP = "effectgate.commands"
@@ -35,7 +35,10 @@ async def serve(config_path: str) -> int:
     from effectgate.gateway.server import Gateway
 
     config = load_config(config_path)
+    audit_log.quiet_provider_sdks(not config.telemetry.provider_sdk_logs)
+    observability = telemetry_sdk.setup(config.telemetry, config.adapters)
     gateway = await Gateway.start(config)
+    observability.watch(gateway.store, sorted({p.tenant for p in config.principals} or {"dev"}))
     # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0").
     print(f"effectgate serving on port {gateway.port}", flush=True)
     stop = asyncio.Event()
@@ -45,6 +48,7 @@ async def serve(config_path: str) -> int:
     await stop.wait()
     logging.getLogger("effectgate").info("shutting down gracefully")
     await gateway.stop()
+    await observability.shutdown()
     return 0
 
 
@@ -56,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(plugin(argv[1:]))
     parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway")
     serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    audit_log.configure_logging(args.log_level, args.log_format)
     try:
         if args.command == "serve":
             return asyncio.run(serve(args.config))

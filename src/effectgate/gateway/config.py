@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from effectgate.gateway.telemetry_config import TelemetryConfig, parse_telemetry
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -105,6 +107,7 @@ class Config:
     principals: tuple[Principal, ...] = ()
     adapters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tools: Mapping[str, ToolConfig] = field(default_factory=dict)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
     @property
     def dev_mode(self) -> bool:
@@ -202,6 +205,7 @@ def parse_config(doc: Mapping[str, Any]) -> Config:
         principals=principals,
         adapters=adapters,
         tools=tools,
+        telemetry=parse_telemetry(doc.get("telemetry")),
     )
     if config.dev_mode and not is_loopback(config.listen):
         raise ConfigError(

@@ -71,6 +71,8 @@ class ActionRecord:
     checks: int = 0
     bypass_granted: bool = False
     notes: tuple[str, ...] = ()
+    # W3C traceparent of the Execute that created the action: later spans link to it.
+    trace_parent: str = ""
 
     def leased_at(self, now: float) -> bool:
         return bool(self.lease_owner) and self.lease_expires_at > now

@@ -127,7 +127,7 @@ class Driver:
             return await self._write(record.evolve(reason="no time left to send"))
         call = self._call(record, tool)
         try:
-            with telemetry.span("effectgate.provider.execute", tool=record.tool, attempt=record.attempts):
+            with telemetry.provider_span("execute", record, tool.config.adapter):
                 receipt = await asyncio.wait_for(tool.adapter.execute(call), timeout)
         except DefinitiveError as exc:
             return await self._write(
@@ -170,9 +170,9 @@ class Driver:
     async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:
         timeout = max(MIN_CALL_BUDGET, min(tool.config.attempt_timeout, deadline - self.clock()))
         try:
-            with telemetry.span("effectgate.provider.verify", tool=record.tool) as current:
+            with telemetry.provider_span("verify", record, tool.config.adapter) as call:
                 observation = await asyncio.wait_for(tool.adapter.verify(self._call(record, tool)), timeout)
-                current.set_attribute("effectgate.outcome", observation.outcome.value)
+                call.observed(observation)
                 return observation
         except TimeoutError:
             return Observation.unknown("read-back timed out")

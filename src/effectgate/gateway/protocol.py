@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from effectgate.adapters.base import Observation
-from effectgate.gateway import failpoints, keys, telemetry
+from effectgate.gateway import audit_log, failpoints, keys, metrics, telemetry
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
 from effectgate.gateway.domain import ActionRecord, ListQuery, NextStep, Page, State
 from effectgate.gateway.driver import Driver, DriverSettings, LeaseLost
@@ -96,9 +96,9 @@ class EffectProtocol:
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
-        with telemetry.span("effectgate.execute", tool=cmd.tool, tool_call_id=cmd.tool_call_id) as current:
+        with telemetry.execute_span(cmd.tool, cmd.tool_call_id) as call:
             result = await self._execute(cmd, deadline)
-            telemetry.describe(current, result.record, replayed=result.replayed)
+            call.done(result.record, result.replayed)
             return result
 
     async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
@@ -133,6 +133,7 @@ class EffectProtocol:
             fence=1,
             lease_owner="" if needs_approval else self.settings.owner,
             lease_expires_at=0.0 if needs_approval else now + self.settings.lease_ttl,
+            trace_parent=telemetry.traceparent(),
         )
         record, inserted = await self._guard(self.store.insert_if_absent(candidate))
         if inserted:
@@ -170,9 +171,11 @@ class EffectProtocol:
             if leased is None:  # someone else took it between our read and our claim
                 record = await self._get(record.action_id)
                 continue
+            metrics.lease_taken_over(record)
             return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
+        telemetry.waited_on_holder()
         task = self.inflight.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             remaining = deadline - self.clock()
@@ -212,10 +215,11 @@ class EffectProtocol:
 
     async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ActionRecord:
         try:
-            return await self.driver.drive(record, tool, deadline)
+            return audit_log.settled(await self.driver.drive(record, tool, deadline))
         except StoreUnavailable as exc:
             # Something may have been sent already: the lease runs out and the reconciler
             # verifies the action before anything more is sent.
+            metrics.store_error("drive")
             raise GatewayUnavailable(
                 f"the store failed while the action was in flight ({exc}); it is verified before any "
                 "retry: call again with the same run context",
@@ -283,4 +287,5 @@ class EffectProtocol:
         try:
             return await work
         except StoreUnavailable as exc:
+            metrics.store_error("protocol")
             raise GatewayUnavailable(str(exc)) from exc

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from effectgate.gateway import metrics, telemetry
 from effectgate.gateway.domain import ActionRecord
 from effectgate.gateway.errors import GatewayError
 from effectgate.gateway.protocol import EffectProtocol
@@ -33,8 +34,9 @@ class Reconciler:
         claimed = await self.protocol.store.claim_due(
             settings.owner, self.protocol.clock(), settings.lease_ttl, self.batch
         )
+        metrics.reconciler_claimed(claimed, self.protocol.clock())
         for record in claimed:
-            task = asyncio.create_task(self._drive(record))
+            task = asyncio.create_task(telemetry.reconcile_span(record, self._drive(record)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return len(claimed)
@@ -55,6 +57,7 @@ class Reconciler:
             try:
                 claimed = await self.run_once()
             except Exception as exc:  # the store may be down for a while: keep trying
+                metrics.store_error("reconciler")
                 log.warning("reconciler pass failed: %s", exc)
                 claimed = 0
             if claimed >= self.batch:

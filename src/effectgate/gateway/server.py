@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway import retention
+from effectgate.gateway import retention, telemetry_sdk
 from effectgate.gateway.config import Config
 from effectgate.gateway.driver import DriverSettings
 from effectgate.gateway.operator import Operations
@@ -109,10 +109,11 @@ class Gateway:
                 "agent and operator roles. Bound to loopback only. Do not use with real accounts."
             )
         server = grpc.aio.server(
+            interceptors=telemetry_sdk.server_interceptors(),
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes * 4),
-            ]
+            ],
         )
         gateway_pb2_grpc.add_EffectGatewayServicer_to_server(EffectGatewayService(protocol, auth), server)
         gateway_pb2_grpc.add_OperatorServicer_to_server(OperatorService(Operations(protocol), auth), server)

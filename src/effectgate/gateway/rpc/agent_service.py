@@ -6,6 +6,7 @@ from typing import Any
 
 import grpc
 
+from effectgate.gateway import audit_log
 from effectgate.gateway.domain import ListQuery
 from effectgate.gateway.errors import InvalidRequest
 from effectgate.gateway.keys import action_id as derive_action_id
@@ -66,6 +67,7 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
         else:
             raise InvalidRequest([("target", "give an action_id or a ref")])
         record, observation = await self.protocol.verify(principal.tenant, action_id)
+        audit_log.operator_act("verify", principal.name, "", record)
         return pb.VerifyResponse(action=action_pb(record), observation=observation_pb(observation))
 
     @translate_errors

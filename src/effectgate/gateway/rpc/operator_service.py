@@ -6,6 +6,7 @@ from typing import Any
 
 import grpc
 
+from effectgate.gateway import audit_log
 from effectgate.gateway.errors import InvalidRequest
 from effectgate.gateway.operator import Operations
 from effectgate.gateway.rpc.auth import Authenticator
@@ -37,17 +38,20 @@ class OperatorService(pb_grpc.OperatorServicer):
         record = await self.operations.reconcile(
             who.tenant, request.action_id, resolution, who.name, request.note, request.external_id
         )
+        audit_log.operator_act("reconcile", who.name, request.note, record)
         return action_pb(record)
 
     @translate_errors
     async def Approve(self, request: pb.ApproveRequest, context: Context) -> pb.Action:
         who = self.auth.authenticate(context.invocation_metadata(), "operator")
         _need_id(request.action_id)
-        return action_pb(await self.operations.approve(who.tenant, request.action_id, who.name, request.note))
+        record = await self.operations.approve(who.tenant, request.action_id, who.name, request.note)
+        return action_pb(audit_log.operator_act("approve", who.name, request.note, record))
 
     @translate_errors
     async def GrantBypass(self, request: pb.GrantBypassRequest, context: Context) -> pb.Action:
         who = self.auth.authenticate(context.invocation_metadata(), "operator")
         _need_id(request.action_id)
         record = await self.operations.grant_bypass(who.tenant, request.action_id, who.name, request.note)
+        audit_log.operator_act("grant_bypass", who.name, request.note, record)
         return action_pb(record)
