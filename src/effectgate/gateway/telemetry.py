@@ -76,7 +76,8 @@ def describe(current: Span, record: ActionRecord, **extra: Attr) -> None:
         }
     )
     link = origin_link(record, current)
-    if link is not None:
+    linked = {(ln.context.trace_id, ln.context.span_id) for ln in getattr(current, "links", ())}
+    if link is not None and (link.context.trace_id, link.context.span_id) not in linked:
         current.add_link(link.context, link.attributes)
 
 
