@@ -11,7 +11,6 @@ import grpc
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from effectgate.simulators.stripe_sim import StripeSimulator
-from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from tests.harness import config_doc, stripe_tools
@@ -149,6 +148,3 @@ async def test_a_lost_answer_settled_after_a_restart_links_to_its_first_trace(tm
         first.kill()
         await sim.stop()
         await receiver.stop()
-
-
-_UNUSED = ChargeCard
