@@ -26,7 +26,6 @@ from typing import TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
 from effectgate.gateway import metrics
@@ -34,7 +33,6 @@ from effectgate.gateway.domain import ActionRecord, State
 from effectgate.gateway.errors import GatewayError
 
 tracer = trace.get_tracer("effectgate")
-_W3C = TraceContextTextMapPropagator()
 T = TypeVar("T")
 Attr = str | int | bool
 
@@ -86,11 +84,10 @@ def describe(current: Span, record: ActionRecord, **extra: Attr) -> None:
 
 def traceparent() -> str:
     """The W3C `traceparent` of the current span; "" when nothing is recorded."""
-    if not trace.get_current_span().get_span_context().is_valid:
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
         return ""
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier)
-    return carrier.get("traceparent", "")
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
 
 
 def parse_traceparent(value: str) -> SpanContext | None:
@@ -131,7 +128,23 @@ class ExecuteCall:
 
     def done(self, record: ActionRecord, replayed: bool) -> None:
         self.record, self.replayed = record, replayed
-        describe(self.span, record, replayed=replayed, path=self.path)
+        if not self.span.is_recording():
+            return
+        # The tool is already on the span, the attempt on the provider spans: a replay is the
+        # hottest path, so only what is new here.
+        self.span.set_attributes(
+            {
+                "effectgate.action_id": record.action_id,
+                "effectgate.state": record.state.value,
+                "effectgate.run_id": record.run_id,
+                "effectgate.step_id": record.step_id,
+                "effectgate.replayed": replayed,
+                "effectgate.path": self.path,
+            }
+        )
+        link = origin_link(record, self.span)
+        if link is not None:
+            self.span.add_link(link.context, link.attributes)
 
     @property
     def path(self) -> str:
@@ -146,20 +159,26 @@ _CALL: contextvars.ContextVar[ExecuteCall | None] = contextvars.ContextVar("effe
 @contextmanager
 def execute_span(tool: str, tool_call_id: str) -> Iterator[ExecuteCall]:
     """`effectgate.execute`; counts the action's outcome and the latency by path at the end."""
-    with span("effectgate.execute", tool=tool, tool_call_id=tool_call_id) as current:
-        call = ExecuteCall(current, tool, time.perf_counter())
-        token = _CALL.set(call)
-        try:
-            yield call
-        except GatewayError as exc:
-            current.set_attribute("effectgate.refused", exc.reason)
-            metrics.execute_done("refused", tool, "refused", time.perf_counter() - call.started)
-            raise
-        finally:
-            _CALL.reset(token)
-        if call.record is not None:
-            outcome = "replayed" if call.replayed else outcome_of(call.record.state)
-            metrics.execute_done(call.path, tool, outcome, time.perf_counter() - call.started)
+    current = tracer.start_span(
+        "effectgate.execute", attributes={"effectgate.tool": tool, "effectgate.tool_call_id": tool_call_id}
+    )
+    call = ExecuteCall(current, tool, time.perf_counter())
+    token = _CALL.set(call)
+    try:
+        with trace.use_span(current, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+            try:
+                yield call
+            except BaseException as exc:
+                current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                if isinstance(exc, GatewayError):
+                    current.set_attribute("effectgate.refused", exc.reason)
+                    metrics.execute_done("refused", tool, "refused", time.perf_counter() - call.started)
+                raise
+    finally:
+        _CALL.reset(token)
+    if call.record is not None:
+        outcome = "replayed" if call.replayed else outcome_of(call.record.state)
+        metrics.execute_done(call.path, tool, outcome, time.perf_counter() - call.started)
 
 
 def outcome_of(state: State) -> str:
