@@ -29,7 +29,7 @@ class GrpcTraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
         self.server = grpc.aio.server()
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self.server)
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self.server)  # type: ignore[no-untyped-call]
         self.port = self.server.add_insecure_port("127.0.0.1:0")
 
     async def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
