@@ -140,10 +140,9 @@ class ChildGateway:
         name: str = "gateway",
     ) -> None:
         path = write_config(config, workdir / f"{name}.toml")
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "EFFECTGATE_CRASH_AT"))}
         child_env.update(env)
         child_env["PYTHONUNBUFFERED"] = "1"
-        child_env.pop("EFFECTGATE_CRASH_AT", None)
         self.proc = subprocess.Popen(
             [
                 sys.executable,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -172,3 +173,48 @@ async def test_a_scripted_run_is_counted_exactly(tmp_path: Path) -> None:
     assert rpc.name == "/effectgate.v1.Operator/Reconcile"
     assert attrs(rpc.attributes)["effectgate.action_id"] == lost.action.action_id
     assert len(rpc.links) == 1  # to the Execute that created the action
+
+
+async def test_a_crashed_workers_action_is_taken_over_counted_and_linked(tmp_path: Path) -> None:
+    receiver, sim = OtlpReceiver(), StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c")
+    await receiver.start()
+    await sim.start()
+    port = free_port()
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
+    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}"}
+    # The first gateway SIGKILLs itself once the charge went out, before it recorded the answer.
+    env = otel_env(receiver.endpoint)
+    doomed = ChildGateway(doc, tmp_path, {**env, "EFFECTGATE_CRASH_AT": "after_provider_commit"}, name="doomed")
+    successor: ChildGateway | None = None
+    try:
+        traceparent, trace_id, _ = client_traceparent()
+        with pytest.raises(grpc.aio.AioRpcError):
+            await execute(await doomed.ready(), request(step="crash"), traceparent)
+        assert doomed.proc.wait(30) != 0
+        successor = ChildGateway(doc, tmp_path, env, name="successor")
+        await successor.ready()
+        samples = await scrape_until(
+            port,
+            lambda s: by(s, "effectgate_verifications_total", "outcome") == {("confirmed",): 1.0},
+            "the successor's read-back",
+        )
+        assert by(samples, "effectgate_reconciler_claims_total", "reason") == {("abandoned",): 1.0}
+        assert by(samples, "effectgate_lease_takeovers_total", "tool", "site") == {("charge_card", "reconciler"): 1.0}
+        assert by(samples, "effectgate_reconciler_lag_seconds_count", "reason") == {("abandoned",): 1.0}
+        assert "effectgate_actions_total" not in samples  # no agent asked the successor anything
+        assert len(sim.ledger) == 1  # verified, not re-sent
+
+        def linked_reconcile() -> list[Any] | None:
+            found = [s for s in receiver.named("effectgate.reconcile") if s.links]
+            return found or None
+
+        (span,) = await wait_for(linked_reconcile, "the successor's re-check span")
+        assert attrs(span.attributes)["effectgate.reason"] == "abandoned"
+        assert attrs(span.attributes)["effectgate.state"] == "CONFIRMED"
+        assert [link.trace_id.hex() for link in span.links] == [trace_id]
+    finally:
+        doomed.kill()
+        if successor is not None:
+            await successor.terminate()
+        await sim.stop()
+        await receiver.stop()

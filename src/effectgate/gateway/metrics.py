@@ -84,9 +84,11 @@ def reconciler_claimed(records: Sequence[ActionRecord], now: float) -> None:
     for record in records:
         if record.state is State.UNKNOWN:
             reason, due = "recheck", record.next_check_at or record.updated_at
-        else:  # PLANNED or DISPATCHED left behind: its worker's lease ran out
+        elif record.state is State.DISPATCHED:  # its worker's lease ran out mid-flight
             reason, due = "abandoned", record.updated_at
             _takeovers.add(1, {"tool": record.tool, "site": "reconciler"})
+        else:  # PLANNED: approved and waiting, or left before anything was sent
+            reason, due = "planned", record.updated_at
         _claims.add(1, {"reason": reason})
         _lag.record(max(0.0, now - due), {"reason": reason})
 

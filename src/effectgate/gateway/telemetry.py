@@ -259,7 +259,7 @@ async def reconcile_span(record: ActionRecord, work: Awaitable[T]) -> T:
     """Runs a reconciler drive under a root span `effectgate.reconcile` linked to the trace that
     created the action (a re-check is its own trace, one hop from the action's story)."""
     link = origin_link(record)
-    reason = "recheck" if record.state is State.UNKNOWN else "abandoned"
+    reason = {State.UNKNOWN: "recheck", State.DISPATCHED: "abandoned"}.get(record.state, "planned")
     with tracer.start_as_current_span(
         "effectgate.reconcile",
         context=otel_context.Context(),
