@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from effectgate.simulators.stripe_sim import StripeSimulator
