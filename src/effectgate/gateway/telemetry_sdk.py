@@ -119,7 +119,15 @@ def setup(config: TelemetryConfig, adapters: Mapping[str, Mapping[str, Any]] | N
         )
     if not (want_traces or want_otlp_metrics or prometheus_at):
         return result
-    from opentelemetry.sdk.resources import Resource
+    try:
+        from opentelemetry.sdk.resources import Resource
+    except ImportError:
+        from effectgate.gateway.config import ConfigError
+
+        raise ConfigError(
+            "telemetry: an exporter is configured (OTEL_EXPORTER_OTLP_*ENDPOINT, [telemetry]) but the "
+            "OpenTelemetry SDK is not installed: pip install 'effectgate[otel]'"
+        ) from None
 
     resource = Resource.create(_resource_attributes(config, env))
     _propagators(env)
