@@ -218,3 +218,30 @@ async def test_a_crashed_workers_action_is_taken_over_counted_and_linked(tmp_pat
             await successor.terminate()
         await sim.stop()
         await receiver.stop()
+
+
+async def test_a_duplicate_that_waits_for_the_holder_is_counted_as_waited(tmp_path: Path) -> None:
+    sim = StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c", latency=1.0)
+    await sim.start()
+    port = free_port()
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
+    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}"}
+    gateway = ChildGateway(doc, tmp_path, {})
+    try:
+        target = await gateway.ready()
+        # Two at once: whichever claims the action first holds it for the provider's 1 s; the
+        # other finds it in flight and waits for that holder (single flight).
+        answers = await asyncio.gather(
+            *(execute(target, request(step="twice"), client_traceparent()[0]) for _ in range(2))
+        )
+        assert answers[0].action.action_id == answers[1].action.action_id
+        assert sorted(a.replayed for a in answers) == [False, True]
+        samples = await scrape_until(
+            port, lambda s: sum(by(s, "effectgate_actions_total").values()) == 2, "both answers counted"
+        )
+        assert by(samples, "effectgate_execute_duration_seconds_count", "path") == {("new",): 1.0, ("waited",): 1.0}
+        assert by(samples, "effectgate_actions_total", "outcome") == {("confirmed",): 1.0, ("replayed",): 1.0}
+        assert len(sim.ledger) == 1
+    finally:
+        await gateway.terminate()
+        await sim.stop()
