@@ -164,7 +164,7 @@ async def test_a_scripted_run_is_counted_exactly(tmp_path: Path) -> None:
     settled = [d for d in lines if d["event"] == "action_settled"]
     assert sorted(d["state"] for d in settled) == ["CONFIRMED"] * 5 + ["UNKNOWN"]
     first = next(d for d in settled if d["action_id"] != lost.action.action_id and d["trace_id"] == trace_ids["s0"])
-    assert first["tool"] == "charge_card" and first["external_id"].startswith("pi_") and len(first["span_id"]) == 16
+    assert first["tool"] == "charge_card" and first["attempts"] == 1 and len(first["span_id"]) == 16
     (act,) = [d for d in lines if d["event"] == "operator_act"]
     assert act["act"] == "reconcile" and act["operator"] == "dev" and act["note"] == "seen in the dashboard"
     assert act["action_id"] == lost.action.action_id and act["state"] == "CONFIRMED" and act["trace_id"]

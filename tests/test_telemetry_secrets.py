@@ -8,14 +8,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from google.protobuf import any_pb2, struct_pb2
 from opentelemetry import trace
 
 from effectgate.gateway import telemetry_sdk
 from effectgate.gateway.config import ConfigError, parse_config
 from effectgate.gateway.telemetry_config import TelemetryConfig
+from effectgate.simulators.crm_sim import CrmSimulator
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
+from tests.adapter_targets import scenario
 from tests.harness import API_KEY, API_KEY_ENV, config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
 from tests.test_execute import request
@@ -24,6 +27,7 @@ from tests.test_telemetry_metrics import free_port
 
 PAYLOAD_MARKER = "zq7payloadmarker"
 WRONG_KEY = "sk_test_wrongkey_marker_8d2e41"
+CRM_KEY = "crm_secret_marker_51c7e0"
 CAPTURE_ALL = {
     f"OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_{side}": ".*"
     for side in ("CLIENT_REQUEST", "CLIENT_RESPONSE", "SERVER_REQUEST", "SERVER_RESPONSE")
@@ -141,3 +145,45 @@ def test_the_telemetry_section_is_validated() -> None:
     ):
         with pytest.raises(ConfigError, match=where):
             parse_config({**base, "telemetry": bad})
+
+
+async def test_the_http_adapters_urls_are_recorded_as_their_template(tmp_path: Path) -> None:
+    receiver, sim = OtlpReceiver(), CrmSimulator(api_key=CRM_KEY)
+    await receiver.start()
+    await sim.start()
+    adapter = {**scenario("crm_activate"), "base_url": sim.base_url, "token_env": "EG_TEST_CRM_KEY"}
+    doc = config_doc(
+        f"sqlite:///{tmp_path}/eg.db",
+        adapters={"crm_activate": adapter},
+        tools={"activate_customer": {"adapter": "crm_activate", "attempt_timeout": "2s"}},
+    )
+    env = {**otel_env(receiver.endpoint), **CAPTURE_ALL, "EG_TEST_CRM_KEY": CRM_KEY}
+    gateway = ChildGateway(doc, tmp_path, env)
+    try:
+        target = await gateway.ready()
+        customer = f"cus_{PAYLOAD_MARKER}"
+        packed = any_pb2.Any()
+        packed.Pack(struct_pb2.Struct(fields={"customer": struct_pb2.Value(string_value=customer)}))
+        req = pb.ExecuteRequest(
+            context=pb.RunContext(run_id="run-crm", step_id="activate"),
+            tool="activate_customer",
+            scope=f"customer:{customer}",
+            payload=packed,
+        )
+        answer = await execute(target, req, client_traceparent()[0])
+        assert answer.action.state == pb.EFFECT_STATE_CONFIRMED
+
+        def client_spans() -> list[dict[str, object]] | None:
+            found = [attrs(s.attributes) for s in receiver.spans if s.kind == s.SPAN_KIND_CLIENT]
+            return found or None
+
+        (http,) = await wait_for(client_spans, "the CRM call's client span")
+        url = http.get("url.full", http.get("http.url"))
+        assert url == f"{sim.base_url}/customers/{{customer}}/activate"
+        assert http["http.request.header.authorization"] == ["[REDACTED]"]
+    finally:
+        await gateway.terminate()
+        await sim.stop()
+        await receiver.stop()
+    for text in (receiver.dump(), "".join(gateway.output)):
+        assert PAYLOAD_MARKER not in text and CRM_KEY not in text

@@ -82,7 +82,8 @@ def quiet_provider_sdks(quiet: bool = True) -> None:
 
 
 def _action_fields(record: ActionRecord) -> dict[str, Any]:
-    fields: dict[str, Any] = {
+    # No receipt ids: a provider's id may be a payload value (the http adapter's receipt_id).
+    return {
         "action_id": record.action_id,
         "tenant": record.tenant,
         "tool": record.tool,
@@ -90,9 +91,6 @@ def _action_fields(record: ActionRecord) -> dict[str, Any]:
         "attempts": record.attempts,
         "next_step": record.next_step.value,
     }
-    if record.receipt is not None and record.receipt.external_id:
-        fields["external_id"] = record.receipt.external_id
-    return fields
 
 
 def settled(record: ActionRecord) -> ActionRecord:
