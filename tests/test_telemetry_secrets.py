@@ -12,7 +12,7 @@ from google.protobuf import any_pb2, struct_pb2
 from opentelemetry import trace
 
 from effectgate.gateway import telemetry_sdk
-from effectgate.gateway.config import ConfigError, parse_config
+from effectgate.gateway.config import ConfigError, load_config, parse_config
 from effectgate.gateway.telemetry_config import TelemetryConfig
 from effectgate.simulators.crm_sim import CrmSimulator
 from effectgate.simulators.stripe_sim import StripeSimulator
@@ -134,6 +134,8 @@ def test_no_exporter_configured_installs_nothing(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_telemetry_section_is_validated() -> None:
+    deploy = load_config(Path(__file__).resolve().parent.parent / "deploy" / "effectgate.toml")
+    assert deploy.telemetry.prometheus_address == ("0.0.0.0", 9464)
     base = config_doc("sqlite:///x.db", **stripe_tools("http://127.0.0.1:9"))
     config = parse_config({**base, "telemetry": {"prometheus_listen": "127.0.0.1:9464", "backlog_interval": "500ms"}})
     assert config.telemetry.prometheus_address == ("127.0.0.1", 9464) and config.telemetry.backlog_interval == 0.5
