@@ -97,12 +97,12 @@ async def test_one_execute_is_one_trace_down_to_the_provider(tmp_path: Path) -> 
 
 def lost_answer_tools(base_url: str) -> dict[str, Any]:
     # One provider call per Execute (no same-key retry), a read-back that cannot see the charge
-    # for 2 s, a 1 s budget: the Execute ends UNKNOWN, re-checked when the 4 s window closes.
-    return stripe_tools(base_url, max_attempts=1, consistency_window="4s", deadline="1s", attempt_timeout="0.8s")
+    # for 3 s, a 1 s budget: the Execute ends UNKNOWN, re-checked when the 6 s window closes.
+    return stripe_tools(base_url, max_attempts=1, consistency_window="6s", deadline="1s", attempt_timeout="0.8s")
 
 
 async def test_a_lost_answer_settled_after_a_restart_links_to_its_first_trace(tmp_path: Path) -> None:
-    receiver, sim = OtlpReceiver(), StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c", search_lag=2.0)
+    receiver, sim = OtlpReceiver(), StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c", search_lag=3.0)
     await receiver.start()
     await sim.start()
     sim.injector.script(["drop_after_commit"])

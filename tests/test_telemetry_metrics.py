@@ -221,15 +221,15 @@ async def test_a_crashed_workers_action_is_taken_over_counted_and_linked(tmp_pat
 
 
 async def test_a_duplicate_that_waits_for_the_holder_is_counted_as_waited(tmp_path: Path) -> None:
-    sim = StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c", latency=1.0)
+    sim = StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c", latency=1.5)
     await sim.start()
     port = free_port()
-    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url, attempt_timeout="2.5s"))
     doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}"}
     gateway = ChildGateway(doc, tmp_path, {})
     try:
         target = await gateway.ready()
-        # Two at once: whichever claims the action first holds it for the provider's 1 s; the
+        # Two at once: whichever claims the action first holds it for the provider's 1.5 s; the
         # other finds it in flight and waits for that holder (single flight).
         answers = await asyncio.gather(
             *(execute(target, request(step="twice"), client_traceparent()[0]) for _ in range(2))
