@@ -7,12 +7,15 @@ WORKDIR /app
 COPY clients/python /app/clients/python
 COPY pyproject.toml README.md /app/
 COPY src /app/src
-RUN pip install /app/clients/python /app \
+RUN pip install --upgrade pip && pip install /app/clients/python "/app[otel]" \
     && useradd --system --uid 10001 --home-dir /var/lib/effectgate --create-home effectgate
 
 USER effectgate
 WORKDIR /var/lib/effectgate
 EXPOSE 50051
+# Prometheus text endpoint when [telemetry] prometheus_listen = "0.0.0.0:9464"; traces and metrics
+# also go to any OTLP collector named by OTEL_EXPORTER_OTLP_ENDPOINT (docs/observability.md).
+EXPOSE 9464
 # Mount the config (and TLS files) at /etc/effectgate; secrets come from the environment.
 # With TLS, set EFFECTGATE_TLS_CA (and for mTLS EFFECTGATE_TLS_CERT / EFFECTGATE_TLS_KEY, a client
 # certificate of your CA; EFFECTGATE_TLS_SERVER_NAME when the certificate does not name 127.0.0.1):
@@ -20,4 +23,4 @@ EXPOSE 50051
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-m", "effectgate.gateway.healthcheck", "127.0.0.1:50051"]
 ENTRYPOINT ["effectgate"]
-CMD ["serve", "--config", "/etc/effectgate/effectgate.toml"]
+CMD ["--log-format", "json", "serve", "--config", "/etc/effectgate/effectgate.toml"]

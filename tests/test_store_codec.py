@@ -16,7 +16,7 @@ BODY_KEYS = [
     "schema_version", "action_id", "tenant", "run_id", "step_id", "tool", "scope", "payload_type", "payload",
     "fingerprint", "state", "created_at", "updated_at", "parent_run_id", "agent", "tool_call_id", "attempts",
     "generation", "fence", "lease_owner", "lease_expires_at", "receipt", "observation", "reason", "next_step",
-    "next_check_at", "dispatched_at", "checks", "bypass_granted", "notes",
+    "next_check_at", "dispatched_at", "checks", "bypass_granted", "notes", "trace_parent",
 ]  # fmt: skip
 RECEIPT_KEYS = ["external_id", "provider_request_id", "result", "at"]
 OBSERVATION_KEYS = ["outcome", "detail", "evidence", "at", "receipt"]

@@ -29,7 +29,6 @@ from effectgate.adapters.http_outcome import retry_after, status_error, transpor
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.registry import adapter_class, build_adapter, installed
 from effectgate.adapters.secrets import (
-    RedactSecrets,
     quiet_transport_loggers,
     read_secret,
     register_secret,
@@ -53,7 +52,6 @@ __all__ = [
     "Outcome",
     "RateLimited",
     "Receipt",
-    "RedactSecrets",
     "adapter_class",
     "build_adapter",
     "installed",

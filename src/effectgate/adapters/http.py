@@ -120,7 +120,10 @@ class HttpAdapter(Adapter):
         if body is not None:
             headers["Content-Type"] = "application/json"
         url = tpl.fill(template.url, values, url=True)
-        return self._client.build_request(template.method, url, content=body, headers=headers)
+        # The template (no payload values) is what tracing records as the URL.
+        return self._client.build_request(
+            template.method, url, content=body, headers=headers, extensions={"effectgate.url_template": template.url}
+        )
 
     def _clean(self, resp: httpx.Response) -> Any:
         """The answer as a JSON document (None when it is not JSON), scrubbed of every secret."""

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from effectgate.adapters.base import ConfigError
-from effectgate.adapters.redact import scrub
 
 _lock = threading.Lock()
 _resolved: frozenset[str] = frozenset()
@@ -80,28 +79,3 @@ def quiet_transport_loggers() -> None:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
-
-
-class RedactSecrets(logging.Filter):
-    """A logging filter that replaces every registered secret in a record's text by `***`.
-
-    Attach it to a handler (a logger's filter does not see records propagated from children).
-    The record is rewritten in place, so handlers after this one see the redacted text too.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        secrets = _resolved
-        if not secrets:
-            return True
-        try:
-            text = record.getMessage()
-        except (TypeError, ValueError):  # a malformed record: logging reports it itself
-            return True
-        clean = scrub(text, secrets, limit=None)
-        if clean != text:
-            record.msg, record.args = clean, None
-        if record.exc_info and record.exc_text is None and record.exc_info[1] is not None:
-            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info), secrets, limit=None)
-        elif record.exc_text:
-            record.exc_text = scrub(record.exc_text, secrets, limit=None)
-        return True

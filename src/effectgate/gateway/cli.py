@@ -19,8 +19,9 @@ from importlib.metadata import entry_points
 
 from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
+from effectgate.gateway import telemetry_sdk
 from effectgate.gateway.config import ConfigError, load_config
-from effectgate.gateway.logging_setup import LEVELS, mask_url, redact, setup_logging
+from effectgate.gateway.logging_setup import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2
@@ -60,12 +61,15 @@ async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_le
         config = config.model_copy(
             update={"server": config.server.model_copy(update={"listen": f"{host}:{worker_port}"})}
         )
+    provider_sdk_logs(config.telemetry.provider_sdk_logs)
+    observability = telemetry_sdk.setup(config.telemetry, config.adapters)
     try:
         gateway = await Gateway.start(config, shared_port=bool(worker_port))
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:  # the store: unreachable, refused, unwritable
         raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
+    observability.watch(gateway.store, sorted({p.tenant for p in config.principals} or {"dev"}))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -77,6 +81,7 @@ async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_le
     await stop.wait()
     logging.getLogger("effectgate").info("shutting down gracefully")
     await gateway.stop()
+    await observability.shutdown()
     if watcher is not None:
         await watcher
     return 0
@@ -115,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
     parser.add_argument("--log-level", default="INFO", help=f"one of {', '.join(LEVELS)} (default INFO)")
     parser.add_argument("--debug", action="store_true", help="print the traceback of a start-up failure")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway")
     serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_level.upper() not in LEVELS:
         print(f"effectgate: --log-level: {args.log_level!r} is not one of {', '.join(LEVELS)}", file=sys.stderr)
         return EXIT_STARTUP
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     try:
         if args.command == "serve":
             return asyncio.run(serve(args.config, args.workers, args.worker_port, args.log_level))

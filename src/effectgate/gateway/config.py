@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 
 from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config_errors import describe, did_you_mean
+from effectgate.gateway.telemetry_config import TelemetryConfig
 
 __all__ = [
     "Approval",
@@ -197,12 +198,6 @@ class GatewaySection(_Table):
     max_note_bytes: int = Field(default=4096, ge=64, le=65536)
 
 
-class TelemetrySection(BaseModel):
-    """Free-form for now: the observability settings define their own keys."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-
 class Config(_Table):
     server: ServerSection = ServerSection()
     store: StoreSection = StoreSection()
@@ -211,7 +206,7 @@ class Config(_Table):
     # Each adapter validates its own table (build_adapter); `kind` defaults to the table name.
     adapters: dict[str, dict[str, Any]] = {}
     tools: dict[str, ToolConfig] = {}
-    telemetry: TelemetrySection = TelemetrySection()
+    telemetry: TelemetryConfig = TelemetryConfig()
     # The file the config came from, for error messages.
     _source: str = PrivateAttr(default="effectgate.toml")
 

@@ -90,6 +90,8 @@ class ActionRecord:
     checks: int = 0
     bypass_granted: bool = False
     notes: tuple[str, ...] = ()
+    # W3C traceparent of the Execute that created the action: later spans link to it.
+    trace_parent: str = ""
 
     @property
     def identity(self) -> ActionIdentity:

@@ -161,7 +161,7 @@ class Driver:
     async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:
         """The adapter's execute, classified into an event."""
         try:
-            with telemetry.span("effectgate.provider.execute", tool=record.tool, attempt=record.attempts):
+            with telemetry.provider_span("execute", record, tool.config.adapter):
                 receipt = await asyncio.wait_for(tool.adapter.execute(self._action_call(record, tool)), timeout)
         except DefinitiveError as exc:
             return t.Refused(code=exc.code, message=exc.message, details=dict(exc.details))
@@ -182,9 +182,9 @@ class Driver:
     async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:
         timeout = max(MIN_CALL_BUDGET, min(tool.config.attempt_timeout, deadline - self.clock()))
         try:
-            with telemetry.span("effectgate.provider.verify", tool=record.tool) as current:
+            with telemetry.provider_span("verify", record, tool.config.adapter) as call:
                 observation = await asyncio.wait_for(tool.adapter.verify(self._action_call(record, tool)), timeout)
-                current.set_attribute("effectgate.outcome", observation.outcome.value)
+                call.observed(observation)
                 return observation
         except TimeoutError:
             return Observation.unknown("read-back timed out")

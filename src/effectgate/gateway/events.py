@@ -29,6 +29,8 @@ class Claim(Event):
     owner: str
     approval: bool = False
     send_now: bool = False
+    # W3C traceparent of the Execute that creates the action: later spans link back to it.
+    trace_parent: str = ""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from effectgate.adapters.base import Observation
-from effectgate.gateway import failpoints, keys, telemetry
+from effectgate.gateway import audit_log, failpoints, keys, metrics, telemetry
 from effectgate.gateway import transitions as t
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat, ToolConfig
 from effectgate.gateway.domain import ActionIdentity, ActionRecord, ListQuery, Page, State
@@ -109,10 +109,9 @@ class EffectProtocol:
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
-        tool_call_id = cmd.identity.tool_call_id
-        with telemetry.span("effectgate.execute", tool=cmd.identity.tool, tool_call_id=tool_call_id) as current:
+        with telemetry.execute_span(cmd.identity.tool, cmd.identity.tool_call_id) as call:
             result = await self._execute(cmd, deadline)
-            telemetry.describe(current, result.record, replayed=result.replayed)
+            call.done(result.record, result.replayed)
             return result
 
     async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
@@ -145,6 +144,7 @@ class EffectProtocol:
             approval=needs_approval,
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
             send_now=deadline - now >= MIN_CALL_BUDGET,
+            trace_parent=telemetry.traceparent(),
         )
         record, inserted = await self._guard(self._store.insert_if_absent(t.create(claim, now, self._policy(tool))))
         if not inserted:  # another caller claimed it between our read and our insert
@@ -184,9 +184,11 @@ class EffectProtocol:
             if leased is None:  # someone else took it between our read and our claim
                 record = await self._get(record.action_id)
                 continue
+            metrics.lease_taken_over(record)
             return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
+        telemetry.waited_on_holder()
         task = self._inflight.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
@@ -226,10 +228,13 @@ class EffectProtocol:
 
     async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float, unsent: bool) -> ActionRecord:
         try:
-            return await self._driver.drive(record, tool, deadline, unsent=unsent and record.state is State.DISPATCHED)
+            return audit_log.settled(
+                await self._driver.drive(record, tool, deadline, unsent=unsent and record.state is State.DISPATCHED)
+            )
         except StoreUnavailable as exc:
             # Something may have been sent already: the lease runs out and the reconciler
             # verifies the action before anything more is sent.
+            metrics.store_error("drive")
             raise GatewayUnavailable(
                 f"the store failed while the action was in flight ({exc}); it is verified before any "
                 "retry: call again with the same run context",
@@ -240,6 +245,10 @@ class EffectProtocol:
             return await self._get(record.action_id)
 
     # -- verbs for the RPC layer -----------------------------------------------------------------
+
+    def now(self) -> float:
+        """The protocol's clock (the reconciler measures its lag with it)."""
+        return self._clock()
 
     def tool_deadline(self, tool: str) -> float:
         """The tool's default budget of one Execute (when the caller sets no deadline)."""
@@ -357,4 +366,5 @@ class EffectProtocol:
         try:
             return await work
         except StoreUnavailable as exc:
+            metrics.store_error("protocol")
             raise GatewayUnavailable(str(exc)) from exc

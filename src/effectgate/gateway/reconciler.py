@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from effectgate.gateway import metrics, telemetry
 from effectgate.gateway.domain import ActionRecord
 from effectgate.gateway.errors import GatewayError, GatewayUnavailable
 from effectgate.gateway.protocol import EffectProtocol
@@ -30,8 +31,9 @@ class Reconciler:
     async def run_once(self) -> int:
         """Claims one batch of due work and starts driving it; returns how many were claimed."""
         claimed = await self.protocol.claim_due(self.batch)
+        metrics.reconciler_claimed(claimed, self.protocol.now())
         for record in claimed:
-            task = asyncio.create_task(self._drive(record))
+            task = asyncio.create_task(telemetry.reconcile_span(record, self._drive(record)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return len(claimed)
@@ -52,6 +54,7 @@ class Reconciler:
             try:
                 claimed = await self.run_once()
             except GatewayUnavailable as exc:  # the store may be down for a while: keep trying
+                metrics.store_error("reconciler")
                 log.warning("reconciler pass failed: %s", exc.message)
                 claimed = 0
             except Exception:  # a bug must not stop recovery for good: log it and go on

@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway import retention
+from effectgate.gateway import retention, telemetry_sdk
 from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.driver import DriverSettings
 from effectgate.gateway.operator import Operations
@@ -230,7 +230,8 @@ class Gateway:
         max_send = config.max_message_bytes * 4
         limits = Limits.for_server(config.gateway.max_id_bytes, config.gateway.max_note_bytes, max_send)
         server = grpc.aio.server(
-            interceptors=[ErrorInterceptor(), AdmissionInterceptor(auth)],
+            # Tracing first, so refused calls are traced too.
+            interceptors=[*telemetry_sdk.server_interceptors(), ErrorInterceptor(), AdmissionInterceptor(auth)],
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", max_send),

@@ -1,25 +1,44 @@
-"""OpenTelemetry spans for the effect protocol (API only: a no-op until the host process installs
-an SDK and exporter, e.g. `opentelemetry-instrument effectgate serve …`).
+"""Spans of the effect protocol, through the OpenTelemetry API only.
 
-Spans carry ids and states, never payloads or provider error text: exceptions are not recorded
-verbatim (`record_exception=False`), only their type and the adapter's safe message.
+They are no-ops until `telemetry_sdk.setup` installs an SDK (an OTLP endpoint or a Prometheus
+listener is configured). The protocol calls these helpers in one line each, so the span layout
+lives here:
+
+- `execute_span`: one `effectgate.execute` per Execute, with latency and outcome metrics;
+- `traceparent`: the W3C context of the Execute that creates an action, stored with it;
+- `provider_span`: each provider call (`effectgate.provider.execute|verify`) with the action id
+  and attempt, linked to the action's first trace when it runs in another one;
+- `reconcile_span`: a root span per reconciler re-check, linked to the action's first trace.
+
+Spans carry ids, states and bounded classes, never payloads or provider error text: exceptions
+are not recorded (`record_exception=False`), only their class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextvars
+import time
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
-from effectgate.gateway.domain import ActionRecord
+from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
+from effectgate.gateway import metrics
+from effectgate.gateway.domain import ActionRecord, State
+from effectgate.gateway.errors import GatewayError
 
 tracer = trace.get_tracer("effectgate")
+T = TypeVar("T")
+Attr = str | int | bool
 
 
 @contextmanager
-def span(name: str, **attributes: str | int | bool) -> Iterator[Span]:
+def span(name: str, **attributes: Attr) -> Iterator[Span]:
     with tracer.start_as_current_span(
         name,
         attributes={f"effectgate.{k}": v for k, v in attributes.items()},
@@ -28,20 +47,229 @@ def span(name: str, **attributes: str | int | bool) -> Iterator[Span]:
     ) as current:
         try:
             yield current
-        except Exception as exc:
+        except BaseException as exc:
             current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
 
 
-def describe(current: Span, record: ActionRecord, **extra: str | int | bool) -> None:
-    """Attributes of the action as it stands now."""
+def action_attributes(record: ActionRecord) -> dict[str, Attr]:
+    return {
+        "effectgate.action_id": record.action_id,
+        "effectgate.tool": record.tool,
+        "effectgate.state": record.state.value,
+        "effectgate.attempt": record.attempts,
+    }
+
+
+def describe(current: Span, record: ActionRecord, **extra: Attr) -> None:
+    """Attributes of the action as it stands now, and a link to its first trace."""
+    if not current.is_recording():
+        return
     current.set_attributes(
         {
-            "effectgate.action_id": record.action_id,
-            "effectgate.state": record.state.value,
-            "effectgate.attempts": record.attempts,
+            **action_attributes(record),
             "effectgate.run_id": record.run_id,
             "effectgate.step_id": record.step_id,
             **{f"effectgate.{k}": v for k, v in extra.items()},
         }
     )
+    link = origin_link(record, current)
+    linked = {(ln.context.trace_id, ln.context.span_id) for ln in getattr(current, "links", ())}
+    if link is not None and (link.context.trace_id, link.context.span_id) not in linked:
+        current.add_link(link.context, link.attributes)
+
+
+# -- the action's origin ---------------------------------------------------------------------
+
+
+def traceparent() -> str:
+    """The W3C `traceparent` of the current span; "" when nothing is recorded."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return ""
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+
+
+def parse_traceparent(value: str) -> SpanContext | None:
+    parts = value.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except ValueError:
+        return None
+    context = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags & 0xFF))
+    return context if context.is_valid else None
+
+
+def origin_link(record: ActionRecord, current: Span | None = None) -> Link | None:
+    """A link to the span that created the action, unless `current` is in that same trace."""
+    origin = parse_traceparent(getattr(record, "trace_parent", ""))
+    if origin is None:
+        return None
+    if current is not None and current.get_span_context().trace_id == origin.trace_id:
+        return None
+    return Link(origin, {"effectgate.link": "action_origin", "effectgate.action_id": record.action_id})
+
+
+# -- Execute ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ExecuteCall:
+    """One Execute in progress: its span, and what metrics need to know when it ends."""
+
+    span: Span
+    tool: str
+    started: float
+    waited: bool = False
+    record: ActionRecord | None = None
+    replayed: bool = False
+
+    def done(self, record: ActionRecord, replayed: bool) -> None:
+        self.record, self.replayed = record, replayed
+        if not self.span.is_recording():
+            return
+        # The tool is already on the span, the attempt on the provider spans: a replay is the
+        # hottest path, so only what is new here.
+        self.span.set_attributes(
+            {
+                "effectgate.action_id": record.action_id,
+                "effectgate.state": record.state.value,
+                "effectgate.run_id": record.run_id,
+                "effectgate.step_id": record.step_id,
+                "effectgate.replayed": replayed,
+                "effectgate.path": self.path,
+            }
+        )
+        link = origin_link(record, self.span)
+        if link is not None:
+            self.span.add_link(link.context, link.attributes)
+
+    @property
+    def path(self) -> str:
+        if self.waited:
+            return "waited"
+        return "replay" if self.replayed else "new"
+
+
+_CALL: contextvars.ContextVar[ExecuteCall | None] = contextvars.ContextVar("effectgate_execute", default=None)
+
+
+@contextmanager
+def execute_span(tool: str, tool_call_id: str) -> Iterator[ExecuteCall]:
+    """`effectgate.execute`; counts the action's outcome and the latency by path at the end."""
+    current = tracer.start_span(
+        "effectgate.execute", attributes={"effectgate.tool": tool, "effectgate.tool_call_id": tool_call_id}
+    )
+    call = ExecuteCall(current, tool, time.perf_counter())
+    token = _CALL.set(call)
+    try:
+        with trace.use_span(current, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+            try:
+                yield call
+            except BaseException as exc:
+                current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                if isinstance(exc, GatewayError):
+                    current.set_attribute("effectgate.refused", exc.reason)
+                    metrics.execute_done("refused", tool, "refused", time.perf_counter() - call.started)
+                raise
+    finally:
+        _CALL.reset(token)
+    if call.record is not None:
+        outcome = "replayed" if call.replayed else outcome_of(call.record.state)
+        metrics.execute_done(call.path, tool, outcome, time.perf_counter() - call.started)
+
+
+def outcome_of(state: State) -> str:
+    """Bounded outcome label: settled states by name, anything still moving is `pending`."""
+    if state in (State.CONFIRMED, State.REJECTED, State.UNKNOWN, State.NOT_FOUND):
+        return str(state.value).lower()
+    return "pending"
+
+
+def waited_on_holder() -> None:
+    """This Execute waits for another worker's drive (single flight)."""
+    call = _CALL.get()
+    if call is not None:
+        call.waited = True
+
+
+# -- provider calls ----------------------------------------------------------------------------
+
+
+@dataclass
+class ProviderCall:
+    span: Span
+    tool: str
+
+    def observed(self, observation: Observation) -> None:
+        self.span.set_attribute("effectgate.outcome", observation.outcome.value)
+        metrics.verified(self.tool, observation.outcome.value)
+
+
+def error_class(exc: BaseException) -> str:
+    """A bounded class for an adapter failure (the message itself is never recorded)."""
+    if isinstance(exc, RateLimited):
+        return "rate_limited"
+    if isinstance(exc, DefinitiveError):
+        return "definitive"
+    if isinstance(exc, NoEffectError):
+        return "no_effect"
+    if isinstance(exc, AmbiguousError):
+        return "ambiguous"
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, GeneratorExit | KeyboardInterrupt) or type(exc).__name__ == "CancelledError":
+        return "cancelled"
+    return "error"
+
+
+@contextmanager
+def provider_span(operation: str, record: ActionRecord, adapter: str) -> Iterator[ProviderCall]:
+    """`effectgate.provider.<operation>` around one adapter call; the httpx client span (with the
+    `traceparent` the provider receives) is its child."""
+    link = origin_link(record, trace.get_current_span())
+    with tracer.start_as_current_span(
+        f"effectgate.provider.{operation}",
+        kind=trace.SpanKind.INTERNAL,
+        attributes={**action_attributes(record), "effectgate.adapter": adapter},
+        links=[link] if link is not None else None,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        started = time.perf_counter()
+        try:
+            yield ProviderCall(current, record.tool)
+        except BaseException as exc:
+            kind = error_class(exc)
+            current.set_attribute("effectgate.error_class", kind)
+            current.set_status(Status(StatusCode.ERROR, kind))
+            metrics.provider_call(adapter, operation, kind, time.perf_counter() - started)
+            if operation == "verify":
+                metrics.verified(record.tool, "error")
+            raise
+        metrics.provider_call(adapter, operation, "ok", time.perf_counter() - started)
+
+
+# -- reconciler ------------------------------------------------------------------------------
+
+
+async def reconcile_span(record: ActionRecord, work: Awaitable[T]) -> T:
+    """Runs a reconciler drive under a root span `effectgate.reconcile` linked to the trace that
+    created the action (a re-check is its own trace, one hop from the action's story)."""
+    link = origin_link(record)
+    reason = {State.UNKNOWN: "recheck", State.DISPATCHED: "abandoned"}.get(record.state, "planned")
+    with tracer.start_as_current_span(
+        "effectgate.reconcile",
+        context=otel_context.Context(),
+        attributes={**action_attributes(record), "effectgate.reason": reason},
+        links=[link] if link is not None else None,
+        record_exception=False,
+    ):
+        return await work
+
+
+def annotate_current(record: ActionRecord) -> None:
+    """Puts the action's ids and state on the current span (an RPC's or the reconciler's)."""
+    describe(trace.get_current_span(), record)

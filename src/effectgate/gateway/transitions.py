@@ -155,6 +155,7 @@ def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
         fence=1,
         lease_owner=owner,
         lease_expires_at=expires,
+        trace_parent=event.trace_parent,
     )
     if state is D:
         record = record.evolve(attempts=1, dispatched_at=now, reason="dispatched")

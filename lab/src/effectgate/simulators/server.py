@@ -84,6 +84,9 @@ class SimulatorServer:
         self.base_url = ""
         # Provider API requests received (admin /_sim/ routes excluded): proves "no provider call".
         self.request_count = 0
+        # W3C `traceparent` header of each provider API request ("" when absent): tracing tests
+        # check that the gateway's trace reaches the provider.
+        self.traceparents: list[str] = []
         self._runner: web.AppRunner | None = None
 
     # -- hooks for subclasses -------------------------------------------------------------
@@ -227,6 +230,7 @@ class SimulatorServer:
     ) -> web.StreamResponse:
         if not request.path.startswith("/_sim/"):
             self.request_count += 1
+            self.traceparents.append(request.headers.get("traceparent", ""))
         return await handler(request)
 
     # -- admin endpoints -----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from effectgate.gateway import audit_log
 from effectgate.gateway.domain import ActionIdentity, ListQuery
 from effectgate.gateway.errors import InvalidRequest
 from effectgate.gateway.protocol import EffectProtocol, ExecuteCommand, validate_context
@@ -87,6 +88,7 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
         else:
             raise InvalidRequest([("target", "give an action_id or a ref")])
         record, observation = await self.protocol.verify(principal.tenant, action_id)
+        audit_log.operator_act("verify", principal.name, "", record)
         return pb.VerifyResponse(action=action_pb(record), observation=observation_pb(observation))
 
     async def GetAction(self, request: pb.GetActionRequest, context: Context) -> pb.Action:

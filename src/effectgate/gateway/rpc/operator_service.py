@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from effectgate.gateway import audit_log
 from effectgate.gateway.errors import InvalidRequest
 from effectgate.gateway.operator import Operations
 from effectgate.gateway.rpc.auth import current_principal
@@ -41,15 +42,18 @@ class OperatorService(pb_grpc.OperatorServicer):
         record = await self.operations.reconcile(
             who.tenant, request.action_id, resolution, who.name, request.note, request.external_id
         )
+        audit_log.operator_act("reconcile", who.name, request.note, record)
         return action_pb(record)
 
     async def Approve(self, request: pb.ApproveRequest, context: Context) -> pb.Action:
         who = current_principal()
         self._check(request.action_id, request.note)
-        return action_pb(await self.operations.approve(who.tenant, request.action_id, who.name, request.note))
+        record = await self.operations.approve(who.tenant, request.action_id, who.name, request.note)
+        return action_pb(audit_log.operator_act("approve", who.name, request.note, record))
 
     async def GrantBypass(self, request: pb.GrantBypassRequest, context: Context) -> pb.Action:
         who = current_principal()
         self._check(request.action_id, request.note)
         record = await self.operations.grant_bypass(who.tenant, request.action_id, who.name, request.note)
+        audit_log.operator_act("grant_bypass", who.name, request.note, record)
         return action_pb(record)

@@ -66,6 +66,7 @@ def encode(r: ActionRecord) -> str:
             "checks": r.checks,
             "bypass_granted": r.bypass_granted,
             "notes": list(r.notes),
+            "trace_parent": r.trace_parent,
         }
     )
 
@@ -106,6 +107,7 @@ def decode(body: str | bytes) -> ActionRecord:
         checks=d.get("checks", 0),
         bypass_granted=bool(d.get("bypass_granted", False)),
         notes=tuple(d.get("notes", ())),
+        trace_parent=d.get("trace_parent", ""),
     )
 
 

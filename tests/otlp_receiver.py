@@ -1,0 +1,190 @@
+"""A real OTLP/HTTP receiver for tests (protobuf bodies decoded with opentelemetry-proto), and
+`effectgate serve` in a child process configured by environment variables.
+
+The receiver keeps every span and metric data point it is sent; tests wait on conditions over
+them with generous bounds (the exporters batch and send in the background).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+from google.protobuf.json_format import MessageToJson
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from effectgate.chaos.config_writer import write_config
+
+T = TypeVar("T")
+
+
+def value_of(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [value_of(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+def attrs(items: Sequence[KeyValue]) -> dict[str, Any]:
+    return {kv.key: value_of(kv.value) for kv in items}
+
+
+@dataclass
+class OtlpReceiver:
+    """POST /v1/traces and /v1/metrics on 127.0.0.1:<free port>."""
+
+    trace_requests: list[ExportTraceServiceRequest] = field(default_factory=list)
+    metric_requests: list[ExportMetricsServiceRequest] = field(default_factory=list)
+    endpoint: str = ""
+    _runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_post("/v1/traces", self._traces)
+        app.router.add_post("/v1/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.endpoint = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        return self.endpoint
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @staticmethod
+    async def _body(request: web.Request) -> bytes:
+        body = await request.read()
+        return gzip.decompress(body) if request.headers.get("Content-Encoding") == "gzip" else body
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(await self._body(request))
+        self.trace_requests.append(message)
+        reply = ExportTraceServiceResponse().SerializeToString()
+        return web.Response(body=reply, content_type="application/x-protobuf")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        message = ExportMetricsServiceRequest()
+        message.ParseFromString(await self._body(request))
+        self.metric_requests.append(message)
+        reply = ExportMetricsServiceResponse().SerializeToString()
+        return web.Response(body=reply, content_type="application/x-protobuf")
+
+    # -- what arrived ----------------------------------------------------------------------------
+
+    @property
+    def spans(self) -> list[Span]:
+        return [
+            span
+            for req in self.trace_requests
+            for resource in req.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+    def resources(self) -> list[dict[str, Any]]:
+        return [attrs(rs.resource.attributes) for req in self.trace_requests for rs in req.resource_spans]
+
+    def named(self, name: str) -> list[Span]:
+        return [span for span in self.spans if span.name == name]
+
+    def dump(self) -> str:
+        """Everything received, as text, for "this marker appears nowhere" checks."""
+        return "\n".join(MessageToJson(m) for m in [*self.trace_requests, *self.metric_requests])
+
+
+async def wait_for(probe: Callable[[], T | None], what: str, timeout: float = 60.0, every: float = 0.1) -> T:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(every)
+
+
+class ChildGateway:
+    """`effectgate serve` as a child process with the given environment and log options."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        workdir: Path,
+        env: Mapping[str, str],
+        *,
+        log_level: str = "INFO",
+        log_format: str = "json",
+        name: str = "gateway",
+    ) -> None:
+        path = write_config(config, workdir / f"{name}.toml")
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "EFFECTGATE_CRASH_AT"))}
+        child_env.update(env)
+        child_env["PYTHONUNBUFFERED"] = "1"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                *("-m", "effectgate.gateway.cli", "--log-level", log_level, "--log-format", log_format),
+                *("serve", "--config", str(path)),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            text=True,
+        )
+        self.output: list[str] = []
+        self.port = 0
+        self._reader: asyncio.Future[None] | None = None
+
+    async def ready(self, timeout: float = 30.0) -> str:
+        loop = asyncio.get_running_loop()
+        self._reader = loop.run_in_executor(None, self._read)
+        await wait_for(lambda: self.port or self.proc.poll() is not None, "the gateway to start", timeout)
+        if not self.port:
+            raise RuntimeError("gateway did not start:\n" + "".join(self.output))
+        return f"127.0.0.1:{self.port}"
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+            found = re.search(r"serving on port (\d+)", line)
+            if found:
+                self.port = int(found.group(1))
+
+    async def terminate(self) -> int:
+        """SIGTERM: a graceful stop, which flushes the exporters."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        code = await loop.run_in_executor(None, self.proc.wait, 30)
+        if self._reader is not None:
+            await self._reader
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
