@@ -370,7 +370,7 @@ class StoreConformance:
     async def test_describe_never_shows_a_password(self, backend: Backend) -> None:
         store = await backend.store()
         assert store.describe() and "secret" not in store.describe()
-        assert store.redacted_url().split(":", 1)[0] in ("sqlite", "postgresql", "postgres")
+        assert "secret" not in store.redacted_url()
 
 
 def _cursor_after(action_id: str) -> str:

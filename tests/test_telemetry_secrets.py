@@ -140,10 +140,10 @@ def test_the_telemetry_section_is_validated() -> None:
     config = parse_config({**base, "telemetry": {"prometheus_listen": "127.0.0.1:9464", "backlog_interval": "500ms"}})
     assert config.telemetry.prometheus_address == ("127.0.0.1", 9464) and config.telemetry.backlog_interval == 0.5
     for bad, where in (
-        ({"prometheus_port": 1}, "telemetry.prometheus_port"),
-        ({"sample_ratio": 2}, "telemetry.sample_ratio"),
-        ({"prometheus_listen": "nowhere"}, "telemetry.prometheus_listen"),
-        ({"backlog_interval": "soon"}, "telemetry.backlog_interval"),
+        ({"prometheus_port": 1}, r"\[telemetry\] prometheus_port"),
+        ({"sample_ratio": 2}, r"\[telemetry\] sample_ratio"),
+        ({"prometheus_listen": "nowhere"}, r"\[telemetry\] prometheus_listen"),
+        ({"backlog_interval": "soon"}, r"\[telemetry\] backlog_interval"),
     ):
         with pytest.raises(ConfigError, match=where):
             parse_config({**base, "telemetry": bad})

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from effectgate.gateway.domain import ActionRecord, ListQuery, Page, State
 from effectgate.gateway.store import codec
 from effectgate.gateway.store.base import RECOVERABLE_STATES, Store, StoreUnavailable
-from effectgate.gateway.store.rows import decode_cursor, encode_cursor
+from effectgate.gateway.store import rows
+from effectgate.gateway.store.rows import decode_cursor
 
 
 @dataclass
@@ -138,10 +139,7 @@ class MemoryStore(Store):
             ),
             key=lambda r: (r.created_at, r.action_id),
         )
-        if len(found) <= query.page_size:
-            return Page(found, "")
-        last = found[query.page_size - 1]
-        return Page(found[: query.page_size], encode_cursor(last.created_at, last.action_id))
+        return rows.page(found, rows.page_size(query))
 
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
         self._enter("purge", write=True)

@@ -207,6 +207,8 @@ class Config(_Table):
     adapters: dict[str, dict[str, Any]] = {}
     tools: dict[str, ToolConfig] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
+    # Read and validated by `effectgate mcp` (the MCP front door); the gateway itself ignores it.
+    mcp: dict[str, Any] = {}
     # The file the config came from, for error messages.
     _source: str = PrivateAttr(default="effectgate.toml")
 
