@@ -17,6 +17,8 @@ order of events):
   seconds (reads by id stay immediate, as at Stripe).
 - `drop_delayed`: both of the above on one write, a lost response whose effect reads do not show
   yet (the study draws its timeout and delayed-visibility faults independently, so they meet).
+- `drop_before_commit`: the connection is closed with no HTTP answer *before* anything is applied
+  (a timeout that lost the request, not the response).
 
 Decisions come first from a scripted queue (`script([...])`, for exact tests), then from the
 random plan: one `random.Random(seed)` draw per decision, walked through the kinds in the fixed
@@ -42,6 +44,7 @@ class Fault(enum.StrEnum):
     DELAYED_VISIBILITY = "delayed_visibility"
     # Appended last: the draw walks kinds in this order, so earlier plans keep their faults.
     DROP_DELAYED = "drop_delayed"
+    DROP_BEFORE_COMMIT = "drop_before_commit"
 
 
 # The order random draws walk through; part of the determinism contract, do not reorder.
@@ -89,6 +92,7 @@ class FaultPlan:
     partial: float = 0.0
     delayed_visibility: float = 0.0
     drop_delayed: float = 0.0
+    drop_before_commit: float = 0.0
     seed: int = 0
     slow_seconds: float = 2.0
     # Lag of a `delayed_visibility` effect; None means the simulator's own default.
