@@ -100,13 +100,14 @@ def report(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="effectgate chaos report", description="render a recorded chaos run")
     parser.add_argument("run", type=Path, help="a file written by `effectgate chaos --json`")
     parser.add_argument("--write", type=Path, nargs="*", default=[], help="rewrite the chaos blocks of these files")
+    parser.add_argument("--prefix", default="", help="rewrite only blocks named PREFIX+table (crash_ for --crash runs)")
     args = parser.parse_args(argv)
     doc = load(args.run)
     if not args.write:
         print(render(doc), end="")
         return 0
     for path in args.write:
-        path.write_text(docs_blocks.rewrite(path.read_text(), lambda name: block(doc, name)))
+        path.write_text(docs_blocks.rewrite(path.read_text(), lambda name: block(doc, name), args.prefix))
     return 0
 
 

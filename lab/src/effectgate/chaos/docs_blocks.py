@@ -2,6 +2,8 @@
 
 `effectgate chaos report RUN --write README.md docs/chaos.md` rewrites every such block from the
 recorded run; tests/test_chaos.py renders them again and compares, so the docs cannot drift.
+Blocks named `crash_NAME` come from the recorded `--crash` run (`--prefix crash_`), the others
+from the default run.
 """
 
 from __future__ import annotations
@@ -16,11 +18,25 @@ def names(text: str) -> list[str]:
     return [m["name"] for m in BLOCK.finditer(text)]
 
 
-def blocks(text: str) -> dict[str, str]:
-    """The current body of every block (without its trailing newline)."""
-    return {m["name"]: m["body"].rstrip("\n") for m in BLOCK.finditer(text)}
+def blocks(text: str, prefix: str = "") -> dict[str, str]:
+    """The body of every block of `prefix` (without its trailing newline), by unprefixed name."""
+    return {m["name"].removeprefix(prefix): m["body"].rstrip("\n") for m in BLOCK.finditer(text) if _mine(m, prefix)}
 
 
-def rewrite(text: str, render: Callable[[str], str]) -> str:
-    """`text` with every block's body replaced by `render(name)`."""
-    return BLOCK.sub(lambda m: f"{m[1]}{render(m['name'])}\n{m[4]}", text)
+def _mine(match: re.Match[str], prefix: str) -> bool:
+    name = match["name"]
+    return name.startswith(prefix) if prefix else not name.startswith(PREFIXES)
+
+
+PREFIXES = ("crash_",)
+
+
+def rewrite(text: str, render: Callable[[str], str], prefix: str = "") -> str:
+    """`text` with the body of every block of `prefix` replaced by `render(unprefixed name)`."""
+
+    def one(m: re.Match[str]) -> str:
+        if not _mine(m, prefix):
+            return m[0]
+        return f"{m[1]}{render(m['name'].removeprefix(prefix))}\n{m[4]}"
+
+    return BLOCK.sub(one, text)

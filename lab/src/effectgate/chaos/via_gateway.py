@@ -78,10 +78,17 @@ class ViaGateway(Method):
 
     async def open(self, runs: list[Run], crash: bool) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
-        port = free_port()
-        doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
-        self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
-        await self.child.start()
+        for attempt in range(3):
+            # A simulator binding port 0 can take the free port before the child binds it.
+            port = free_port()
+            doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
+            self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
+            try:
+                await self.child.start()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
         if crash:
             first = runs[0].episode
             rng = random.Random(f"crash:{first.part}:{first.level}:{first.scenario}:{first.behaviour}:{len(runs)}")
