@@ -8,7 +8,7 @@ from typing import Any
 
 from effectgate.chaos.model import Result
 from effectgate.chaos.report import fmt_rate, summarize
-from effectgate.chaos.tables import CONDITIONS, methods_in, part
+from effectgate.chaos.tables import CONDITIONS, methods_in, part, sweep_runs
 
 
 def _by_method(results: Sequence[Result]) -> dict[str, dict[str, Any]]:
@@ -74,9 +74,10 @@ def _behaviours(results: Sequence[Result]) -> list[str]:
 
 
 def _sweep(results: Sequence[Result]) -> list[str]:
-    rows = summarize(part(results, "sweep"), ("method", "margin"))
+    runs = sweep_runs(results)
+    rows = summarize(runs, ("method", "margin"))
     out = []
-    for method in methods_in(part(results, "sweep")):
+    for method in methods_in(runs):
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["margin"])
         broken = [f"{r['margin']:g}" for r in mine if r["duplicates"]]
         out.append(f"{method} at {', '.join(broken) or 'none'}")

@@ -185,8 +185,20 @@ def conditions(results: Sequence[Result]) -> str:
     return table(header, lines)
 
 
-def sweep(results: Sequence[Result]) -> str:
+def sweep_runs(results: Sequence[Result]) -> list[Result]:
+    """The sweep part, plus the headline's episodes at the sweep's level on the sweep's seeds (the
+    same fault streams) as its point at the default margin."""
     runs = part(results, "sweep")
+    if not runs:
+        return []
+    level, seeds = runs[0].episode.level, {r.episode.seed for r in runs}
+    margins = {r.episode.margin for r in runs}
+    same = [r for r in part(results, "headline") if r.episode.level == level and r.episode.seed in seeds]
+    return runs + [r for r in same if r.episode.margin not in margins]
+
+
+def sweep(results: Sequence[Result]) -> str:
+    runs = sweep_runs(results)
     methods = methods_in(runs)
     rows = summarize(runs, ("margin", "method"))
     cell = {(r["margin"], r["method"]): r for r in rows}
