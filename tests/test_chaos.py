@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
 import pytest
 
 from effectgate.chaos import docs_blocks
@@ -26,6 +27,8 @@ from effectgate.chaos.report import summarize
 from effectgate.chaos.runner import CRM, Options, Part, run_matrix
 from effectgate.chaos.stats import mcnemar_exact, percentile, wilson
 from effectgate.chaos.tables import TABLES
+from effectgate.simulators.crm_sim import CrmSimulator
+from effectgate.simulators.faults import FaultPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {"": ROOT / "docs" / "chaos-run.json", "crash_": ROOT / "docs" / "chaos-crash-run.json"}
@@ -87,6 +90,22 @@ def test_exact_paired_test_and_percentile() -> None:
     assert percentile([3.0, 1.0, 2.0, math.inf], 50) == 2.0
     assert percentile([3.0, 1.0, 2.0, math.inf], 99) == math.inf
     assert percentile([], 99) == 0.0
+
+
+async def test_a_timeout_before_commit_applies_nothing() -> None:
+    sim = CrmSimulator(api_key="k", faults=FaultPlan(seed=1))
+    sim.injector.script(["drop_before_commit", "drop_after_commit"])
+    url = await sim.start()
+    try:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer k"}) as http:
+            for _ in range(2):
+                with pytest.raises(httpx.HTTPError):
+                    await http.post("/customers/cus_1/activate")
+            assert (await http.post("/customers/cus_1/activate")).status_code == 200
+    finally:
+        await sim.stop()
+    # The request lost before commit left nothing; the response lost after commit left an effect.
+    assert [e["fault"] for e in sim.ledger] == ["drop_after_commit", None]
 
 
 # -- a small run -----------------------------------------------------------------------------

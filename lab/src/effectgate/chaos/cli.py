@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from effectgate.chaos import docs_blocks
-from effectgate.chaos.model import DEFAULT_LAG, LEVELS, METHODS, Result
+from effectgate.chaos.model import DEFAULT_LAG, LEVELS, MARGIN, METHODS, Result
 from effectgate.chaos.record import document, load, machine, results_of, save
 from effectgate.chaos.runner import Options, default_parts, run_matrix
 from effectgate.chaos.summary import summary
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
     # A stopped gateway's reconciler leaves an orphaned waiter that asyncio reports at exit.
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     meta: dict[str, Any] = {**machine(options.parallel), "lag_s": options.lag, "crash": options.crash}
-    meta["margin"] = 1.5
+    meta["margin"] = MARGIN
     meta["argv"] = argv
     start = time.monotonic()
     results = asyncio.run(run_matrix(options))

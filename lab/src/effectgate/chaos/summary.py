@@ -15,7 +15,7 @@ def _by_method(results: Sequence[Result]) -> dict[str, dict[str, Any]]:
     return {r["method"]: r for r in summarize(results, ("method",))}
 
 
-def _study(results: Sequence[Result]) -> list[str]:
+def _study(results: Sequence[Result], margin: float) -> list[str]:
     runs = part(results, "headline")
     if not runs:
         return []
@@ -32,7 +32,7 @@ def _study(results: Sequence[Result]) -> list[str]:
     zero = [f"{c['scenario']} {c['level']}" for c in wrapper if c["duplicates"] == 0]
     if wrapper:
         lines.append(
-            f"- The fair wrapper (normalized-payload key, first check after {1.5:g} x the lag) had 0 duplicates "
+            f"- The fair wrapper (normalized-payload key, first check after {margin:g} x the lag) had 0 duplicates "
             f"in {len(zero)} of {len(wrapper)} task x level cells"
             + (f" ({', '.join(zero)})" if zero else "")
             + f"; effectgate in {sum(c['duplicates'] == 0 for c in cells if c['method'] == 'effectgate')} of "
@@ -86,6 +86,22 @@ def _sweep(results: Sequence[Result]) -> list[str]:
     return ["- Lag sweep (wait or window ÷ lag), ratios where a method duplicated: " + "; ".join(out) + "."]
 
 
+def _effectgate_duplicates(results: Sequence[Result]) -> list[str]:
+    """Every cell where effectgate itself duplicated, so no reader has to find them."""
+    mine = [r for r in results if r.method == "effectgate"]
+    if not mine:
+        return []
+    rows = summarize(mine, ("part", "level", "scenario", "behaviour", "margin"))
+    cells = [
+        f"{r['part']} {r['level']} {r['scenario']} {r['behaviour']} at {r['margin']:g} x lag "
+        f"({r['duplicates']}/{r['episodes']})"
+        for r in rows
+        if r["duplicates"]
+    ]
+    total = sum(r.duplicate for r in mine)
+    return [f"- effectgate duplicated in {total} of {len(mine)} episodes: " + ("; ".join(cells) or "none") + "."]
+
+
 def _faults_off(results: Sequence[Result], meta: dict[str, Any]) -> list[str]:
     effects = sum(r.truth.effects for r in results)
     off = sum(r.effects_faults_off for r in results)
@@ -97,10 +113,11 @@ def _faults_off(results: Sequence[Result], meta: dict[str, Any]) -> list[str]:
 
 def summary(results: Sequence[Result], meta: dict[str, Any]) -> str:
     lines = [
-        *_study(results),
+        *_study(results, float(meta.get("margin", 1.5))),
         *_behaviours(results),
         *_conditions(results),
         *_sweep(results),
+        *_effectgate_duplicates(results),
         *_faults_off(results, meta),
     ]
     return "\n".join(lines)

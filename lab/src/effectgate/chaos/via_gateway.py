@@ -190,7 +190,9 @@ class ViaGateway(Method):
 
 def _answer(action: pb.Action) -> Answer:
     if action.state == pb.EFFECT_STATE_CONFIRMED:
-        return Answer(Told.SUCCESS, final=True)
+        # A success after several dispatches is worth a note: why the gateway sent again.
+        detail = f"{action.attempts} dispatches: {action.reason}" if action.attempts > 1 else ""
+        return Answer(Told.SUCCESS, final=True, detail=detail)
     if action.state == pb.EFFECT_STATE_REJECTED:
         return Answer(Told.FAILURE, final=True, detail=action.reason)
     # UNKNOWN, in flight, waiting: the gateway says so, and the model may ask again.
