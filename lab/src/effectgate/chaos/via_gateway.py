@@ -21,10 +21,8 @@ from effectgate.chaos.model import Told
 from effectgate.chaos.process import ChildGateway, free_port
 from effectgate.client import EffectGateClient
 from effectgate.client.context import RunContext
-from effectgate.gateway import keys
 from effectgate.v1 import gateway_pb2 as pb
 
-TENANT = "dev"  # development mode: loopback only, one tenant
 CALL_TIMEOUT = 4.0
 SETTLE_BUDGET = 12.0  # how long the reconciler gets once the faults stopped
 KILLS_PER_CELL = 2
@@ -161,31 +159,37 @@ class ViaGateway(Method):
         return _answer(answer.action)
 
     async def settle(self, run: Run, told: Told) -> Told:
-        """The reconciler had its chance: wait (bounded) for each step's action to be terminal,
-        then the resumed agent asks for its steps again (the stored outcome, never a new effect)."""
+        """The reconciler had its chance: the resumed agent asks for each step again (the stored
+        outcome, never a new effect) and, while the answer is not final, waits (bounded) for the
+        reconciler to make the action terminal and asks once more."""
         if told is not Told.UNKNOWN:
             return told
-        assert self.client is not None
-        args = run.scenario.args(run.episode.seed, False)
-        scope = run.scenario.scope(run.scenario.typed(args))
         loop = asyncio.get_running_loop()
         end = loop.time() + SETTLE_BUDGET
-        answers = []
-        for step in sorted(run.steps):
-            action_id = keys.action_id(TENANT, run.episode.run_id, step, tool_name(run), scope)
-            while loop.time() < end:
-                try:
-                    if (await self.client.get(action_id)).state in TERMINAL:
-                        break
-                except grpc.aio.AioRpcError as err:
-                    if err.code() is grpc.StatusCode.NOT_FOUND:
-                        break  # the agent never reached the gateway; it asks now
-                await asyncio.sleep(0.2)
-            answer = await self._retrying(run, "agent", step, "call-resume", args)
-            answers.append(Told.UNKNOWN if answer is None else _answer(answer.action).told)
+        answers = [await self._settle_step(run, step, end) for step in sorted(run.steps)]
         if Told.SUCCESS in answers:
             return Told.SUCCESS
         return Told.UNKNOWN if Told.UNKNOWN in answers or not answers else Told.FAILURE
+
+    async def _settle_step(self, run: Run, step: str, end: float) -> Told:
+        assert self.client is not None
+        args = run.scenario.args(run.episode.seed, False)
+        loop = asyncio.get_running_loop()
+        told = Told.UNKNOWN
+        while True:
+            answer = await self._retrying(run, "agent", step, "call-resume", args)
+            if answer is None:
+                return Told.UNKNOWN
+            told = _answer(answer.action).told
+            if told is not Told.UNKNOWN or loop.time() >= end:
+                return told
+            while loop.time() < end:  # the reconciler re-checks on its own schedule
+                await asyncio.sleep(0.2)
+                try:
+                    if (await self.client.get(answer.action.action_id)).state in TERMINAL:
+                        break
+                except grpc.aio.AioRpcError:
+                    continue  # the gateway may be restarting
 
 
 def _answer(action: pb.Action) -> Answer:
