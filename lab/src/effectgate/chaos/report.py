@@ -106,6 +106,12 @@ def fmt_rate(row: dict[str, Any], name: str, counts: bool = True) -> str:
     return f"{k}/{n} = {text}" if counts else text
 
 
+def fmt_count(row: dict[str, Any], name: str) -> str:
+    """A count with its rate's Wilson interval, compact: `0 [0-7%]`."""
+    lo, hi = row[f"{name}_ci95"]
+    return f"{row[name]} [{100 * lo:.0f}-{100 * hi:.0f}%]"
+
+
 def fmt_time(value: float | None) -> str:
     return "never" if value is None else f"{value:.2f}s"
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from effectgate.chaos.model import METHODS, Result
-from effectgate.chaos.report import fmt_rate, fmt_time, summarize, table
+from effectgate.chaos.report import fmt_count, fmt_rate, fmt_time, summarize, table
 from effectgate.chaos.stats import mcnemar_exact
 
 # The study's published duplicate-effect rates (%), baseline and verified wrapper, 25 seeds per
@@ -63,9 +63,9 @@ def headline(results: Sequence[Result]) -> str:
                 "—" if study is None else f"{study}%",
                 fmt_rate(row, "success_at_fault_stop", counts=False),
                 fmt_rate(row, "success_final", counts=False),
-                str(row["false_success"]),
-                str(row["false_failure"]),
-                str(row["unknown_final"]),
+                fmt_count(row, "false_success"),
+                fmt_count(row, "false_failure"),
+                fmt_count(row, "unknown_final"),
                 f"{fmt_time(row['time_to_definite_p50_s'])} / {fmt_time(row['time_to_definite_p99_s'])}",
             ]
         )
@@ -95,8 +95,8 @@ def pooled(results: Sequence[Result], name: str) -> str:
             str(r["episodes"]),
             fmt_rate(r, "duplicates"),
             fmt_rate(r, "success_final", counts=False),
-            str(r["false_success"]),
-            str(r["unknown_final"]),
+            fmt_count(r, "false_success"),
+            fmt_count(r, "unknown_final"),
         ]
         for r in rows
     ]
@@ -132,7 +132,7 @@ def fault_kinds(results: Sequence[Result]) -> str:
     for kind in kinds:
         n = next(cell[(kind, m)]["episodes"] for m in methods if (kind, m) in cell)
         lines.append(
-            [kind, str(n), *(str(cell[(kind, m)]["duplicates"]) if (kind, m) in cell else "—" for m in methods)]
+            [kind, str(n), *(fmt_count(cell[(kind, m)], "duplicates") if (kind, m) in cell else "—" for m in methods)]
         )
     return table(("first write's fault", "episodes", *methods), lines)
 
@@ -151,7 +151,7 @@ def behaviours(results: Sequence[Result]) -> str:
                 out.append("—")
                 continue
             f, b = r["duplicates_fault_caused"], r["duplicates_behaviour_caused"]
-            out.append(f"{r['duplicates']}" + (f" ({f}f + {b}b)" if r["duplicates"] else ""))
+            out.append(fmt_count(r, "duplicates") + (f" ({f}f + {b}b)" if r["duplicates"] else ""))
         lines.append(out)
     return table(("task", "behaviour", "episodes", *methods), lines)
 
@@ -166,9 +166,9 @@ def conditions(results: Sequence[Result]) -> str:
                     r["method"],
                     str(r["episodes"]),
                     fmt_rate(r, "duplicates"),
-                    str(r["false_success"]),
-                    str(r["false_failure"]),
-                    str(r["unknown_final"]),
+                    fmt_count(r, "false_success"),
+                    fmt_count(r, "false_failure"),
+                    fmt_count(r, "unknown_final"),
                     fmt_rate(r, "success_final", counts=False),
                 ]
             )
@@ -208,7 +208,7 @@ def sweep(results: Sequence[Result]) -> str:
         out = [f"{margin:g}", str(n)]
         for m in methods:
             r = cell.get((margin, m))
-            out.append("—" if r is None else f"{r['duplicates']} dup, {r['unknown_final']} unk")
+            out.append("—" if r is None else f"{fmt_count(r, 'duplicates')} dup, {r['unknown_final']} unk")
         lines.append(out)
     return table(("wait or window ÷ lag", "episodes", *methods), lines)
 
