@@ -20,23 +20,12 @@ BEHAVIOURS = (
 
 # The simulated world runs on a compressed clock. One provider lag (`--lag`): a delayed write
 # shows in reads, and a half-done write finishes, this long after it commits. Every method is told
-# the lag and derives its wait (or window) as MARGIN x lag, the same way.
+# the lag and derives its wait (or window) as margin x lag, the same way (`Run.wait`); MARGIN is
+# the default margin, the sweep varies it.
 DEFAULT_LAG = 0.3
 MARGIN = 1.5
 MAX_REPLANS = 2  # an agent loop makes at most 1 + MAX_REPLANS tool calls
 HTTP_TIMEOUT = 2.0
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The provider's lag and the wait every method derives from what it is told."""
-
-    lag: float = DEFAULT_LAG  # the provider's real lag
-    margin: float = MARGIN  # wait / window = margin x lag
-
-    @property
-    def wait(self) -> float:
-        return round(self.margin * self.lag, 4)
 
 
 class Told(enum.Enum):

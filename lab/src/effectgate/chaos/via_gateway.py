@@ -175,14 +175,15 @@ class ViaGateway(Method):
         assert self.client is not None
         args = run.scenario.args(run.episode.seed, False)
         loop = asyncio.get_running_loop()
-        told = Told.UNKNOWN
         while True:
             answer = await self._retrying(run, "agent", step, "call-resume", args)
             if answer is None:
                 return Told.UNKNOWN
-            told = _answer(answer.action).told
-            if told is not Told.UNKNOWN or loop.time() >= end:
-                return told
+            final = _answer(answer.action)
+            if final.detail:
+                run.notes.append(f"{step} after the faults: {final.told.value} ({final.detail})")
+            if final.told is not Told.UNKNOWN or loop.time() >= end:
+                return final.told
             while loop.time() < end:  # the reconciler re-checks on its own schedule
                 await asyncio.sleep(0.2)
                 try:
