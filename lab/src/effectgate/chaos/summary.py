@@ -50,7 +50,7 @@ def _conditions(results: Sequence[Result]) -> list[str]:
         w, e = rows["wrapper"], rows["effectgate"]
         s = rows.get("stable_key")
         lines.append(
-            f"- First write a {title}: wrapper {w['duplicates']}/{w['episodes']} duplicates, "
+            f"- First write {title}: wrapper {w['duplicates']}/{w['episodes']} duplicates, "
             f"{w['false_success']} false successes; "
             + (f"stable_key {s['duplicates']} duplicates, {s['false_success']} false successes; " if s else "")
             + f"effectgate {e['duplicates']} duplicates, {e['false_success']} false successes, "

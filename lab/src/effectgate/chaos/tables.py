@@ -20,10 +20,10 @@ STUDY: dict[tuple[str, str], dict[str, int]] = {
     ("record_invoice", "high"): {"baseline": 76, "wrapper": 20},
 }
 CONDITIONS = {
-    "partial_finishing": "half-done write, finishes after the lag",
-    "partial_stuck": "half-done write, never finishes",
+    "partial_finishing": "half-done, finishes after the lag",
+    "partial_stuck": "half-done, never finishes",
     "timeout_after_commit": "timeout, response lost after commit",
-    "timeout_after_commit_unseen": "timeout after commit, write not visible yet",
+    "timeout_after_commit_unseen": "timeout, response lost after commit, write not visible yet",
     "timeout_before_commit": "timeout, request lost before commit",
 }
 
