@@ -13,9 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from effectgate.gateway.domain import ActionRecord, ListQuery, Page, State
-from effectgate.gateway.store import codec
+from effectgate.gateway.store import codec, rows
 from effectgate.gateway.store.base import RECOVERABLE_STATES, Store, StoreUnavailable
-from effectgate.gateway.store import rows
 from effectgate.gateway.store.rows import decode_cursor
 
 

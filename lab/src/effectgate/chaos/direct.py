@@ -1,26 +1,53 @@
-"""Method (a): the agent calls the provider itself and, after a timeout or an error, the model
-re-plans. Its HTTP tool sends the tool-call id as the idempotency key, which is fresh after every
-re-plan, so the key never matches an earlier attempt. A 200 is believed, whatever it says."""
+"""The study's two plainest methods (the agent calls the provider itself).
+
+- `baseline`: one request per tool call, keyed by the tool-call id (fresh after every re-plan).
+  A 2xx is believed whatever it shows; any other answer goes back to the model, which re-plans.
+- `retries_only`: the tool retries an ambiguous answer (no answer, 5xx, 409, 429) itself, after
+  the shared wait, up to MAX_RETRIES times, with no idempotency key and no read-back.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from effectgate.chaos.method import Answer, Method, Run
+from effectgate.chaos.method import DEFINITIVE, Answer, Method, Run, ok
 from effectgate.chaos.model import Told
 
-# Answers that say "refused, nothing done" (a 409 or 429 says "try again").
-DEFINITIVE = frozenset({400, 401, 402, 403, 404, 422})
+MAX_RETRIES = 2
 
 
-class Direct(Method):
-    name = "direct"
+class Baseline(Method):
+    name = "baseline"
 
-    async def call(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> Answer:
+    async def call(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> Answer:
         reply = await run.scenario.send(run.http, run.scenario.typed(args), key=call_id, tag=call_id)
-        if reply.status is not None and 200 <= reply.status < 300:
+        if ok(reply.status):
             return Answer(Told.SUCCESS, final=True)
-        if reply.status in DEFINITIVE:
-            return Answer(Told.FAILURE, final=True, detail=f"HTTP {reply.status}")
-        # A timeout, a reset, a 5xx, a 409: the model reports an error and tries again.
-        return Answer(Told.FAILURE, final=False, detail=f"HTTP {reply.status or 'no answer'}")
+        detail = f"HTTP {reply.status or 'no answer'}"
+        return Answer(Told.FAILURE, final=reply.status in DEFINITIVE, detail=detail)
+
+
+class Retrying(Method):
+    """Retries an ambiguous answer with the same key (None: no key at all)."""
+
+    def key(self, run: Run, agent: str, call_id: str, typed: dict[str, Any]) -> str | None:
+        return None
+
+    async def call(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> Answer:
+        typed = run.scenario.typed(args)
+        key = self.key(run, agent, call_id, typed)
+        tag = key or call_id
+        for attempt in range(1 + MAX_RETRIES):
+            if attempt:
+                await asyncio.sleep(run.wait)
+            reply = await run.scenario.send(run.http, typed, key=key, tag=tag)
+            if ok(reply.status):
+                return Answer(Told.SUCCESS, final=True)
+            if reply.status in DEFINITIVE:
+                return Answer(Told.FAILURE, final=True, detail=f"HTTP {reply.status}")
+        return Answer(Told.FAILURE, final=False, detail=f"HTTP {reply.status or 'no answer'} after retries")
+
+
+class RetriesOnly(Retrying):
+    name = "retries_only"

@@ -11,17 +11,30 @@ from effectgate.chaos.model import Episode, Told
 from effectgate.chaos.scenarios import Scenario
 from effectgate.simulators.server import SimulatorServer
 
+# Answers that say "refused, nothing done" (a 409 or 429 says "try again").
+DEFINITIVE = frozenset({400, 401, 402, 403, 404, 422})
+
 
 @dataclass
 class Run:
-    """One episode under one method: its own simulator, and an HTTP client to it."""
+    """One episode under one method: its own simulator, an HTTP client to it, the shared wait."""
 
     episode: Episode
     scenario: Scenario
     sim: SimulatorServer
     http: httpx.AsyncClient
+    lag: float  # the provider's lag, which every method is told
     t0: float = 0.0
     notes: list[str] = field(default_factory=list)
+    steps: set[str] = field(default_factory=set)  # logical step ids the agents used
+    calls: int = 0  # tool calls the agents made
+    # Method-owned state that outlives one tool call (the stable-key method's dedup table).
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wait(self) -> float:
+        """Every method's wait after an ambiguous answer, or its consistency window."""
+        return round(self.episode.margin * self.lag, 4)
 
 
 @dataclass(frozen=True)
@@ -33,27 +46,28 @@ class Answer:
     detail: str = ""
 
 
+def ok(status: int | None) -> bool:
+    return status is not None and 200 <= status < 300
+
+
 class Method:
     name: str = ""
     kills = 0  # kill -9s of the gateway during the cell
 
-    async def open(self, runs: list[Run], options: Any) -> None:
+    async def open(self, runs: list[Run], crash: bool) -> None:
         """Prepares the cell (effectgate starts its gateway here)."""
 
     async def close(self) -> None:
         """Tears the cell down."""
 
-    async def interrupt_for_approval(self, run: Run) -> None:
-        """The run hits a human approval before the tool runs; the human clicks twice."""
-
-    async def call(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> Answer:
-        """One tool call by the model, with the arguments as the model wrote them."""
+    async def call(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> Answer:
+        """One tool call by the model for logical step `step`, arguments as the model wrote them."""
         raise NotImplementedError
 
     async def quiesce(self) -> None:
         """Every agent has answered: stop injecting process faults (kill -9)."""
 
     async def settle(self, run: Run, told: Told) -> Told:
-        """After the faults stopped: what the agent knows once a reconciler could run.
-        Without effectgate nothing runs after the agent, so its answer stands."""
+        """Reconcile: the method's own read path, run once more after the agents answered.
+        A method without a read path has nothing to run: its answer stands."""
         return told

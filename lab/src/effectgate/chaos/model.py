@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import enum
-import random
+import hashlib
 from dataclasses import dataclass, field
 
 LEVELS = ("low", "medium", "high")
-METHODS = ("direct", "wrapper", "effectgate")
-BEHAVIOURS = ("replan", "approval_twice", "subagents")
+METHODS = ("baseline", "retries_only", "idempotency_only", "wrapper", "stable_key", "effectgate")
+# `single` is the study's setting; the others are orchestration behaviours the study never ran.
+BEHAVIOURS = (
+    "single",
+    "replan_paraphrase",
+    "resume",
+    "approval_twice",
+    "subagents_same_step",
+    "subagents_diff_step",
+)
 
-# The simulated world runs on a compressed clock: lags and waits are fractions of a second.
-VISIBILITY_LAG = 0.3  # a delayed write shows in reads this much later
-SETTLE_SECONDS = 0.4  # the missing half of a partial (non-atomic) write lands this much later
-CONSISTENCY_WINDOW = 1.2  # effectgate's window: generously above the lag, as it must be
+# The simulated world runs on a compressed clock. One provider lag (`--lag`): a delayed write
+# shows in reads, and a half-done write finishes, this long after it commits. Every method is told
+# the lag and derives its wait (or window) as margin x lag, the same way (`Run.wait`); MARGIN is
+# the default margin, the sweep varies it.
+DEFAULT_LAG = 0.3
+MARGIN = 1.5
 MAX_REPLANS = 2  # an agent loop makes at most 1 + MAX_REPLANS tool calls
 HTTP_TIMEOUT = 2.0
 
@@ -34,49 +44,70 @@ class Truth:
     complete: int  # of those, effects that are whole at the end
 
 
+def stream_seed(scenario: str, level: str, seed: int) -> int:
+    """The fault stream of one (scenario, level, seed): independent across all three, shared by
+    every method and behaviour (so methods, and behaviours against `single`, are paired)."""
+    digest = hashlib.sha256(f"faults:{scenario}:{level}:{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 @dataclass(frozen=True)
 class Episode:
-    """One user request: everything about it is drawn from its seed, identically for every method."""
+    """One user request; everything about it is fixed by its coordinates, identically per method."""
 
+    part: str  # which table it belongs to (headline, behaviours, sweep, ...)
     seed: int
     level: str
     scenario: str
     behaviour: str
-    paraphrase: bool  # the model rewrites the arguments when it re-plans
-    bucket_phase: float  # where the wrapper's time buckets fall relative to the episode start
-    stagger: float  # with --crash, when the request arrives (0-2 s), so kills land amid the traffic
+    margin: float = MARGIN
+    bucket_phase: float = 0.0  # where the wrapper's time buckets fall relative to the start
+    stagger: float = 0.0  # with --crash, when the request arrives, so kills land amid traffic
 
     @classmethod
-    def draw(cls, seed: int, level: str, scenario: str, behaviours: tuple[str, ...]) -> Episode:
-        rng = random.Random(f"episode:{seed}")  # not the level or scenario: paired across cells
-        # Most runs are one agent re-planning; a share resume twice or split into subagents.
-        weights = {"replan": 3.0, "approval_twice": 1.0, "subagents": 1.0}
-        chosen = rng.choices(behaviours, [weights[b] for b in behaviours])[0]
-        return cls(seed, level, scenario, chosen, rng.random() < 0.5, rng.random(), 2 * rng.random())
+    def draw(cls, part: str, seed: int, level: str, scenario: str, behaviour: str, margin: float) -> Episode:
+        digest = hashlib.sha256(f"episode:{scenario}:{level}:{seed}".encode()).digest()
+        phase, stagger = digest[0] / 256, 2 * digest[1] / 256
+        return cls(part, seed, level, scenario, behaviour, margin, phase, stagger)
+
+    @property
+    def fault_seed(self) -> int:
+        return stream_seed(self.scenario, self.level, self.seed)
 
     @property
     def run_id(self) -> str:
-        return f"run-{self.scenario}-{self.level}-{self.seed}"
+        return f"run-{self.part}-{self.scenario}-{self.level}-{self.behaviour}-{self.margin}-{self.seed}"
 
 
 @dataclass
 class Result:
     method: str
     episode: Episode
-    told: Told = Told.UNKNOWN  # when the faults stopped
-    told_final: Told = Told.UNKNOWN  # after the faults stopped and a reconciler could run
-    latency: float = 0.0
+    told: Told = Told.UNKNOWN  # when the faults stopped (the agents' answer)
+    told_final: Told = Told.UNKNOWN  # after every method's own read path ran once more
+    latency: float = 0.0  # request to the agents' answer
+    definite_after: float | None = None  # request to the first definite answer (None: never)
     truth: Truth = Truth(0, 0)
-    calls: int = 0  # tool calls the agent made
+    calls: int = 0  # tool calls the agents made
+    first_fault: str = "none"  # the fault of the episode's first provider write
+    effects_faults_off: int = 0  # effects from writes made after the faults stopped
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def whole_once(self) -> bool:
+        return self.truth.effects == 1 and self.truth.complete == 1
 
     @property
     def duplicate(self) -> bool:
         return self.truth.effects > 1
 
     @property
+    def success_at_stop(self) -> bool:
+        return self.told is Told.SUCCESS and self.whole_once
+
+    @property
     def success(self) -> bool:
-        return self.told_final is Told.SUCCESS and self.truth.effects == 1 and self.truth.complete == 1
+        return self.told_final is Told.SUCCESS and self.whole_once
 
     @property
     def false_success(self) -> bool:
@@ -84,26 +115,8 @@ class Result:
 
     @property
     def false_failure(self) -> bool:
-        return self.told_final is Told.FAILURE and self.truth.effects > 0
+        return self.told_final is Told.FAILURE and self.truth.complete > 0
 
-    def to_json(self) -> dict[str, object]:
-        e = self.episode
-        return {
-            "method": self.method,
-            "level": e.level,
-            "scenario": e.scenario,
-            "seed": e.seed,
-            "behaviour": e.behaviour,
-            "paraphrase": e.paraphrase,
-            "told": self.told.value,
-            "told_final": self.told_final.value,
-            "effects": self.truth.effects,
-            "complete_effects": self.truth.complete,
-            "success": self.success,
-            "duplicate": self.duplicate,
-            "false_success": self.false_success,
-            "false_failure": self.false_failure,
-            "latency": round(self.latency, 4),
-            "calls": self.calls,
-            "notes": self.notes,
-        }
+    @property
+    def unknown_final(self) -> bool:
+        return self.told_final is Told.UNKNOWN

@@ -22,6 +22,7 @@ class ChildGateway:
 
     def __init__(self, config_path: Path) -> None:
         self.config_path = config_path
+        self.log = config_path.with_suffix(".log")
         self.proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -31,20 +32,22 @@ class ChildGateway:
     async def start(self, timeout: float = 30.0) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("EFFECTGATE_CRASH_AT", None)
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *("-m", "effectgate.gateway.cli", "--log-level", "ERROR", "serve"),
-            *("--config", str(self.config_path)),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=env,
-        )
+        with self.log.open("ab") as errors:  # kept beside the config, shown if the start fails
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *("-m", "effectgate.gateway.cli", "--log-level", "ERROR", "serve"),
+                *("--config", str(self.config_path)),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=errors,
+                env=env,
+            )
         assert self.proc.stdout is not None
-        # The one line it prints to stdout says it listens (logs go to stderr, discarded).
+        # The one line it prints to stdout says it listens (logs go to stderr, into the log file).
         line = (await asyncio.wait_for(self.proc.stdout.readline(), timeout)).decode()
         if not re.search(r"serving on port \d+", line):
             await self.kill()
-            raise RuntimeError(f"effectgate serve did not start: {line!r}")
+            tail = self.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"effectgate serve did not start: {line!r}\n{tail}")
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:

@@ -1,11 +1,14 @@
-"""Runs the matrix: method x level x scenario cells, each with one episode per seed.
+"""Runs the parts of a run: cells of part x method x level x scenario x behaviour x margin, each
+with one episode per seed.
 
-Every episode has a simulator of its own, seeded with the episode's seed, so the i-th write of
-an episode meets the same fault under every method, whatever runs concurrently beside it. A cell:
+Every episode has a simulator of its own whose faults come from the stream of its (scenario,
+level, seed), so the i-th write of an episode meets the same fault under every method and every
+behaviour, and streams are independent across scenarios, levels and seeds. An episode:
 
-1. the agents act while the faults are on; each episode's latency ends with its agent's answer;
-2. the episode's faults stop (and, with --crash, the kills stop);
-3. the method may settle what it left open (only effectgate has a reconciler to do that);
+1. the agents act while the faults are on; the answer they give is "the answer at fault stop";
+2. the episode's faults stop (never with --crash: then every later write meets faults too);
+3. every method runs its own read path once more (reconcile); only effectgate has a reconciler,
+   the wrapper and stable_key re-read their postcondition, the others have nothing to run;
 4. once every lag has passed, the simulator's ledger says how many effects the request made.
 """
 
@@ -14,109 +17,158 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
 from effectgate.chaos.agent import run_agents
-from effectgate.chaos.direct import Direct
+from effectgate.chaos.direct import Baseline, RetriesOnly
 from effectgate.chaos.method import Method, Run
-from effectgate.chaos.model import (
-    BEHAVIOURS,
-    HTTP_TIMEOUT,
-    LEVELS,
-    METHODS,
-    SETTLE_SECONDS,
-    VISIBILITY_LAG,
-    Episode,
-    Result,
-    Told,
-)
+from effectgate.chaos.model import BEHAVIOURS, DEFAULT_LAG, HTTP_TIMEOUT, LEVELS, MARGIN, METHODS, Episode, Result, Told
 from effectgate.chaos.progress import Progress
 from effectgate.chaos.scenarios import SCENARIOS
+from effectgate.chaos.stable_key import StableKey
 from effectgate.chaos.via_gateway import ViaGateway
-from effectgate.chaos.wrapper import Wrapper
+from effectgate.chaos.wrapper import IdempotencyOnly, Wrapper
 from effectgate.simulators.faults import STUDY_LEVELS, Fault, FaultPlan
 
 EPISODE_BUDGET = 30.0  # seconds for the agents of one episode, and again for settling it
 METHOD_TYPES: dict[str, Callable[[], Method]] = {
-    "direct": Direct,
+    "baseline": Baseline,
+    "retries_only": RetriesOnly,
+    "idempotency_only": IdempotencyOnly,
     "wrapper": Wrapper,
+    "stable_key": StableKey,
     "effectgate": ViaGateway,
 }
+CRM = ("activate_customer", "record_invoice")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One table's worth of episodes."""
+
+    name: str
+    levels: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    behaviours: tuple[str, ...] = ("single",)
+    seeds: int = 25
+    margins: tuple[float, ...] = (MARGIN,)
+    first_fault: str = ""  # the fault every episode's first write meets ("" = the level's draw)
+    stuck: bool = False  # half-done writes never finish
+    timeouts_before: bool = False  # the level's timeouts lose the request, not the response
+
+
+def default_parts(seeds: int = 50) -> tuple[Part, ...]:
+    half = max(1, seeds // 2)
+    conditions = (
+        ("partial_finishing", Fault.PARTIAL, False),
+        ("partial_stuck", Fault.PARTIAL, True),
+        ("timeout_after_commit", Fault.DROP_AFTER_COMMIT, False),
+        ("timeout_after_commit_unseen", Fault.DROP_DELAYED, False),
+        ("timeout_before_commit", Fault.DROP_BEFORE_COMMIT, False),
+    )
+    return (
+        Part("headline", LEVELS, CRM, seeds=seeds),
+        Part("behaviours", ("medium",), ("activate_customer", "charge_card"), BEHAVIOURS, seeds=half),
+        *(Part(name, ("high",), CRM, seeds=half, first_fault=f.value, stuck=stuck) for name, f, stuck in conditions),
+        # The sweep's point at MARGIN is the headline's high level on the same seeds (streams).
+        Part("sweep", ("high",), CRM, seeds=half, margins=(0.5, 0.8, 3.0)),
+    )
 
 
 @dataclass(frozen=True)
 class Options:
-    seeds: int = 25
-    levels: tuple[str, ...] = LEVELS
-    scenarios: tuple[str, ...] = tuple(SCENARIOS)
+    parts: tuple[Part, ...] = field(default_factory=default_parts)
     methods: tuple[str, ...] = METHODS
-    behaviours: tuple[str, ...] = BEHAVIOURS
+    lag: float = DEFAULT_LAG
     crash: bool = False
-    # Partial (non-atomic) writes finish late, as Stripe's `processing` does; False leaves them half.
-    settle: bool = True
     parallel: int = 4  # cells at a time; a cell runs all its episodes at once
 
 
-def fault_plan(level: str, seed: int) -> FaultPlan:
+def fault_plan(part: Part, level: str, seed: int) -> FaultPlan:
     """The study's level, its timeout and delayed-visibility faults drawn independently (as the
     study draws them), so a lost response can also be a write that reads do not show yet."""
     p = STUDY_LEVELS[level]
     timeout, delayed = p[Fault.DROP_AFTER_COMMIT], p[Fault.DELAYED_VISIBILITY]
-    return FaultPlan.study_level(
-        level,
-        seed=seed,
-        drop_after_commit=timeout * (1 - delayed),
-        drop_delayed=timeout * delayed,
-        delayed_visibility=delayed * (1 - timeout),
-        visibility_lag=VISIBILITY_LAG,
-    )
+    if part.timeouts_before:
+        split = {"drop_before_commit": timeout, "delayed_visibility": delayed}
+    else:
+        split = {
+            "drop_after_commit": timeout * (1 - delayed),
+            "drop_delayed": timeout * delayed,
+            "delayed_visibility": delayed * (1 - timeout),
+        }
+    return FaultPlan.study_level(level, seed=seed, **split)
 
 
-async def _agent_phase(method: Method, run: Run, stagger: bool) -> Result:
+async def _agent_phase(method: Method, run: Run, crash: bool) -> Result:
     result = Result(method.name, run.episode)
-    if stagger:
+    if crash:
         await asyncio.sleep(run.episode.stagger)
     run.t0 = time.monotonic()
     try:
-        result.told, result.calls = await asyncio.wait_for(run_agents(method, run), EPISODE_BUDGET)
+        result.told = await asyncio.wait_for(run_agents(method, run), EPISODE_BUDGET)
     except TimeoutError:
         result.told = Told.UNKNOWN
         run.notes.append("agents ran out of time")
     result.latency = time.monotonic() - run.t0
-    run.sim.injector.configure(FaultPlan(seed=run.episode.seed))  # the faults stop
+    if not crash:
+        run.state["decisions_at_stop"] = len(run.sim.injector.decisions)
+        run.sim.injector.configure(FaultPlan(seed=run.episode.fault_seed))  # the faults stop
     return result
 
 
 async def _settle_phase(method: Method, run: Run, result: Result, progress: Progress) -> Result:
+    if result.told is not Told.UNKNOWN:
+        result.definite_after = result.latency
     try:
         result.told_final = await asyncio.wait_for(method.settle(run, result.told), EPISODE_BUDGET)
     except TimeoutError:
         result.told_final = Told.UNKNOWN
         run.notes.append("settling ran out of time")
-    await asyncio.sleep(max(VISIBILITY_LAG, SETTLE_SECONDS) + 0.1)
+    if result.definite_after is None and result.told_final is not Told.UNKNOWN:
+        result.definite_after = time.monotonic() - run.t0
+    await asyncio.sleep(run.lag + 0.2)  # every delayed write visible, every finishing one whole
     result.truth = run.scenario.truth(run.sim)
+    decisions = run.sim.injector.decisions
+    result.first_fault = (decisions[0] or "none") if decisions else "no_write"
+    # Writes decided after the faults stopped never fail (conflicts included): each is an effect.
+    result.effects_faults_off = len(decisions) - int(run.state.get("decisions_at_stop", len(decisions)))
+    result.calls = run.calls
     result.notes = list(run.notes)
-    progress.tick(f"{method.name} {run.episode.level} {run.episode.scenario}")
+    progress.tick(f"{method.name} {run.episode.part} {run.episode.level} {run.episode.scenario}")
     return result
 
 
-async def run_cell(
-    method_name: str, level: str, scenario_name: str, options: Options, progress: Progress
-) -> list[Result]:
-    scenario = SCENARIOS[scenario_name]
+@dataclass(frozen=True)
+class Cell:
+    part: Part
+    method: str
+    level: str
+    scenario: str
+    behaviour: str
+    margin: float
+
+
+async def run_cell(cell: Cell, options: Options, progress: Progress) -> list[Result]:
+    scenario = SCENARIOS[cell.scenario]
+    part = cell.part
     runs: list[Run] = []
     try:
-        for seed in range(options.seeds):
-            episode = Episode.draw(seed, level, scenario_name, options.behaviours)
-            sim = scenario.make_sim(fault_plan(level, seed), SETTLE_SECONDS if options.settle else None, VISIBILITY_LAG)
+        for seed in range(part.seeds):
+            episode = Episode.draw(part.name, seed, cell.level, cell.scenario, cell.behaviour, cell.margin)
+            sim = scenario.make_sim(
+                fault_plan(part, cell.level, episode.fault_seed), None if part.stuck else options.lag, options.lag
+            )
+            if part.first_fault:
+                sim.injector.script([part.first_fault])
             url = await sim.start()
             http = httpx.AsyncClient(base_url=url, timeout=HTTP_TIMEOUT, headers=scenario.headers())
-            runs.append(Run(episode, scenario, sim, http))
-        method = METHOD_TYPES[method_name]()
+            runs.append(Run(episode, scenario, sim, http, options.lag))
+        method = METHOD_TYPES[cell.method]()
         try:
-            await method.open(runs, options)
+            await method.open(runs, options.crash)
             acted = await asyncio.gather(*(_agent_phase(method, run, options.crash) for run in runs))
             await method.quiesce()
             if method.kills:
@@ -135,17 +187,29 @@ async def run_cell(
             await run.sim.stop()
 
 
+def cells(options: Options) -> list[Cell]:
+    return [
+        Cell(part, method, level, scenario, behaviour, margin)
+        for part in options.parts
+        for level in part.levels
+        for scenario in part.scenarios
+        for behaviour in part.behaviours
+        for margin in part.margins
+        for method in options.methods
+    ]
+
+
 async def run_matrix(options: Options, progress: Progress | None = None) -> list[Result]:
-    cells = [(m, lv, sc) for lv in options.levels for sc in options.scenarios for m in options.methods]
-    progress = progress or Progress(len(cells) * options.seeds)
+    todo = cells(options)
+    progress = progress or Progress(sum(c.part.seeds for c in todo))
     slots = asyncio.Semaphore(options.parallel)
 
-    async def one(cell: tuple[str, str, str]) -> list[Result]:
+    async def one(cell: Cell) -> list[Result]:
         async with slots:
-            return await run_cell(*cell, options, progress)
+            return await run_cell(cell, options, progress)
 
     try:
-        done = await asyncio.gather(*(one(cell) for cell in cells))
+        done = await asyncio.gather(*(one(cell) for cell in todo))
     finally:
         progress.close()
     return [r for cell in done for r in cell]

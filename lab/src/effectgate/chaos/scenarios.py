@@ -20,7 +20,7 @@ import httpx
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
-from effectgate.chaos.model import CONSISTENCY_WINDOW, HTTP_TIMEOUT, Truth
+from effectgate.chaos.model import HTTP_TIMEOUT, Truth
 from effectgate.simulators.crm_sim import CrmSimulator
 from effectgate.simulators.faults import FaultPlan
 from effectgate.simulators.postmark_sim import PostmarkSimulator
@@ -90,7 +90,7 @@ class Scenario(ABC):
         """The agent's tool schema: provider units and casing."""
 
     @abstractmethod
-    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str, tag: str) -> Reply:
+    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str | None, tag: str) -> Reply:
         """One provider write, as an agent without effectgate makes it."""
 
     @abstractmethod
@@ -102,8 +102,8 @@ class Scenario(ABC):
         """A 2xx answer that shows only part of the effect (the study's "partial success")."""
 
     @abstractmethod
-    def adapter(self, base_url: str) -> JsonDict:
-        """effectgate's `[adapters.*]` table for this provider."""
+    def adapter(self, base_url: str, window: float) -> JsonDict:
+        """effectgate's `[adapters.*]` table for this provider, with its consistency window."""
 
     @abstractmethod
     def payload(self, typed: JsonDict) -> Message: ...
@@ -127,7 +127,7 @@ class ChargeCard(Scenario):
 
     def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> SimulatorServer:
         # Stripe's `processing` intents always settle: that is how Stripe behaves.
-        return StripeSimulator(api_key=SECRET, faults=plan, visibility_lag=lag, settle_seconds=settle or 0.4)
+        return StripeSimulator(api_key=SECRET, faults=plan, visibility_lag=lag, settle_seconds=settle or lag)
 
     def args(self, seed: int, paraphrased: bool) -> JsonDict:
         dollars = 10 + seed % 7
@@ -140,7 +140,7 @@ class ChargeCard(Scenario):
     def typed(self, args: JsonDict) -> JsonDict:
         return {"customer": args["customer"], "amount": cents(args["amount"]), "currency": args["currency"].lower()}
 
-    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str, tag: str) -> Reply:
+    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str | None, tag: str) -> Reply:
         form = {
             "amount": str(typed["amount"]),
             "currency": typed["currency"],
@@ -149,7 +149,8 @@ class ChargeCard(Scenario):
             "confirm": "true",
             f"metadata[{TAG_KEY}]": tag,
         }
-        return await request(client, "POST", "/v1/payment_intents", data=form, headers={"Idempotency-Key": key})
+        headers = {"Idempotency-Key": key} if key else {}
+        return await request(client, "POST", "/v1/payment_intents", data=form, headers=headers)
 
     async def check(self, client: httpx.AsyncClient, typed: JsonDict, tag: str) -> str:
         # Existence of an intent carrying the key: Stripe search, eventually consistent.
@@ -163,13 +164,13 @@ class ChargeCard(Scenario):
     def half_done(self, reply: Reply) -> bool:
         return bool(_field(reply, "status") == "processing")
 
-    def adapter(self, base_url: str) -> JsonDict:
+    def adapter(self, base_url: str, window: float) -> JsonDict:
         return {
             "kind": "stripe",
             "api_base": base_url,
             "api_key_env": SECRET_ENV,
             "timeout": HTTP_TIMEOUT,
-            "consistency_window": CONSISTENCY_WINDOW,
+            "consistency_window": window,
         }
 
     def payload(self, typed: JsonDict) -> Message:
@@ -210,7 +211,7 @@ class SendEmail(Scenario):
     def typed(self, args: JsonDict) -> JsonDict:
         return {"from": "shop@example.com", **args}
 
-    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str, tag: str) -> Reply:
+    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str | None, tag: str) -> Reply:
         body = {
             "From": typed["from"],
             "To": typed["to"].strip(),
@@ -231,13 +232,13 @@ class SendEmail(Scenario):
     def half_done(self, reply: Reply) -> bool:
         return bool(_field(reply, "Message") == "Queued")
 
-    def adapter(self, base_url: str) -> JsonDict:
+    def adapter(self, base_url: str, window: float) -> JsonDict:
         return {
             "kind": "postmark",
             "base_url": base_url,
             "server_token_env": SECRET_ENV,
             "timeout": HTTP_TIMEOUT,
-            "consistency_window": CONSISTENCY_WINDOW,
+            "consistency_window": window,
         }
 
     def payload(self, typed: JsonDict) -> Message:
@@ -249,14 +250,14 @@ class SendEmail(Scenario):
         return f"email:{typed['to'].strip()}"
 
 
-def crm_adapter(base_url: str, request: JsonDict, verify: JsonDict, expect: list[JsonDict]) -> JsonDict:
+def crm_adapter(base_url: str, window: float, request: JsonDict, verify: JsonDict, expect: list[JsonDict]) -> JsonDict:
     """A generic HTTP adapter table for the CRM (docs/examples/crm-http-adapters.toml)."""
     return {
         "kind": "http",
         "base_url": base_url,
         "token_env": SECRET_ENV,
         "timeout": HTTP_TIMEOUT,
-        "consistency_window": CONSISTENCY_WINDOW,
+        "consistency_window": window,
         "definitive_statuses": [400, 404, 422],
         "request": request,
         "response_expect": expect,
@@ -278,7 +279,7 @@ class ActivateCustomer(Scenario):
     def typed(self, args: JsonDict) -> JsonDict:
         return {"customer": args["customer"], "seats": int(args["seats"])}
 
-    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str, tag: str) -> Reply:
+    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str | None, tag: str) -> Reply:
         # No idempotency key exists at this API.
         return await request(client, "POST", f"/customers/{typed['customer']}/activate")
 
@@ -293,14 +294,16 @@ class ActivateCustomer(Scenario):
     def half_done(self, reply: Reply) -> bool:
         return _field(reply, "activated_at") is None
 
-    def adapter(self, base_url: str) -> JsonDict:
+    def adapter(self, base_url: str, window: float) -> JsonDict:
         table = crm_adapter(
             base_url,
+            window,
             {"method": "POST", "url": "/customers/{customer}/activate"},
             {"method": "GET", "url": "/customers/{customer}"},
             [{"path": "status", "equals": "ACTIVE"}, {"path": "activated_at", "present": True}],
         )
-        return table | {"absent_when": [{"path": "status", "equals": "INACTIVE"}]}
+        # Absence is an inactive customer; a 404 (no such customer) proves nothing about the write.
+        return table | {"absent_when": [{"path": "status", "equals": "INACTIVE"}], "absent_statuses": []}
 
     def payload(self, typed: JsonDict) -> Message:
         return struct(typed)
@@ -327,7 +330,7 @@ class RecordInvoice(Scenario):
     def typed(self, args: JsonDict) -> JsonDict:
         return {"id": args["invoice"], "amount": cents(args["amount"]), "currency": args["currency"].lower()}
 
-    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str, tag: str) -> Reply:
+    async def send(self, client: httpx.AsyncClient, typed: JsonDict, key: str | None, tag: str) -> Reply:
         return await request(client, "POST", "/invoices", content=json.dumps(typed))
 
     async def check(self, client: httpx.AsyncClient, typed: JsonDict, tag: str) -> str:
@@ -342,9 +345,10 @@ class RecordInvoice(Scenario):
     def half_done(self, reply: Reply) -> bool:
         return _field(reply, "amount") is None
 
-    def adapter(self, base_url: str) -> JsonDict:
+    def adapter(self, base_url: str, window: float) -> JsonDict:
         return crm_adapter(
             base_url,
+            window,
             {
                 "method": "POST",
                 "url": "/invoices",
@@ -352,7 +356,7 @@ class RecordInvoice(Scenario):
             },
             {"method": "GET", "url": "/invoices/{id}"},
             [{"path": "id", "equals": "{id}"}, {"path": "amount", "equals": "{amount}"}],
-        ) | {"absent_statuses": [404]}  # this CRM documents 404 as "no such invoice"
+        ) | {"absent_statuses": [404]}  # GET /invoices/{id} answers 404 when no row is visible
 
     def payload(self, typed: JsonDict) -> Message:
         return struct(typed)

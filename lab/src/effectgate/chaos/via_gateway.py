@@ -1,6 +1,7 @@
-"""Method (c): effectgate. The agent runtime injects the run context (run id, a stable step id,
-the agent's name) and the model's tool call goes through a real gateway via the generated
-client. The gateway is an `effectgate serve` child process (a service of its own, on its own
+"""effectgate. The agent runtime injects the run context (run id, the logical step id, the
+agent's name) and the model's tool call goes through a real gateway via the generated client.
+Its consistency window is the shared wait (margin x the lag it is told), like every method's.
+The gateway is an `effectgate serve` child process (a service of its own, on its own
 core); with `--crash` it is kill -9'd and restarted at seeded moments, and its reconciler
 finishes what the dead one started."""
 
@@ -16,15 +17,12 @@ import grpc
 
 from effectgate.chaos.config_writer import write_config
 from effectgate.chaos.method import Answer, Method, Run
-from effectgate.chaos.model import CONSISTENCY_WINDOW, Told
+from effectgate.chaos.model import Told
 from effectgate.chaos.process import ChildGateway, free_port
 from effectgate.client import EffectGateClient
 from effectgate.client.context import RunContext
-from effectgate.gateway import keys
 from effectgate.v1 import gateway_pb2 as pb
 
-STEP = "step-1"  # the logical step: the same for every re-plan, resume and subagent
-TENANT = "dev"  # development mode: loopback only, one tenant
 CALL_TIMEOUT = 4.0
 SETTLE_BUDGET = 12.0  # how long the reconciler gets once the faults stopped
 KILLS_PER_CELL = 2
@@ -44,14 +42,13 @@ def tool_name(run: Run) -> str:
 def gateway_doc(runs: list[Run], store_url: str, port: int) -> dict[str, Any]:
     adapters, tools = {}, {}
     for run in runs:
-        adapters[f"a{run.episode.seed}"] = run.scenario.adapter(run.sim.base_url)
+        adapters[f"a{run.episode.seed}"] = run.scenario.adapter(run.sim.base_url, run.wait)
         tools[tool_name(run)] = {
             "adapter": f"a{run.episode.seed}",
-            "consistency_window": CONSISTENCY_WINDOW,
+            "consistency_window": run.wait,
             "attempt_timeout": 1.5,
             "deadline": 3.0,
             "max_attempts": 3,
-            "approval": "required" if run.episode.behaviour == "approval_twice" else "none",
         }
     return {
         "server": {"listen": f"127.0.0.1:{port}", "shutdown_grace": 1.0},
@@ -77,15 +74,22 @@ class ViaGateway(Method):
         self.kills = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
-    async def open(self, runs: list[Run], options: Any) -> None:
+    async def open(self, runs: list[Run], crash: bool) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
-        port = free_port()
-        doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
-        self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
-        await self.child.start()
-        if options.crash:
+        for attempt in range(3):
+            # A simulator binding port 0 can take the free port before the child binds it.
+            port = free_port()
+            doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
+            self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
+            try:
+                await self.child.start()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+        if crash:
             first = runs[0].episode
-            rng = random.Random(f"crash:{first.level}:{first.scenario}:{options.seeds}")
+            rng = random.Random(f"crash:{first.part}:{first.level}:{first.scenario}:{first.behaviour}:{len(runs)}")
             moments = sorted(rng.uniform(0.1, 2.5) for _ in range(KILLS_PER_CELL))
             self.crasher = asyncio.create_task(self._crash(moments))
         # Reconnect quickly after a kill -9 (gRPC's default back-off grows to minutes).
@@ -117,10 +121,7 @@ class ViaGateway(Method):
         if self._tmp is not None:
             self._tmp.cleanup()
 
-    def _context(self, run: Run, agent: str) -> RunContext:
-        return RunContext(run_id=run.episode.run_id, step_id=STEP, agent=agent)
-
-    async def _execute(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse:
+    async def _execute(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse:
         assert self.client is not None
         typed = run.scenario.typed(args)
         return await self.client.execute(
@@ -128,36 +129,17 @@ class ViaGateway(Method):
             run.scenario.payload(typed),
             scope=run.scenario.scope(typed),
             tool_call_id=call_id,
-            context=self._context(run, agent),
+            context=RunContext(run_id=run.episode.run_id, step_id=step, agent=agent),
             timeout=CALL_TIMEOUT,
         )
 
-    async def interrupt_for_approval(self, run: Run) -> None:
-        assert self.client is not None
-        answer = await self._retrying(run, "agent", "call-approval", run.scenario.args(run.episode.seed, False))
-        if answer is None:
-            return
-        request = pb.ApproveRequest(action_id=answer.action.action_id, note="ok")
-        # The approver double-clicks: two Approve RPCs at once.
-        await asyncio.gather(
-            *(self._approve(request) for _ in range(2)),
-        )
-
-    async def _approve(self, request: pb.ApproveRequest) -> None:
-        assert self.client is not None
-        end = asyncio.get_running_loop().time() + PATIENCE
-        while asyncio.get_running_loop().time() < end:
-            try:
-                await self.client.operator.Approve(request, timeout=CALL_TIMEOUT)
-                return
-            except grpc.aio.AioRpcError:
-                await asyncio.sleep(0.3)  # the gateway may be restarting
-
-    async def _retrying(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse | None:
+    async def _retrying(
+        self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]
+    ) -> pb.ExecuteResponse | None:
         end = asyncio.get_running_loop().time() + PATIENCE
         for attempt in range(100):
             try:
-                return await self._execute(run, agent, f"{call_id}-{attempt}", args)
+                return await self._execute(run, agent, step, f"{call_id}-{attempt}", args)
             except grpc.aio.AioRpcError as err:
                 run.notes.append(f"{call_id}: {err.code().name}")
                 if asyncio.get_running_loop().time() >= end:
@@ -165,9 +147,9 @@ class ViaGateway(Method):
                 await asyncio.sleep(0.3)
         return None
 
-    async def call(self, run: Run, agent: str, call_id: str, args: dict[str, Any]) -> Answer:
+    async def call(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> Answer:
         try:
-            answer = await self._execute(run, agent, call_id, args)
+            answer = await self._execute(run, agent, step, call_id, args)
         except grpc.aio.AioRpcError as err:
             if err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
                 run.notes.append(f"{call_id}: {err.code().name}: {err.details()}")
@@ -177,29 +159,45 @@ class ViaGateway(Method):
         return _answer(answer.action)
 
     async def settle(self, run: Run, told: Told) -> Told:
+        """The reconciler had its chance: the resumed agent asks for each step again (the stored
+        outcome, never a new effect) and, while the answer is not final, waits (bounded) for the
+        reconciler to make the action terminal and asks once more."""
         if told is not Told.UNKNOWN:
             return told
-        assert self.client is not None
-        typed = run.scenario.typed(run.scenario.args(run.episode.seed, False))
-        action_id = keys.action_id(TENANT, run.episode.run_id, STEP, tool_name(run), run.scenario.scope(typed))
         loop = asyncio.get_running_loop()
         end = loop.time() + SETTLE_BUDGET
-        while loop.time() < end:
-            try:
-                if (await self.client.get(action_id)).state in TERMINAL:
-                    break
-            except grpc.aio.AioRpcError as err:
-                if err.code() is grpc.StatusCode.NOT_FOUND:
-                    break  # the agent never reached the gateway; it asks now
-            await asyncio.sleep(0.2)
-        # The resumed agent asks for its step again: the stored outcome, never a second effect.
-        answer = await self._retrying(run, "agent", "call-resume", run.scenario.args(run.episode.seed, False))
-        return Told.UNKNOWN if answer is None else _answer(answer.action).told
+        answers = [await self._settle_step(run, step, end) for step in sorted(run.steps)]
+        if Told.SUCCESS in answers:
+            return Told.SUCCESS
+        return Told.UNKNOWN if Told.UNKNOWN in answers or not answers else Told.FAILURE
+
+    async def _settle_step(self, run: Run, step: str, end: float) -> Told:
+        assert self.client is not None
+        args = run.scenario.args(run.episode.seed, False)
+        loop = asyncio.get_running_loop()
+        while True:
+            answer = await self._retrying(run, "agent", step, "call-resume", args)
+            if answer is None:
+                return Told.UNKNOWN
+            final = _answer(answer.action)
+            if final.detail:
+                run.notes.append(f"{step} after the faults: {final.told.value} ({final.detail})")
+            if final.told is not Told.UNKNOWN or loop.time() >= end:
+                return final.told
+            while loop.time() < end:  # the reconciler re-checks on its own schedule
+                await asyncio.sleep(0.2)
+                try:
+                    if (await self.client.get(answer.action.action_id)).state in TERMINAL:
+                        break
+                except grpc.aio.AioRpcError:
+                    continue  # the gateway may be restarting
 
 
 def _answer(action: pb.Action) -> Answer:
     if action.state == pb.EFFECT_STATE_CONFIRMED:
-        return Answer(Told.SUCCESS, final=True)
+        # A success after several dispatches is worth a note: why the gateway sent again.
+        detail = f"{action.attempts} dispatches: {action.reason}" if action.attempts > 1 else ""
+        return Answer(Told.SUCCESS, final=True, detail=detail)
     if action.state == pb.EFFECT_STATE_REJECTED:
         return Answer(Told.FAILURE, final=True, detail=action.reason)
     # UNKNOWN, in flight, waiting: the gateway says so, and the model may ask again.

@@ -19,6 +19,8 @@ order of events):
   yet (the study draws its timeout and delayed-visibility faults independently, so they meet).
 - `rate_limit`: HTTP `rate_limit_status` (429 by default) with `Retry-After: <retry_after>` (no
   header when `retry_after` is None) and no effect (nothing stored under the idempotency key).
+- `drop_before_commit`: the connection is closed with no HTTP answer *before* anything is applied
+  (a timeout that lost the request, not the response).
 
 Decisions come first from a scripted queue (`script([...])`, for exact tests), then from the
 random plan: one `random.Random(seed)` draw per decision, walked through the kinds in the fixed
@@ -45,6 +47,7 @@ class Fault(enum.StrEnum):
     # Appended last: the draw walks kinds in this order, so earlier plans keep their faults.
     DROP_DELAYED = "drop_delayed"
     RATE_LIMIT = "rate_limit"
+    DROP_BEFORE_COMMIT = "drop_before_commit"
 
 
 # The order random draws walk through; part of the determinism contract, do not reorder.
@@ -93,6 +96,7 @@ class FaultPlan:
     delayed_visibility: float = 0.0
     drop_delayed: float = 0.0
     rate_limit: float = 0.0
+    drop_before_commit: float = 0.0
     seed: int = 0
     slow_seconds: float = 2.0
     # Lag of a `delayed_visibility` effect; None means the simulator's own default.

@@ -7,6 +7,7 @@ in one shared order:
 
     decide fault -> (latency) -> conflict? answer 409, no effect
                  -> rate_limit? answer 429 (or 503) with Retry-After, no effect
+                 -> drop_before_commit? close the connection, no effect
                  -> commit(fault)            # the subclass applies the effect, records the ledger
                  -> error_after_commit? the answer becomes a 500
                  -> slot.complete(answer)    # idempotency store keeps what the client should get
@@ -174,6 +175,8 @@ class SimulatorServer:
                 return self.render(self.error_response(409, "conflict", "Injected conflict."))
             if fault is Fault.RATE_LIMIT:
                 return self.render(self.rate_limited())
+            if fault is Fault.DROP_BEFORE_COMMIT:
+                self.drop_connection(request)  # the request is lost: nothing applied or stored
             answer = await commit(fault)
             if fault is Fault.ERROR_AFTER_COMMIT:
                 answer = self.error_response(500, "api_error", "Injected internal error.")
