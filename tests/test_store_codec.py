@@ -17,6 +17,7 @@ BODY_KEYS = [
     "fingerprint", "state", "created_at", "updated_at", "parent_run_id", "agent", "tool_call_id", "attempts",
     "generation", "fence", "lease_owner", "lease_expires_at", "receipt", "observation", "reason", "next_step",
     "next_check_at", "dispatched_at", "checks", "bypass_granted", "notes", "trace_parent",
+    "attempt_ended_at",
 ]  # fmt: skip
 RECEIPT_KEYS = ["external_id", "provider_request_id", "result", "at"]
 OBSERVATION_KEYS = ["outcome", "detail", "evidence", "at", "receipt"]

@@ -307,3 +307,36 @@ def test_protocol_doc_diagram_is_the_table() -> None:
     assert f"```mermaid\n{t.mermaid()}\n```" in doc, "regenerate with: python -m effectgate.gateway.transitions"
     for src, name, dst in t.EDGES:
         assert f"{'[*]' if src is None else src.value} --> {dst.value} : {name}" in doc
+
+
+# -- the consistency window counts from the end of the attempt, and reads by when they were sent --
+
+SLOW_CALLS = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, attempt_timeout=8.0)
+
+
+def test_an_ambiguous_answer_records_when_the_attempt_ended() -> None:
+    dispatched = t.apply(base(State.PLANNED, dispatched_at=None), t.Dispatch(), NOW - 6, SLOW_CALLS)
+    assert dispatched.attempt_ended_at is None
+    lost = t.apply(dispatched, t.Ambiguous("timeout"), NOW - 3, SLOW_CALLS)
+    assert lost.attempt_ended_at == NOW - 3 and t.window_end(lost, SLOW_CALLS) == NOW + 2
+    # The dispatch was 6 s ago, longer than the window: still not proof, the call ended 3 s ago.
+    assert t.apply(lost, t.Observed(MISSING, read_at=NOW), NOW, SLOW_CALLS).state is State.DISPATCHED
+    assert t.apply(lost, t.Observed(MISSING, read_at=NOW + 2), NOW + 2, SLOW_CALLS).state is State.NOT_FOUND
+    again = t.apply(lost.evolve(state=State.NOT_FOUND), t.Dispatch(), NOW + 3, SLOW_CALLS)
+    assert again.attempt_ended_at is None  # a new attempt: its end is not known yet
+
+
+def test_a_read_proves_absence_by_when_it_was_sent_not_when_it_came_back() -> None:
+    lost = base(State.DISPATCHED, dispatched_at=NOW - 10, attempt_ended_at=NOW - 6)
+    # Sent 1 s before the window closed, answered after it: the provider may have read old state.
+    late_answer = t.apply(lost, t.Observed(MISSING, read_at=NOW - 2), NOW + 3, SLOW_CALLS)
+    assert late_answer.state is State.DISPATCHED
+    assert t.apply(lost, t.Observed(MISSING, read_at=NOW - 1), NOW + 3, SLOW_CALLS).state is State.NOT_FOUND
+
+
+def test_after_a_crash_the_window_counts_from_the_end_of_the_calls_budget() -> None:
+    # The worker died mid-call: the provider may have committed until the attempt's timeout.
+    orphan = base(State.DISPATCHED, dispatched_at=NOW - 10, attempt_ended_at=None)
+    assert t.window_start(orphan, SLOW_CALLS) == NOW - 2 and t.window_end(orphan, SLOW_CALLS) == NOW + 3
+    assert t.apply(orphan, t.Observed(MISSING, read_at=NOW), NOW, SLOW_CALLS).state is State.DISPATCHED
+    assert t.apply(orphan, t.Observed(MISSING, read_at=NOW + 3), NOW + 3, SLOW_CALLS).state is State.NOT_FOUND

@@ -92,6 +92,9 @@ class ActionRecord:
     notes: tuple[str, ...] = ()
     # W3C traceparent of the Execute that created the action: later spans link to it.
     trace_parent: str = ""
+    # When the last attempt ended without an answer: the latest moment the provider may have
+    # committed, so the consistency window counts from here (None: unknown, e.g. a crash).
+    attempt_ended_at: float | None = None
 
     @property
     def identity(self) -> ActionIdentity:

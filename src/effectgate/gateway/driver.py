@@ -61,6 +61,7 @@ def policy_of(tool: BoundTool, settings: DriverSettings) -> t.Policy:
         recheck_min=settings.recheck_min,
         recheck_max=settings.recheck_max,
         consistency_window=tool.consistency_window,
+        attempt_timeout=tool.config.attempt_timeout,
         has_read_api=caps.has_read_api,
         dedups_on_key=caps.dedups_on_key,
         key_retention=caps.key_retention,
@@ -123,8 +124,11 @@ class Driver:
                 refusals = refusals + 1 if refusal is not None else 0
                 observed = None
             elif move.kind == "check":
+                read_at = self.clock()
                 observed = await self.read_back(record, tool, deadline)
-                record = await self._write(t.apply(record, t.Observed(observed), self.clock(), policy), policy)
+                record = await self._write(
+                    t.apply(record, t.Observed(observed, read_at=read_at), self.clock(), policy), policy
+                )
                 refusal = None
             elif move.kind == "wait":
                 observed = None  # check again after the pause
@@ -134,9 +138,11 @@ class Driver:
     async def observe(self, record: ActionRecord, tool: BoundTool) -> tuple[ActionRecord, Observation]:
         """One read-back applied to a leased record, never a dispatch (the Verify RPC)."""
         policy = policy_of(tool, self.settings)
-        observation = await self.read_back(record, tool, deadline=self.clock() + tool.config.attempt_timeout)
+        read_at = self.clock()
+        observation = await self.read_back(record, tool, deadline=read_at + tool.config.attempt_timeout)
         if record.state in (State.DISPATCHED, State.UNKNOWN):
-            record = await self._write(t.apply(record, t.Observed(observation), self.clock(), policy), policy)
+            event = t.Observed(observation, read_at=read_at)
+            record = await self._write(t.apply(record, event, self.clock(), policy), policy)
             if record.state is State.DISPATCHED:  # inside the window: not proof of absence
                 record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
         return await self.release(record), observation

@@ -88,6 +88,9 @@ class Observed(Event):
 
     name: ClassVar[str] = "observed"
     observation: Observation
+    # When the read was sent: it proves absence only if sent after the window closed (the
+    # provider may have answered from a state older than its reply). None: the event's `now`.
+    read_at: float | None = None
 
 
 @dataclass(frozen=True)

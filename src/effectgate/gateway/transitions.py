@@ -61,6 +61,7 @@ __all__ = [
     "released",
     "stamped",
     "window_end",
+    "window_start",
 ]
 
 # Pause before a same-key retry at a deduplicating provider (409 "key in use" needs a moment).
@@ -80,6 +81,9 @@ class Policy:
     recheck_max: float
     consistency_window: float
     has_read_api: bool = True
+    # One provider call's budget: after a crash, the call may have committed until this long
+    # after the dispatch.
+    attempt_timeout: float = 0.0
     dedups_on_key: bool = False
     # How long the provider remembers a key; None: as long as we need.
     key_retention: float | None = None
@@ -185,6 +189,7 @@ def _dispatch(record: ActionRecord, event: Event, now: float, policy: Policy) ->
         state=D,
         attempts=record.attempts + 1,
         dispatched_at=now,
+        attempt_ended_at=None,
         checks=0,
         reason="dispatched",
         next_step=NextStep.NONE,
@@ -193,7 +198,7 @@ def _dispatch(record: ActionRecord, event: Event, now: float, policy: Policy) ->
 
 
 def _not_sent(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    return record.evolve(reason="no time left to send")
+    return record.evolve(reason="no time left to send", attempt_ended_at=now)
 
 
 def _answered(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
@@ -224,7 +229,7 @@ def _refused_before_acting(record: ActionRecord, event: Event, now: float, polic
 
 def _ambiguous(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
     assert isinstance(event, Ambiguous)
-    return record.evolve(reason=f"ambiguous: {event.detail}")
+    return record.evolve(reason=f"ambiguous: {event.detail}", attempt_ended_at=now)
 
 
 def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
@@ -243,13 +248,14 @@ def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) ->
             next_check_at=None,
         )
     if obs.outcome is Outcome.NOT_FOUND:
-        since = now - (record.dispatched_at or 0.0)
-        if since >= policy.consistency_window:
+        read_at = now if event.read_at is None else event.read_at
+        if read_at >= window_end(record, policy):
+            since = read_at - window_start(record, policy)
             return record.evolve(
                 state=N,
                 observation=obs,
                 checks=checks,
-                reason=f"not found {since:.1f}s after dispatch (window {policy.consistency_window:g}s)",
+                reason=f"not found {since:.1f}s after the attempt (window {policy.consistency_window:g}s)",
                 next_step=NextStep.DISPATCH,
                 next_check_at=None,
             )
@@ -358,8 +364,17 @@ def released(record: ActionRecord, now: float) -> ActionRecord:
     return record.evolve(updated_at=now, lease_owner="", lease_expires_at=0.0)
 
 
+def window_start(record: ActionRecord, policy: Policy) -> float:
+    """The latest moment the provider may have committed the last attempt: when the call ended
+    without an answer, or (that moment unknown, e.g. after a crash) the end of its budget."""
+    if record.attempt_ended_at is not None:
+        return record.attempt_ended_at
+    return (record.dispatched_at or 0.0) + policy.attempt_timeout
+
+
 def window_end(record: ActionRecord, policy: Policy) -> float:
-    return (record.dispatched_at or 0.0) + policy.consistency_window
+    """A not-found read sent from here on proves absence."""
+    return window_start(record, policy) + policy.consistency_window
 
 
 # -- the diagram -----------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ def encode(r: ActionRecord) -> str:
             "bypass_granted": r.bypass_granted,
             "notes": list(r.notes),
             "trace_parent": r.trace_parent,
+            "attempt_ended_at": r.attempt_ended_at,
         }
     )
 
@@ -108,6 +109,7 @@ def decode(body: str | bytes) -> ActionRecord:
         bypass_granted=bool(d.get("bypass_granted", False)),
         notes=tuple(d.get("notes", ())),
         trace_parent=d.get("trace_parent", ""),
+        attempt_ended_at=_optional_float(d.get("attempt_ended_at")),
     )
 
 
