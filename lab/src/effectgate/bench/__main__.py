@@ -22,12 +22,21 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
     parser.add_argument("--scale", type=int, default=1_000_000, help="stored actions of the scale test (0 = skip)")
     parser.add_argument("--rss-requests", type=int, default=200_000, help="requests of the RSS run (0 = skip)")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-tracing", action="store_true", help="skip the tracing on/off comparison")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that every path works")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = parser.parse_args(argv)
     levels = tuple(int(c) for c in args.concurrency.split(","))
     if args.quick:
-        opts = Options(n=40, concurrency=levels, small=200, scale=2000, rss_requests=400, postgres=not args.no_postgres)
+        opts = Options(
+            n=40,
+            concurrency=levels,
+            small=200,
+            scale=2000,
+            rss_requests=400,
+            postgres=not args.no_postgres,
+            tracing=not args.no_tracing,
+        )
     else:
         opts = Options(
             n=args.n,
@@ -35,6 +44,7 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
             scale=args.scale,
             rss_requests=args.rss_requests,
             postgres=not args.no_postgres,
+            tracing=not args.no_tracing,
         )
     return opts, args.json
 

@@ -76,6 +76,11 @@ def targets(results: Results, opts: Options) -> list[Target]:
             out.append(
                 Target(f"{path} calls/s drop at {opts.scale} vs {opts.small} stored, c={c}", change, 0.10, False)
             )
+    for path in ("new", "replay"):
+        for c in (1, 16):
+            off, on = results.find(path, c, "tracing off"), results.find(path, c, "tracing on")
+            drop = None if off is None or on is None else 1 - on.per_s / off.per_s
+            out.append(Target(f"{path} calls/s drop with OTLP tracing on, c={c}", drop, 0.10, False))
     growth = results.rss.get("growth")
     out.append(Target(f"RSS growth over {opts.rss_requests} requests", growth, 0.10, False))
     return out

@@ -32,6 +32,7 @@ class Options:
     scale: int = 1_000_000  # stored actions of the scale setup (0 = skip)
     rss_requests: int = 200_000  # requests of the RSS run (0 = skip)
     postgres: bool = True
+    tracing: bool = True  # the same gateway with and without OTLP export, side by side
     gateway_env: dict[str, str] = field(default_factory=dict)  # e.g. OTEL_* for a traced run
 
 
@@ -199,11 +200,42 @@ async def run(opts: Options) -> Results:
 
         if opts.scale:
             await measure_scale(results, opts, sim_url, workdir)
+        if opts.tracing:
+            await measure_tracing(results, opts, sim_url, workdir)
     finally:
         if pg is not None:
             await asyncio.to_thread(pg.destroy)
         await sim.stop()
     return results
+
+
+async def measure_tracing(results: Results, opts: Options, sim_url: str, workdir: Path) -> None:
+    """SQLite FULL without telemetry and with every trace and metric exported by OTLP/HTTP to a
+    local receiver (in its own process), measured alternately at each concurrency."""
+    sink = targets.otlp_sink(workdir)
+    endpoint = await sink.start()
+    traced_env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_METRIC_EXPORT_INTERVAL": "5000",
+    }
+    children = []
+    try:
+        ports = []
+        for name, env in (("tracing off", {}), ("tracing on", traced_env)):
+            url = f"sqlite:///{workdir}/{name.replace(' ', '-')}.db"
+            await preload(url, opts.small)
+            child = targets.gateway(url, sim_url, workdir, name.replace(" ", "-"), env={**opts.gateway_env, **env})
+            ports.append(await child.start())
+            children.append(child)
+        for c in (1, 16):
+            for name, port in zip(("tracing off", "tracing on"), ports, strict=True):
+                await measure_gateway(results, opts, port, f"{name}: sqlite FULL", [c], duplicates=False)
+        results.notes.append(f"OTLP receiver got {await targets.sink_stats(endpoint)}")
+    finally:
+        for child in children:
+            await child.stop()
+        await sink.stop()
 
 
 def scale_label(n: int) -> str:

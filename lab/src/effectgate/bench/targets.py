@@ -64,6 +64,16 @@ def echo(response_file: Path, logs: Path) -> Child:
     )
 
 
+def otlp_sink(logs: Path) -> Child:
+    return Child("effectgate.bench.otlp_sink", [], announce=r"otlp sink on (http://\S+)", stderr_path=logs / "otlp.log")
+
+
+async def sink_stats(endpoint: str) -> dict[str, int]:
+    async with httpx.AsyncClient() as http:
+        stats: dict[str, int] = (await http.get(f"{endpoint}/stats")).json()
+        return stats
+
+
 def execute_request(run_id: str, step_id: str) -> gateway_pb2.ExecuteRequest:
     packed = any_pb2.Any()
     packed.Pack(CHARGE)
