@@ -231,6 +231,8 @@ async def measure_tracing(results: Results, opts: Options, sim_url: str, workdir
         for c in (1, 16):
             for name, port in zip(("tracing off", "tracing on"), ports, strict=True):
                 await measure_gateway(results, opts, port, f"{name}: sqlite FULL", [c], duplicates=False)
+        for child in children:  # a graceful stop flushes the exporters' last batch
+            await child.stop()
         results.notes.append(f"OTLP receiver got {await targets.sink_stats(endpoint)}")
     finally:
         for child in children:
