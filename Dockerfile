@@ -5,9 +5,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 
 COPY clients/python /app/clients/python
-COPY pyproject.toml README.md /app/
+COPY pyproject.toml README.md LICENSE constraints.txt /app/
 COPY src /app/src
-RUN pip install --upgrade pip && pip install /app/clients/python "/app[otel]" \
+# Every adapter, store and exporter (the `all` extra), at the versions CI tested (constraints.txt).
+RUN pip install --upgrade pip && pip install -c /app/constraints.txt /app/clients/python "/app[all]" \
     && useradd --system --uid 10001 --home-dir /var/lib/effectgate --create-home effectgate
 
 USER effectgate

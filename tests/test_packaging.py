@@ -1,0 +1,60 @@
+"""The production wheel is lean: `pip install .` in a fresh virtualenv brings no simulator, chaos
+harness, demo or benchmark, no aiohttp, and no provider library; an adapter whose library is
+missing names the extra to install, in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from effectgate.chaos.config_writer import write_config
+
+ROOT = Path(__file__).resolve().parent.parent
+ABSENT = (
+    "effectgate.simulators",
+    "effectgate.chaos",
+    "effectgate.bench",
+    "effectgate.demo",
+    "aiohttp",
+    "stripe",
+    "aiosmtplib",
+    "asyncpg",
+)
+
+
+@pytest.mark.timeout(900)
+def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    install = [str(python), "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt")]
+    done = subprocess.run(
+        [*install, str(ROOT / "clients" / "python"), str(ROOT)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    probe = "import importlib.util as u, sys; print(' '.join(m for m in sys.argv[1:] if u.find_spec(m)))"
+    present = subprocess.run([str(python), "-c", probe, *ABSENT], capture_output=True, text=True, check=True)
+    assert present.stdout.strip() == ""
+
+    config = write_config(
+        {
+            "server": {"listen": "127.0.0.1:0"},
+            "store": {"url": f"sqlite:///{tmp_path}/eg.db"},
+            "adapters": {"stripe": {"api_base": "http://127.0.0.1:9", "api_key_env": "STRIPE_API_KEY"}},
+            "tools": {"charge_card": {"adapter": "stripe"}},
+        },
+        tmp_path / "effectgate.toml",
+    )
+    check = subprocess.run(
+        [str(venv / "bin" / "effectgate"), "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"STRIPE_API_KEY": "sk_test_x", "PATH": "/usr/bin:/bin"},
+    )
+    assert check.returncode == 2
+    assert len(check.stderr.strip().splitlines()) == 1 and "effectgate[stripe]" in check.stderr
+    assert "Traceback" not in check.stderr
