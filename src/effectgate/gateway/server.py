@@ -34,7 +34,7 @@ from effectgate.gateway.readiness import Readiness
 from effectgate.gateway.reconciler import Reconciler
 from effectgate.gateway.rpc.agent_service import EffectGatewayService
 from effectgate.gateway.rpc.auth import Authenticator
-from effectgate.gateway.rpc.interceptors import AdmissionInterceptor, ErrorInterceptor
+from effectgate.gateway.rpc.interceptors import GatewayInterceptor
 from effectgate.gateway.rpc.limits import Limits
 from effectgate.gateway.rpc.operator_service import OperatorService
 from effectgate.gateway.store import Store, open_store
@@ -231,7 +231,7 @@ class Gateway:
         limits = Limits.for_server(config.gateway.max_id_bytes, config.gateway.max_note_bytes, max_send)
         server = grpc.aio.server(
             # Tracing first, so refused calls are traced too.
-            interceptors=[*telemetry_sdk.server_interceptors(), ErrorInterceptor(), AdmissionInterceptor(auth)],
+            interceptors=[*telemetry_sdk.server_interceptors(), GatewayInterceptor(auth)],
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", max_send),

@@ -18,7 +18,7 @@ from effectgate.gateway.protocol import EffectProtocol, ExecuteCommand, validate
 from effectgate.gateway.rpc.auth import Authenticator, current_principal
 from effectgate.gateway.rpc.handlers import deadline_of
 from effectgate.gateway.rpc.limits import Limits, fit_page
-from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb, observation_pb
+from effectgate.gateway.rpc.wire import PB_TO_STATE, SettledActions, action_pb, observation_pb
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc as pb_grpc
 
@@ -41,6 +41,7 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
     def __init__(self, protocol: EffectProtocol, limits: Limits) -> None:
         self.protocol = protocol
         self.limits = limits
+        self.settled = SettledActions()
 
     async def Execute(self, request: pb.ExecuteRequest, context: Context) -> pb.ExecuteResponse:
         principal = current_principal()
@@ -71,7 +72,7 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
             ),
             deadline=deadline_of(context, self.protocol.tool_deadline(request.tool)),
         )
-        return pb.ExecuteResponse(action=action_pb(result.record), replayed=result.replayed)
+        return pb.ExecuteResponse(action=self.settled.action(result.record), replayed=result.replayed)
 
     async def Verify(self, request: pb.VerifyRequest, context: Context) -> pb.VerifyResponse:
         principal = current_principal()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -106,3 +107,26 @@ def action_pb(record: ActionRecord) -> pb.Action:
     if record.next_check_at is not None:
         action.next_check_at.CopyFrom(timestamp(record.next_check_at))
     return action
+
+
+class SettledActions:
+    """The wire form of settled actions, built once per record. A replay answered from the
+    protocol's cache of settled records gets the very same record object back, so its `Action`
+    message is reused (checked by identity: a changed action is a new record object). Bounded."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[ActionRecord, pb.Action]] = OrderedDict()
+
+    def action(self, record: ActionRecord) -> pb.Action:
+        if not record.state.terminal:
+            return action_pb(record)
+        entry = self._entries.get(record.action_id)
+        if entry is not None and entry[0] is record:
+            self._entries.move_to_end(record.action_id)
+            return entry[1]
+        built = action_pb(record)
+        self._entries[record.action_id] = (record, built)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return built
