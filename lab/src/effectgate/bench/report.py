@@ -125,7 +125,8 @@ def render(results: Results, opts: Options, meta: dict[str, Any]) -> str:
             "",
             f"RSS over {rss['requests']} requests (c=16, 1 new : 9 replays): "
             f"{rss['rss_after_warmup_mb']:.1f} MB after {rss['warmup_requests']} -> {rss['rss_end_mb']:.1f} MB "
-            f"at the end ({rss['growth'] * 100:+.1f} %), {rss['per_s']:.0f} calls/s",
+            f"at the end ({rss['growth'] * 100:+.1f} %; {rss['growth_second_half'] * 100:+.1f} % over the second half, "
+            f"after the bounded caches filled), {rss['per_s']:.0f} calls/s",
         ]
     if results.preload_s:
         lines += [
