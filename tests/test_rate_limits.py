@@ -13,8 +13,10 @@ import pytest
 from effectgate.adapters.base import RateLimited
 from effectgate.gateway import server
 from effectgate.gateway.config import Config
+from effectgate.simulators.faults import FaultPlan
+from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
-from tests.harness import LiveGateway, config_doc, start_gateway
+from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
 from tests.kit import ScriptedAdapter
 from tests.test_execute import details, request
 
@@ -70,3 +72,20 @@ async def test_retry_after_past_the_deadline_is_unavailable_and_the_next_execute
     assert again.action.state == pb.EFFECT_STATE_CONFIRMED and not again.replayed
     assert len(adapter.executed) == 2 and len(adapter.effects) == 1
     assert adapter.executed_at[1] - adapter.executed_at[0] >= 2.0
+
+
+async def test_retry_after_from_the_stripe_simulator_is_honoured(tmp_path: Path, sim: StripeSimulator) -> None:
+    """The real provider side: the simulator answers 429 with `Retry-After: 2` twice, the Stripe
+    adapter classifies it, the driver waits it out: 3 requests over at least 4 s, one charge."""
+    sim.injector.configure(FaultPlan(retry_after=2))
+    sim.injector.script(["rate_limit", "rate_limit"])
+    live = await start_gateway(config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url, deadline="20s")))
+    try:
+        started = time.monotonic()
+        answer = await live.stub.Execute(request(), timeout=30)
+        elapsed = time.monotonic() - started
+    finally:
+        await live.close()
+    assert answer.action.state == pb.EFFECT_STATE_CONFIRMED and answer.action.attempts == 3
+    assert sim.request_count == 3 and len(sim.ledger) == 1
+    assert elapsed >= 4.0  # two pauses of the provider's 2 s, never an immediate burst
