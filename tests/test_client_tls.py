@@ -20,18 +20,18 @@ from effectgate.gateway.server import Gateway
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from tests.harness import config_doc, stripe_tools
-from tests.tls_ca import CertAuthority, make_ca
+from tests.tls_certs import Pki, make_pki
 
 CHARGE = ChargeCard(customer="cus_7", amount=700, currency="eur", payment_method="pm_card_visa")
 TOKEN = "op-and-agent-token"
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> CertAuthority:
-    return make_ca(tmp_path_factory.mktemp("ca"))
+def ca(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("ca"))
 
 
-async def start(tmp_path: Path, sim: StripeSimulator, ca: CertAuthority, *, mutual: bool) -> Gateway:
+async def start(tmp_path: Path, sim: StripeSimulator, ca: Pki, *, mutual: bool) -> Gateway:
     doc = config_doc(
         f"sqlite:///{tmp_path}/eg.db",
         **stripe_tools(sim.base_url, approval="required", bypass="operator"),
@@ -52,20 +52,20 @@ async def start(tmp_path: Path, sim: StripeSimulator, ca: CertAuthority, *, mutu
 
 
 @pytest.fixture
-async def tls_gateway(tmp_path: Path, sim: StripeSimulator, ca: CertAuthority) -> AsyncIterator[str]:
+async def tls_gateway(tmp_path: Path, sim: StripeSimulator, ca: Pki) -> AsyncIterator[str]:
     gateway = await start(tmp_path, sim, ca, mutual=False)
     yield f"127.0.0.1:{gateway.port}"
     await gateway.stop()
 
 
 @pytest.fixture
-async def mtls_gateway(tmp_path: Path, sim: StripeSimulator, ca: CertAuthority) -> AsyncIterator[str]:
+async def mtls_gateway(tmp_path: Path, sim: StripeSimulator, ca: Pki) -> AsyncIterator[str]:
     gateway = await start(tmp_path, sim, ca, mutual=True)
     yield f"127.0.0.1:{gateway.port}"
     await gateway.stop()
 
 
-async def test_tls_async_with_arguments(tls_gateway: str, ca: CertAuthority) -> None:
+async def test_tls_async_with_arguments(tls_gateway: str, ca: Pki) -> None:
     async with EffectGateClient(tls_gateway, token=TOKEN, ca_file=str(ca.ca)) as client:
         with run("run-tls"), step("charge"):
             answer = await client.execute("charge_card", CHARGE, scope="order:1")
@@ -75,7 +75,7 @@ async def test_tls_async_with_arguments(tls_gateway: str, ca: CertAuthority) -> 
             await plain.get(answer.action.action_id)
 
 
-async def test_tls_sync_from_environment(tls_gateway: str, ca: CertAuthority, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_tls_sync_from_environment(tls_gateway: str, ca: Pki, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EFFECTGATE_TARGET", tls_gateway)
     monkeypatch.setenv("EFFECTGATE_TOKEN", TOKEN)
     monkeypatch.setenv("EFFECTGATE_TLS_CA", str(ca.ca))
@@ -87,7 +87,7 @@ async def test_tls_sync_from_environment(tls_gateway: str, ca: CertAuthority, mo
     assert await asyncio.to_thread(agent) == State.AWAITING_APPROVAL
 
 
-async def test_mtls_needs_a_client_certificate(mtls_gateway: str, ca: CertAuthority) -> None:
+async def test_mtls_needs_a_client_certificate(mtls_gateway: str, ca: Pki) -> None:
     with_cert = EffectGateClient(
         mtls_gateway, token=TOKEN, ca_file=str(ca.ca), cert_file=str(ca.client_cert), key_file=str(ca.client_key)
     )
@@ -112,7 +112,7 @@ async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     return int(proc.returncode or 0), out.decode(), err.decode()
 
 
-async def test_every_cli_command_over_mtls(mtls_gateway: str, ca: CertAuthority) -> None:
+async def test_every_cli_command_over_mtls(mtls_gateway: str, ca: Pki) -> None:
     async with EffectGateClient(
         mtls_gateway, token=TOKEN, ca_file=str(ca.ca), cert_file=str(ca.client_cert), key_file=str(ca.client_key)
     ) as client:
