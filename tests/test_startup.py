@@ -261,7 +261,7 @@ def _running(pid: str) -> bool:
     return status.exists() and "zombie" not in status.read_text()
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(240)
 async def test_workers_share_one_port_on_purpose_and_nobody_else_can_join(tmp_path: Path, sim: StripeSimulator) -> None:
     text = base_toml(tmp_path).replace("http://127.0.0.1:9", sim.base_url)
     config = write(tmp_path, text)
@@ -300,9 +300,9 @@ async def test_workers_share_one_port_on_purpose_and_nobody_else_can_join(tmp_pa
         parent.kill()
         await asyncio.to_thread(parent.wait, 10)
         loop = asyncio.get_running_loop()
-        # Each worker notices within a second and then stops gracefully (shutdown_grace 10 s);
-        # a loaded CI machine gets a generous bound, and a failure says what is left.
-        end = loop.time() + 120
+        # Each worker notices within a second and then stops gracefully (shutdown_grace 10 s); a
+        # failure says what is left.
+        end = loop.time() + 60
         while alive := [pid for pid in workers if _running(pid)]:
             states = {pid: _state(pid) for pid in alive}
             assert loop.time() < end, f"workers outlived their parent: {states}"

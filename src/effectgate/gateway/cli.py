@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -74,7 +75,8 @@ async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_le
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = asyncio.create_task(watch_parent(stop)) if worker_port else None
+    # The parent's pid is read now, before the ready line below lets the parent be killed.
+    watcher = asyncio.create_task(watch_parent(stop, os.getppid())) if worker_port else None
     # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a SIGTERM
     # sent as soon as they read it is a graceful stop (the handlers are in place).
     print(f"effectgate serving on port {gateway.port}", flush=True)

@@ -61,9 +61,11 @@ async def _start_worker(argv: list[str]) -> asyncio.subprocess.Process:
     )
 
 
-async def watch_parent(stop: asyncio.Event, interval: float = 1.0) -> None:
-    """In a worker: stops it when its parent is gone (even SIGKILLed), so no worker outlives it."""
-    parent = os.getppid()
+async def watch_parent(stop: asyncio.Event, parent: int, interval: float = 1.0) -> None:
+    """In a worker: stops it when its parent `parent` is gone (even SIGKILLed), so no worker
+    outlives it. The caller reads `os.getppid()` before it says it is ready: read here, in a task
+    that first runs later, it could already be the reaper's pid on a loaded machine (the parent
+    killed right after the ready line), and the worker would never stop."""
     while not stop.is_set():
         if os.getppid() != parent:
             log.warning("the --workers parent is gone; stopping")
