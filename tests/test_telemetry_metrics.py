@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from effectgate.labkit.children import free_port
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
@@ -24,12 +24,6 @@ from tests.test_execute import request
 from tests.test_telemetry import client_traceparent, execute, otel_env
 
 Labels = frozenset[tuple[str, str]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 Samples = dict[str, dict[Labels, float]]

@@ -14,6 +14,7 @@ from opentelemetry import trace
 from effectgate.gateway import telemetry_sdk
 from effectgate.gateway.config import ConfigError, load_config, parse_config
 from effectgate.gateway.telemetry_config import TelemetryConfig
+from effectgate.labkit.children import free_port
 from effectgate.simulators.crm_sim import CrmSimulator
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard
@@ -23,7 +24,6 @@ from tests.harness import API_KEY, API_KEY_ENV, config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
 from tests.test_execute import request
 from tests.test_telemetry import client_traceparent, execute, otel_env
-from tests.test_telemetry_metrics import free_port
 
 PAYLOAD_MARKER = "zq7payloadmarker"
 WRONG_KEY = "sk_test_wrongkey_marker_8d2e41"

@@ -15,12 +15,13 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config_errors import describe, did_you_mean
+from effectgate.gateway.durations import Duration, parse_duration
 from effectgate.gateway.telemetry_config import TelemetryConfig
 
 __all__ = [
@@ -39,32 +40,8 @@ __all__ = [
     "parse_duration",
 ]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 STORE_SCHEMES = ("sqlite", "postgresql", "postgres")
 ROLES = ("agent", "operator", "observer")
-
-
-def parse_duration(value: object, key: str = "") -> float:
-    """'2s', '500ms', '5m', '1h', '30d' or a number of seconds -> seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if value < 0:
-            raise ConfigError(f"{key}: a duration must not be negative".lstrip(": "))
-        return float(value)
-    match = _DURATION.match(str(value))
-    if not match:
-        raise ConfigError(f"{key}: {value!r} is not a duration (e.g. '2s', '500ms', '1h')".lstrip(": "))
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def _duration(value: object) -> float:
-    try:
-        return parse_duration(value)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None  # pydantic adds the key path
-
-
-Duration = Annotated[float, BeforeValidator(_duration)]
 
 
 class OnRepeat(enum.Enum):

@@ -13,8 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+from effectgate.gateway.durations import Duration
 
 
 class TelemetryConfig(BaseModel):
@@ -31,20 +30,13 @@ class TelemetryConfig(BaseModel):
     # "host:port" of a Prometheus text endpoint (/metrics); "" = none. Port 0 picks a free one.
     prometheus_listen: str = ""
     # How often the UNKNOWN backlog is read from the store (seconds or "15s").
-    backlog_interval: float = 15.0
+    backlog_interval: Duration = 15.0
     # Stripe SDK / httpx / httpcore INFO lines (one per request, with URLs): off by default.
     provider_sdk_logs: bool = False
 
-    @field_validator("backlog_interval", mode="before")
+    @field_validator("backlog_interval")
     @classmethod
-    def _duration(cls, value: object) -> float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            seconds = float(value)
-        else:
-            match = _DURATION.match(str(value))
-            if not match:
-                raise ValueError(f"{value!r} is not a duration (e.g. '15s', '500ms')")
-            seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    def _positive(cls, seconds: float) -> float:
         if seconds <= 0:
             raise ValueError("must be positive")
         return seconds

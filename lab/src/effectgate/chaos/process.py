@@ -6,15 +6,12 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import sys
 from pathlib import Path
 
+from effectgate.labkit.children import free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["ChildGateway", "free_port"]
 
 
 class ChildGateway:
