@@ -61,6 +61,18 @@ async def test_cached_replay_expires_and_reads_through() -> None:
     assert r.db.calls["get"] == reads + 1
 
 
+async def test_a_cache_hit_does_not_extend_the_entry() -> None:
+    """The TTL bounds how long another replica's bypass can go unseen here, however often the
+    action is replayed."""
+    r = await rig()
+    await r.execute()
+    reads = r.db.calls["get"]
+    r.clock.advance(r.cache.ttl / 2)
+    assert (await r.execute()).replayed and r.db.calls["get"] == reads
+    r.clock.advance(r.cache.ttl / 2 + 0.1)
+    assert (await r.execute()).replayed and r.db.calls["get"] == reads + 1
+
+
 async def test_ten_concurrent_callers_one_send() -> None:
     r = await rig()
     hang = Hang()

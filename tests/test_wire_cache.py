@@ -1,12 +1,14 @@
-"""The wire form of a settled action is built once per record object, never reused for a changed
-record, never cached for an unsettled one, and the cache is bounded."""
+"""The answer to a replayed settled action is serialised once per record object, never reused for
+a changed record, never cached for an unsettled one, and the cache is bounded."""
 
 from __future__ import annotations
 
 from effectgate.adapters.base import Receipt
 from effectgate.gateway.domain import ActionIdentity, ActionRecord, State
-from effectgate.gateway.rpc.wire import SettledActions
+from effectgate.gateway.rpc.wire import ReplayAnswers
+from effectgate.gateway.ttl_cache import TtlCache
 from effectgate.v1 import gateway_pb2 as pb
+from tests.kit.clock import FakeClock
 
 
 def record(n: int, state: State = State.CONFIRMED) -> ActionRecord:
@@ -24,18 +26,51 @@ def record(n: int, state: State = State.CONFIRMED) -> ActionRecord:
     )
 
 
-def test_a_settled_record_is_converted_once_and_a_changed_one_again() -> None:
-    cache = SettledActions(size=2)
+def decoded(answer: bytes) -> pb.ExecuteResponse:
+    return pb.ExecuteResponse.FromString(answer)
+
+
+def test_a_settled_record_is_serialised_once_and_a_changed_one_again() -> None:
+    answers = ReplayAnswers(capacity=2)
     first = record(1)
-    built = cache.action(first)
-    assert cache.action(first) is built and built.state == pb.EFFECT_STATE_CONFIRMED
+    built = answers.replayed(first)
+    response = decoded(built)
+    assert answers.replayed(first) is built
+    assert response.replayed and response.action.state == pb.EFFECT_STATE_CONFIRMED
+    assert response.action.receipt.external_id == "pi_1"
     changed = first.evolve(notes=("reconciled",))
-    assert cache.action(changed) is not built and list(cache.action(changed).notes) == ["reconciled"]
+    assert list(decoded(answers.replayed(changed)).action.notes) == ["reconciled"]
     pending = record(2, State.DISPATCHED)
-    assert cache.action(pending) is not cache.action(pending)
+    assert answers.replayed(pending) is not answers.replayed(pending)
+    assert decoded(answers.replayed(pending)).action.state == pb.EFFECT_STATE_DISPATCHED
     second, third = record(3), record(4)
-    kept = cache.action(second)
-    cache.action(third)
-    cache.action(first)  # evicts the least recently used: `changed`'s entry is gone, `second` too
-    assert cache.action(third).receipt.external_id == "pi_4"
-    assert cache.action(second) is not kept
+    kept = answers.replayed(second)
+    answers.replayed(third)
+    answers.replayed(first)  # first in, first out: `changed`'s entry is gone, then `second`'s
+    assert decoded(answers.replayed(third)).action.receipt.external_id == "pi_4"
+    assert answers.replayed(second) is not kept
+
+
+def test_ttl_cache_purges_expired_entries_and_keeps_its_bound() -> None:
+    clock = FakeClock()
+    cache: TtlCache[str, int] = TtlCache(capacity=3, ttl=10.0, clock=clock)
+    cache.put("a", 1)
+    clock.advance(6)
+    cache.put("b", 2)
+    assert cache.get("a") == 1 and len(cache) == 2
+    clock.advance(5)  # "a" expired: purged by the next store even though nobody asked for it
+    cache.put("c", 3)
+    assert len(cache) == 2 and cache.get("a") is None and cache.get("b") == 2
+    cache.put("d", 4)
+    cache.put("e", 5)  # over capacity: the oldest goes
+    assert len(cache) == 3 and cache.get("b") is None and cache.get("e") == 5
+    clock.advance(2)
+    cache.put("c", 30)  # a store again moves the entry to the back with a new lifetime
+    clock.advance(8.5)
+    cache.put("f", 6)
+    assert cache.get("c") == 30 and cache.get("d") is None
+    cache.drop("c")
+    assert cache.get("c") is None
+    none: TtlCache[str, int] = TtlCache(capacity=0, ttl=10.0, clock=clock)
+    none.put("a", 1)
+    assert len(none) == 0

@@ -39,7 +39,7 @@ from effectgate.gateway.errors import (
     PolicyConflict,
 )
 from effectgate.gateway.moves import MIN_CALL_BUDGET
-from effectgate.gateway.replay_cache import SettledCache
+from effectgate.gateway.replay_cache import KnownRequests, RequestKey, SettledCache
 from effectgate.gateway.store.base import Store, StoreUnavailable
 from effectgate.gateway.tools import BoundTool, ToolSet
 
@@ -72,6 +72,11 @@ class ExecuteResult:
     replayed: bool
 
 
+def request_key(cmd: ExecuteCommand) -> RequestKey:
+    who = cmd.identity
+    return (who.tenant, who.run_id, who.step_id, who.tool, who.scope, cmd.payload_type_url, cmd.payload)
+
+
 def validate_context(run_id: str, step_id: str, tool: str) -> None:
     violations = [
         (name, "must not be empty")
@@ -100,6 +105,7 @@ class EffectProtocol:
         self._sleep = sleep
         self._driver = Driver(store, settings, clock=clock, sleep=sleep)
         self._cache = cache if cache is not None else SettledCache()
+        self._known = KnownRequests(self._cache.capacity, self._cache.ttl)
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.
         self._inflight: dict[str, asyncio.Task[ActionRecord]] = {}
@@ -110,9 +116,21 @@ class EffectProtocol:
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
         with telemetry.execute_span(cmd.identity.tool, cmd.identity.tool_call_id) as call:
-            result = await self._execute(cmd, deadline)
+            result = self._known_replay(cmd) or await self._execute(cmd, deadline)
             call.done(result.record, result.replayed)
             return result
+
+    def _known_replay(self, cmd: ExecuteCommand) -> ExecuteResult | None:
+        """The hottest path: the very request that was answered before, for an action the
+        settled cache still holds. Anything else (a bypass, a refusing tool, a cache miss) takes
+        the full path, which gives the same answer more slowly."""
+        if cmd.bypass:
+            return None
+        action_id = self._known.get(request_key(cmd))
+        record = None if action_id is None else self._cache.get(action_id)
+        if record is None or self._tools.get(record.tool).config.on_repeat is not OnRepeat.COALESCE:
+            return None
+        return ExecuteResult(record, replayed=True)
 
     async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
         who = cmd.identity
@@ -131,7 +149,9 @@ class EffectProtocol:
             if existing is None:
                 existing = await self._guard(self._store.get(action_id))
             if existing is not None:
-                return await self._repeat(existing, cmd, fingerprint, tool, deadline)
+                result = await self._repeat(existing, cmd, fingerprint, tool, deadline)
+                self._known.put(request_key(cmd), action_id)  # the payload passed the fingerprint check
+                return result
         now = self._clock()
         needs_approval = tool.config.approval is Approval.REQUIRED
         claim = t.Claim(
@@ -152,7 +172,10 @@ class EffectProtocol:
         if record.state is State.AWAITING_APPROVAL:
             return ExecuteResult(record, replayed=False)
         failpoints.hit("after_dispatched" if record.state is State.DISPATCHED else "after_planned")
-        return ExecuteResult(await self._run(record, tool, deadline, unsent=True), replayed=False)
+        settled = await self._run(record, tool, deadline, unsent=True)
+        if tool.config.on_repeat is not OnRepeat.ALLOW:  # its action id names this request's action
+            self._known.put(request_key(cmd), action_id)
+        return ExecuteResult(settled, replayed=False)
 
     async def _repeat(
         self, record: ActionRecord, cmd: ExecuteCommand, fingerprint: str, tool: BoundTool, deadline: float

@@ -32,9 +32,9 @@ from effectgate.gateway.operator import Operations
 from effectgate.gateway.protocol import EffectProtocol
 from effectgate.gateway.readiness import Readiness
 from effectgate.gateway.reconciler import Reconciler
+from effectgate.gateway.rpc.admission import Admission
 from effectgate.gateway.rpc.agent_service import EffectGatewayService
 from effectgate.gateway.rpc.auth import Authenticator
-from effectgate.gateway.rpc.interceptors import GatewayInterceptor
 from effectgate.gateway.rpc.limits import Limits
 from effectgate.gateway.rpc.operator_service import OperatorService
 from effectgate.gateway.store import Store, open_store
@@ -230,8 +230,8 @@ class Gateway:
         max_send = config.max_message_bytes * 4
         limits = Limits.for_server(config.gateway.max_id_bytes, config.gateway.max_note_bytes, max_send)
         server = grpc.aio.server(
-            # Tracing first, so refused calls are traced too.
-            interceptors=[*telemetry_sdk.server_interceptors(), GatewayInterceptor(auth)],
+            # Tracing (when configured) runs before admission, so refused calls are traced too.
+            interceptors=telemetry_sdk.server_interceptors() or None,
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", max_send),
@@ -240,8 +240,13 @@ class Gateway:
                 ("grpc.so_reuseport", 1 if shared_port else 0),
             ],
         )
-        gateway_pb2_grpc.add_EffectGatewayServicer_to_server(EffectGatewayService(protocol, limits), server)
-        gateway_pb2_grpc.add_OperatorServicer_to_server(OperatorService(Operations(protocol), limits), server)
+        admission = Admission(auth)
+        admission.register(
+            server, gateway_pb2_grpc.add_EffectGatewayServicer_to_server, EffectGatewayService(protocol, limits)
+        )
+        admission.register(
+            server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(Operations(protocol), limits)
+        )
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from types import TracebackType
 from typing import TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
+from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
 from effectgate.gateway import metrics
@@ -115,16 +116,52 @@ def origin_link(record: ActionRecord, current: Span | None = None) -> Link | Non
 # -- Execute ---------------------------------------------------------------------------------
 
 
-@dataclass
-class ExecuteCall:
-    """One Execute in progress: its span, and what metrics need to know when it ends."""
+def tracing() -> bool:
+    """Whether a tracer provider (an SDK) is installed: until then spans are no-ops, and the
+    hottest path (a replay) skips creating them at all."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
-    span: Span
-    tool: str
-    started: float
-    waited: bool = False
-    record: ActionRecord | None = None
-    replayed: bool = False
+
+class ExecuteCall:
+    """One Execute in progress, as a context manager: its `effectgate.execute` span (when tracing
+    is on) and what the metrics need to know when it ends (outcome, latency by path)."""
+
+    def __init__(self, tool: str, tool_call_id: str) -> None:
+        self.tool = tool
+        self.waited = False
+        self.record: ActionRecord | None = None
+        self.replayed = False
+        self.span: Span = INVALID_SPAN
+        self._scope: AbstractContextManager[Span] | None = None
+        self._token: contextvars.Token[ExecuteCall | None] | None = None
+        if tracing():
+            self.span = tracer.start_span(
+                "effectgate.execute", attributes={"effectgate.tool": tool, "effectgate.tool_call_id": tool_call_id}
+            )
+            self._scope = trace.use_span(
+                self.span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+            )
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> ExecuteCall:
+        if self._scope is not None:
+            self._scope.__enter__()
+        self._token = _CALL.set(self)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._token is not None:
+            _CALL.reset(self._token)
+        if exc is not None:
+            self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            if isinstance(exc, GatewayError):
+                self.span.set_attribute("effectgate.refused", exc.reason)
+                metrics.execute_done("refused", self.tool, "refused", time.perf_counter() - self.started)
+        if self._scope is not None:
+            self._scope.__exit__(kind, exc, tb)
+        if exc is None and self.record is not None:
+            outcome = "replayed" if self.replayed else outcome_of(self.record.state)
+            metrics.execute_done(self.path, self.tool, outcome, time.perf_counter() - self.started)
 
     def done(self, record: ActionRecord, replayed: bool) -> None:
         self.record, self.replayed = record, replayed
@@ -156,29 +193,9 @@ class ExecuteCall:
 _CALL: contextvars.ContextVar[ExecuteCall | None] = contextvars.ContextVar("effectgate_execute", default=None)
 
 
-@contextmanager
-def execute_span(tool: str, tool_call_id: str) -> Iterator[ExecuteCall]:
-    """`effectgate.execute`; counts the action's outcome and the latency by path at the end."""
-    current = tracer.start_span(
-        "effectgate.execute", attributes={"effectgate.tool": tool, "effectgate.tool_call_id": tool_call_id}
-    )
-    call = ExecuteCall(current, tool, time.perf_counter())
-    token = _CALL.set(call)
-    try:
-        with trace.use_span(current, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            try:
-                yield call
-            except BaseException as exc:
-                current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                if isinstance(exc, GatewayError):
-                    current.set_attribute("effectgate.refused", exc.reason)
-                    metrics.execute_done("refused", tool, "refused", time.perf_counter() - call.started)
-                raise
-    finally:
-        _CALL.reset(token)
-    if call.record is not None:
-        outcome = "replayed" if call.replayed else outcome_of(call.record.state)
-        metrics.execute_done(call.path, tool, outcome, time.perf_counter() - call.started)
+def execute_span(tool: str, tool_call_id: str) -> ExecuteCall:
+    """`with execute_span(...) as call:` around one Execute; `call.done(record, replayed)` at the end."""
+    return ExecuteCall(tool, tool_call_id)
 
 
 def outcome_of(state: State) -> str:

@@ -18,9 +18,8 @@ from effectgate.gateway.protocol import EffectProtocol, ExecuteCommand, validate
 from effectgate.gateway.rpc.auth import Authenticator, current_principal
 from effectgate.gateway.rpc.handlers import deadline_of
 from effectgate.gateway.rpc.limits import Limits, fit_page
-from effectgate.gateway.rpc.wire import PB_TO_STATE, SettledActions, action_pb, observation_pb
+from effectgate.gateway.rpc.wire import PB_TO_STATE, ReplayAnswers, action_pb, observation_pb
 from effectgate.v1 import gateway_pb2 as pb
-from effectgate.v1 import gateway_pb2_grpc as pb_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_PAGE_SIZE = 500
@@ -37,13 +36,17 @@ def _context_fields(ctx: pb.RunContext, tool: str, scope: str) -> list[tuple[str
     ]
 
 
-class EffectGatewayService(pb_grpc.EffectGatewayServicer):
+class EffectGatewayService:
+    """effectgate.v1.EffectGateway (registered by its generated `add_..._to_server`, which needs
+    every method; not a subclass of the generated servicer because Execute may answer bytes)."""
+
     def __init__(self, protocol: EffectProtocol, limits: Limits) -> None:
         self.protocol = protocol
         self.limits = limits
-        self.settled = SettledActions()
+        self.replays = ReplayAnswers()
 
-    async def Execute(self, request: pb.ExecuteRequest, context: Context) -> pb.ExecuteResponse:
+    async def Execute(self, request: pb.ExecuteRequest, context: Context) -> pb.ExecuteResponse | bytes:
+        """A replay answers bytes already serialised (rpc/admission.py passes them through)."""
         principal = current_principal()
         if not request.HasField("context"):
             raise InvalidRequest([("context", "the run context is required (run_id, step_id)")])
@@ -72,7 +75,9 @@ class EffectGatewayService(pb_grpc.EffectGatewayServicer):
             ),
             deadline=deadline_of(context, self.protocol.tool_deadline(request.tool)),
         )
-        return pb.ExecuteResponse(action=self.settled.action(result.record), replayed=result.replayed)
+        if result.replayed:
+            return self.replays.replayed(result.record)
+        return pb.ExecuteResponse(action=action_pb(result.record), replayed=False)
 
     async def Verify(self, request: pb.VerifyRequest, context: Context) -> pb.VerifyResponse:
         principal = current_principal()

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
+from effectgate.gateway import replay_cache
 from effectgate.gateway.domain import ActionRecord, NextStep, State
 from effectgate.gateway.keys import provider_key
+from effectgate.gateway.ttl_cache import TtlCache
 from effectgate.v1 import gateway_pb2 as pb
 
 STATE_TO_PB = {
@@ -109,24 +110,24 @@ def action_pb(record: ActionRecord) -> pb.Action:
     return action
 
 
-class SettledActions:
-    """The wire form of settled actions, built once per record. A replay answered from the
-    protocol's cache of settled records gets the very same record object back, so its `Action`
-    message is reused (checked by identity: a changed action is a new record object). Bounded."""
+class ReplayAnswers:
+    """The serialised `ExecuteResponse` of a replayed settled action, built once per record.
 
-    def __init__(self, size: int = 10_000) -> None:
-        self.size = size
-        self._entries: OrderedDict[str, tuple[ActionRecord, pb.Action]] = OrderedDict()
+    A replay answered from the protocol's cache of settled records gets the very same record
+    object back, so its answer's bytes are reused (checked by identity: a changed action is a new
+    record object, and a record the protocol read again from the store is a new object too).
+    Copying an `Action` into a new response and serialising it is most of a replay's own CPU.
+    Entries live as long as the protocol's (`replay_cache.TTL`) and are bounded in number."""
 
-    def action(self, record: ActionRecord) -> pb.Action:
-        if not record.state.terminal:
-            return action_pb(record)
+    def __init__(self, capacity: int = replay_cache.CAPACITY, ttl: float = replay_cache.TTL) -> None:
+        self._entries: TtlCache[str, tuple[ActionRecord, bytes]] = TtlCache(capacity, ttl)
+
+    def replayed(self, record: ActionRecord) -> bytes:
+        if not replay_cache.cacheable(record):
+            return pb.ExecuteResponse(action=action_pb(record), replayed=True).SerializeToString()
         entry = self._entries.get(record.action_id)
         if entry is not None and entry[0] is record:
-            self._entries.move_to_end(record.action_id)
             return entry[1]
-        built = action_pb(record)
-        self._entries[record.action_id] = (record, built)
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-        return built
+        answer = pb.ExecuteResponse(action=action_pb(record), replayed=True).SerializeToString()
+        self._entries.put(record.action_id, (record, answer))
+        return answer
