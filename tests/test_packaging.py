@@ -1,6 +1,6 @@
 """The production wheel is lean: `pip install .` in a fresh virtualenv brings no simulator, chaos
-harness, demo or benchmark, no aiohttp, and no provider library; an adapter whose library is
-missing names the extra to install, in one line."""
+harness, demo or benchmark, and no provider library (nor aiohttp, which the Stripe extra
+brings); an adapter whose library is missing names the extra to install, in one line."""
 
 from __future__ import annotations
 

@@ -1,13 +1,15 @@
-"""The Stripe adapter's own cost per call, against a raw httpx POST of the same request.
+"""The Stripe adapter's own cost per call, against a raw POST of the same request.
 
     python -m effectgate.adapter_bench [--n 2000] [--profile]
 
 The Stripe simulator runs in its own process, so what this process spends is the client side
-only. Both paths send the same PaymentIntent create (form-encoded, `Idempotency-Key`, keep-alive
-connection) and parse the JSON answer; the adapter adds the official SDK (request encoding,
-`StripeObject` construction, its HTTP client wrapper) and its own classification and receipt.
-The two paths run in interleaved rounds. Printed per path: wall p50 / p99 per call and this
-process's CPU time per call (the median round); the difference is the adapter's overhead.
+only. Every path sends the same PaymentIntent create (form-encoded, `Idempotency-Key`, keep-alive
+connection) and parses the JSON answer: a raw aiohttp POST (the baseline: the HTTP library the
+adapter uses), the adapter (the official SDK's request encoding and error handling on its aiohttp
+client, and the adapter's own classification and receipt), and a raw httpx POST (the SDK's
+default client, for context). The paths run in interleaved rounds. Printed per path: wall p50 /
+p99 per call and this process's CPU time per call (the median round); the adapter's overhead is
+its difference from the baseline.
 `--profile` then profiles the adapter path and prints its top functions by own time.
 """
 
@@ -27,6 +29,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import aiohttp
 import httpx
 
 from effectgate.adapters.base import ActionCall
@@ -123,12 +126,21 @@ async def run(n: int, rounds: int, profile: bool) -> tuple[list[Result], str]:
     report = ""
     headers = {"Authorization": f"Bearer {API_KEY}"}
     http = httpx.AsyncClient(base_url=url, headers=headers, timeout=30)
+    session = aiohttp.ClientSession(base_url=url, headers=headers, timeout=aiohttp.ClientTimeout(total=30))
     adapter = build_adapter("stripe", {"api_base": url, "api_key_env": KEY_ENV, "timeout": 30})
     payload = adapter.normalize(CHARGE)
     try:
 
         async def raw(i: int) -> None:
             action = f"act_raw_{tag}_{i}"
+            async with session.post(
+                "/v1/payment_intents", data=raw_form(action), headers={"Idempotency-Key": f"key_{action}"}
+            ) as resp:
+                resp.raise_for_status()
+                assert (await resp.json())["status"] == "succeeded"
+
+        async def raw_httpx(i: int) -> None:
+            action = f"act_httpx_{tag}_{i}"
             resp = await http.post(
                 "/v1/payment_intents", data=raw_form(action), headers={"Idempotency-Key": f"key_{action}"}
             )
@@ -140,7 +152,11 @@ async def run(n: int, rounds: int, profile: bool) -> tuple[list[Result], str]:
             call = ActionCall(action, f"key_{action}", payload, scope="s", tool="charge_card", tenant="bench")
             await adapter.execute(call)
 
-        paths = [Path("raw httpx POST + json", raw), Path("StripeAdapter.execute", through_adapter)]
+        paths = [
+            Path("raw aiohttp POST + json", raw),
+            Path("StripeAdapter.execute", through_adapter),
+            Path("raw httpx POST + json", raw_httpx),
+        ]
         results = await measure(paths, n, rounds)
         if profile:
             profiler = cProfile.Profile()
@@ -157,6 +173,7 @@ async def run(n: int, rounds: int, profile: bool) -> tuple[list[Result], str]:
     finally:
         await adapter.close()
         await http.aclose()
+        await session.close()
         proc.terminate()
         proc.wait(10)
     return results, report
@@ -172,7 +189,7 @@ def main() -> None:
     print(f"{'path':28} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/call':>12}")
     for r in results:
         print(f"{r.name:28} {r.p50_ms:8.3f} {r.p99_ms:8.3f} {r.cpu_us:12.0f}")
-    raw, sdk = results
+    raw, sdk, _ = results
     print(
         f"adapter overhead: {sdk.p50_ms - raw.p50_ms:+.3f} ms p50, {sdk.cpu_us - raw.cpu_us:+.0f} us CPU per call "
         f"({sdk.cpu_us / raw.cpu_us:.2f}x the raw client's CPU)"

@@ -70,7 +70,7 @@ def read_secret(settings: Mapping[str, Any], key: str, *, required: bool = True,
 # Provider libraries log what must not be logged: httpx every request URL at INFO (URLs carry
 # payload values), httpcore every response header at DEBUG (a provider may echo a credential),
 # stripe request details. Adapters that use them quieten them unless the operator chose a level.
-TRANSPORT_LOGGERS = ("httpx", "httpcore", "stripe")
+TRANSPORT_LOGGERS = ("httpx", "httpcore", "aiohttp", "stripe")
 
 
 def quiet_transport_loggers() -> None:

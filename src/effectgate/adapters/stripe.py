@@ -7,6 +7,11 @@ minute), `timeout` (seconds per HTTP request, default 30).
 The official SDK runs with its own retries off: the gateway owns retries, and a retry must carry
 the same idempotency key. Every SDK failure goes through `classify`, which builds the message
 from Stripe's codes only, because Stripe's own messages can echo part of the API key.
+
+The SDK speaks HTTP through its aiohttp client, and the create (the hot path) goes through the
+SDK's `raw_request_async`: the same request encoding, headers and error classes, without building
+`StripeObject`s from the answer. Measured with `python -m effectgate.adapter_bench`: about a
+third of the CPU of the SDK's default httpx client with full objects.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
-import httpx
+import aiohttp
 import stripe
 from google.protobuf.message import Message
 from pydantic import Field, field_validator
@@ -110,9 +115,10 @@ def classify(exc: Exception, what: str) -> AdapterError:
             return DefinitiveError(f"{what}: invalid request ({code})", code=code, details=details)
         if isinstance(exc, stripe.APIConnectionError):
             cause = exc.__cause__
-            if isinstance(cause, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+            # Raised only while a connection is being opened: the request never left.
+            if isinstance(cause, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
                 return NoEffectError(f"{what}: could not connect; nothing was sent", code="connect")
-            if isinstance(cause, httpx.TimeoutException):
+            if isinstance(cause, TimeoutError):
                 return AmbiguousError(f"{what}: timed out; the effect may have happened", code="timeout")
             return AmbiguousError(f"{what}: connection lost; the effect may have happened", code="connection_lost")
         # 409 (key in use, lock timeout), 5xx and anything unexpected: the outcome is unknown.
@@ -120,6 +126,10 @@ def classify(exc: Exception, what: str) -> AdapterError:
         return AmbiguousError(
             f"{what}: provider error ({code}); the effect may have happened", code=code, details=details
         )
+    if isinstance(exc, TimeoutError):  # the answer's body did not arrive in time
+        return AmbiguousError(f"{what}: timed out; the effect may have happened", code="timeout")
+    if isinstance(exc, aiohttp.ClientError):  # the connection broke while the answer was read
+        return AmbiguousError(f"{what}: connection lost; the effect may have happened", code="connection_lost")
     return AmbiguousError(f"{what}: unexpected {type(exc).__name__}", code="unexpected")
 
 
@@ -138,20 +148,24 @@ def _customer_id(intent: stripe.PaymentIntent) -> str:
     return "" if customer is None else customer if isinstance(customer, str) else customer.id
 
 
-def _result(intent: stripe.PaymentIntent) -> dict[str, Any]:
+def _result(intent: Mapping[str, Any]) -> dict[str, Any]:
+    customer = intent.get("customer")
     return {
-        "status": intent.status,
-        "amount": intent.amount,
-        "currency": intent.currency,
-        "customer": _customer_id(intent),
+        "status": intent.get("status"),
+        "amount": intent.get("amount"),
+        "currency": intent.get("currency"),
+        "customer": "" if customer is None else customer if isinstance(customer, str) else customer.get("id", ""),
     }
 
 
-def _receipt(intent: stripe.PaymentIntent, request_id: str) -> Receipt:
-    # What the provider sent back is stored and returned to agents: no configured secret in it.
+def _receipt(intent: Mapping[str, Any], request_id: str) -> Receipt:
+    """From a PaymentIntent's JSON. What the provider sent back is stored and returned to agents:
+    no configured secret in it."""
     secrets = resolved_secrets()
     return Receipt(
-        scrub(intent.id, secrets, None), scrub(request_id, secrets, None), scrub_json(_result(intent), secrets)
+        scrub(str(intent.get("id") or ""), secrets, None),
+        scrub(request_id, secrets, None),
+        scrub_json(_result(intent), secrets),
     )
 
 
@@ -177,7 +191,7 @@ class StripeAdapter(Adapter):
         self.name = name
         self._consistency_window = consistency_window
         quiet_transport_loggers()
-        self._http = stripe.HTTPXClient(timeout=timeout)
+        self._http = stripe.AIOHTTPClient(timeout=aiohttp.ClientTimeout(total=timeout))
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base},
@@ -245,18 +259,19 @@ class StripeAdapter(Adapter):
             params["payment_method"] = charge.payment_method
         if charge.description:
             params["description"] = charge.description
-        intent = await _guard(
-            self._client.v1.payment_intents.create_async(params=params, options={"idempotency_key": call.provider_key}),
+        answer = await _guard(
+            self._client.raw_request_async("post", "/v1/payment_intents", idempotency_key=call.provider_key, **params),
             "create payment",
         )
-        if intent.status == "succeeded":
-            return _receipt(intent, _request_id(intent))
+        intent = answer.data if isinstance(answer.data, dict) else {}
+        if intent.get("status") == "succeeded":
+            return _receipt(intent, answer.request_id or "")
         # `processing` (and any state that may still move money) proves nothing yet: verify later.
-        status = _code(intent.status, "unrecognized")
+        status = _code(intent.get("status"), "unrecognized")
         raise AmbiguousError(
             f"create payment: intent is {status}, not succeeded",
             code=f"payment_{status}",
-            details={"payment_intent": intent.id, "status": status},
+            details={"payment_intent": _id(intent.get("id")), "status": status},
         )
 
     async def verify(self, call: ActionCall) -> Observation:
@@ -319,7 +334,7 @@ class StripeAdapter(Adapter):
         matching = [i for i in succeeded if not _differences(i, charge)]
         if matching:
             intent = matching[0]
-            receipt = _receipt(intent, request_id)
+            receipt = _receipt(intent.to_dict(), request_id)
             return Observation(Outcome.CONFIRMED, detail="payment succeeded", evidence=evidence, receipt=receipt)
         if succeeded:
             evidence["differences"] = _differences(succeeded[0], charge)

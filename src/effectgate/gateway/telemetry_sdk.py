@@ -8,8 +8,8 @@ Prometheus listener nothing is installed and every span and metric stays an API 
 packages come with the `otel` extra; without them a configured exporter is a start-up error.
 
 Instrumented: the gRPC server (grpc.aio interceptor; health and reflection excluded), httpx (the
-Stripe SDK, postmark and http adapters: each provider call gets a client span and carries W3C
-`traceparent`), asyncpg. Captured HTTP headers always pass a redaction list that covers
+postmark and http adapters) and aiohttp (the Stripe SDK): each provider call gets a client span
+and carries W3C `traceparent`; asyncpg. Captured HTTP headers always pass a redaction list that covers
 credentials, whatever `OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS` says, and URLs
 are recorded without query values (the http adapter's as its template).
 """
@@ -201,6 +201,7 @@ def _tracing(
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     _instrument_httpx(adapters)
+    _instrument_aiohttp()
     _instrument_asyncpg()
     _INSTALLED["interceptor"] = True
     log.info("tracing: OTLP %s export", protocol)
@@ -303,6 +304,15 @@ def _instrument_httpx(adapters: Mapping[str, Any]) -> None:
         return
     os.environ[SANITIZE_ENV] = redaction_list(adapters, os.environ)
     HTTPXClientInstrumentor().instrument(request_hook=_rewrite_url, async_request_hook=_rewrite_url_async)
+
+
+def _instrument_aiohttp() -> None:
+    """Client spans (and the `traceparent` header) for adapters on aiohttp, the Stripe SDK's client."""
+    try:
+        from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+    except ImportError:
+        return  # no adapter on aiohttp in this installation
+    AioHttpClientInstrumentor().instrument(url_filter=lambda url: safe_url(str(url), None))
 
 
 def _instrument_asyncpg() -> None:

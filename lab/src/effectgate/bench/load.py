@@ -1,13 +1,19 @@
 """Closed-loop load: `concurrency` workers call one function until `n` calls are done; every call
-is timed. The same generator drives every path, so the ratios compare like with like."""
+is timed. The same generator drives every path, so the ratios compare like with like.
+
+`Interleaved` measures several paths in rounds (A, B, C, A, B, C, ...) and merges each path's
+rounds: on a shared machine whose speed drifts over minutes, paths measured side by side see the
+same drift, and their ratios stay meaningful."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+One = Callable[[int], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -28,39 +34,85 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def measure(
-    path: str,
-    setup: str,
-    n: int,
-    concurrency: int,
-    one: Callable[[int], Awaitable[object]],
-    *,
-    calls_per_op: int = 1,
-) -> Figure:
-    """Runs `one(0..n-1)` with `concurrency` in flight; `calls_per_op` counts the RPCs one op makes
-    (a duplicate pair is two) so that calls/s stays comparable."""
-    samples: list[float] = []
-    next_index = 0
+@dataclass
+class Tally:
+    """Timed calls of one path, over one or more rounds."""
+
+    samples: list[float] = field(default_factory=list)
+    wall: float = 0.0
+    calls: int = 0
+
+    def figure(self, path: str, setup: str, concurrency: int) -> Figure:
+        ordered = sorted(self.samples)
+        return Figure(
+            path=path,
+            setup=setup,
+            concurrency=concurrency,
+            calls=self.calls,
+            p50_ms=percentile(ordered, 0.5) * 1000,
+            p99_ms=percentile(ordered, 0.99) * 1000,
+            per_s=self.calls / self.wall if self.wall else 0.0,
+        )
+
+
+async def run_load(tally: Tally, first: int, n: int, concurrency: int, one: One, *, calls_per_op: int = 1) -> None:
+    """Runs `one(first..first+n-1)` with `concurrency` in flight into `tally`; `calls_per_op`
+    counts the RPCs one op makes (a duplicate pair is two) so that calls/s stays comparable."""
+    next_index = first
+    end = first + n
 
     async def worker() -> None:
         nonlocal next_index
-        while next_index < n:
+        while next_index < end:
             i = next_index
             next_index += 1
             start = time.perf_counter()
             await one(i)
-            samples.append(time.perf_counter() - start)
+            tally.samples.append(time.perf_counter() - start)
 
     wall = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
-    wall = time.perf_counter() - wall
-    ordered = sorted(samples)
-    return Figure(
-        path=path,
-        setup=setup,
-        concurrency=concurrency,
-        calls=n * calls_per_op,
-        p50_ms=percentile(ordered, 0.5) * 1000,
-        p99_ms=percentile(ordered, 0.99) * 1000,
-        per_s=n * calls_per_op / wall,
-    )
+    tally.wall += time.perf_counter() - wall
+    tally.calls += n * calls_per_op
+
+
+async def measure(path: str, setup: str, n: int, concurrency: int, one: One, *, calls_per_op: int = 1) -> Figure:
+    """One path on its own: `n` ops at `concurrency`."""
+    tally = Tally()
+    await run_load(tally, 0, n, concurrency, one, calls_per_op=calls_per_op)
+    return tally.figure(path, setup, concurrency)
+
+
+@dataclass
+class _Path:
+    path: str
+    setup: str
+    one: One
+    ops: int
+    calls_per_op: int
+    concurrency: int
+    tally: Tally = field(default_factory=Tally)
+
+
+class Interleaved:
+    """Paths measured in rounds at one concurrency: `add` each path, then `run(rounds)`.
+
+    A path's ops in round r are `one(r * per_round + i)`: a path whose ops create something (a
+    new action) gets fresh indices in every round, and a path that repeats another's ops (a
+    replay of those actions) sees the same indices when it is added after it."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self._paths: list[_Path] = []
+
+    def add(
+        self, path: str, setup: str, one: One, ops: int, *, calls_per_op: int = 1, concurrency: int | None = None
+    ) -> None:
+        self._paths.append(_Path(path, setup, one, ops, calls_per_op, concurrency or self.concurrency))
+
+    async def run(self, rounds: int) -> list[Figure]:
+        for r in range(rounds):
+            for p in self._paths:
+                per_round = max(1, p.ops // rounds)
+                await run_load(p.tally, r * per_round, per_round, p.concurrency, p.one, calls_per_op=p.calls_per_op)
+        return [p.tally.figure(p.path, p.setup, self.concurrency) for p in self._paths]

@@ -1,24 +1,27 @@
 """One benchmark run: baselines and gateway paths measured side by side in the same minutes.
 
-Order: the Stripe simulator starts; the keep-alive direct call is measured; a gateway on SQLite
-FULL answers one real Execute whose response the echo server then replays (an Execute-sized
-message); echo is measured; then each store setup gets new actions, replays and duplicates at
-every concurrency; then the 1 M-action store; then RSS over a long run of requests.
+Order: the Stripe simulator starts; a gateway on SQLite FULL answers one real Execute whose
+response the echo server then replays (an Execute-sized message); at every concurrency the
+direct call, echo, and the gateway's new actions, replays and duplicates run in interleaved
+rounds (`load.Interleaved`), so the ratios the targets judge compare figures of the same
+seconds; then RSS over a long run of requests; then the other store setups; then the 1 M-action
+store and the tracing comparison, each interleaved with its reference gateway.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from effectgate.bench import targets
-from effectgate.bench.load import Figure, measure
+from effectgate.bench.load import Figure, Interleaved, One, measure
 from effectgate.bench.preload import preload
 from effectgate.labkit.children import Child, rss_bytes
 from effectgate.labkit.postgres import find_bindir, start_server
@@ -50,36 +53,66 @@ class Results:
         return None
 
 
+# Every comparison runs in this many interleaved rounds (load.Interleaved).
+ROUNDS = 5
+
+
 def calls_for(opts: Options, concurrency: int) -> int:
     return opts.n * 2 if concurrency >= 64 else opts.n
 
 
-async def measure_gateway(
-    results: Results, opts: Options, port: str, setup: str, levels: Sequence[int], *, duplicates: bool = True
+@dataclass(frozen=True)
+class Baselines:
+    """The floors, measured in the same rounds as the gateway (see `load.Interleaved`)."""
+
+    direct: One
+    echo: One
+
+
+async def measure_gateways(
+    results: Results,
+    opts: Options,
+    gateways: Sequence[tuple[str, str]],
+    levels: Sequence[int],
+    *,
+    duplicates: bool = True,
+    baselines: Baselines | None = None,
 ) -> None:
-    calls = targets.GatewayCalls(port)
+    """New actions, their replays (and duplicates) on each (port, setup), interleaved with each
+    other and with the baselines in `ROUNDS` rounds at every concurrency."""
+    clients = [targets.GatewayCalls(port) for port, _ in gateways]
     try:
         for c in levels:
-            n, tag = calls_for(opts, c), uuid.uuid4().hex[:8]
-            requests = [targets.execute_request(f"bench-{tag}-{i // 100}", f"step-{i % 100}") for i in range(n)]
-
-            async def one(i: int, requests: list[Any] = requests) -> None:
-                await calls.execute(requests[i])
-
-            results.figures.append(await measure("new", setup, n, c, one))
-            results.figures.append(await measure("replay", setup, n, c, one))
-            if not duplicates:
-                continue
-            pairs = [targets.execute_request(f"bench-{tag}-dup-{i // 100}", f"step-{i % 100}") for i in range(n // 2)]
-
-            async def pair(i: int, pairs: list[Any] = pairs) -> None:
-                await asyncio.gather(calls.execute(pairs[i]), calls.execute(pairs[i]))
-
-            # c calls in flight = c/2 pairs, each a holder and a duplicate that waits on it.
-            results.figures.append(await measure("duplicate", setup, n // 2, max(1, c // 2), pair, calls_per_op=2))
-            results.figures[-1] = Figure(**{**results.figures[-1].to_json(), "concurrency": c})
+            n = calls_for(opts, c)
+            side = Interleaved(c)
+            if baselines is not None:
+                side.add("direct", "stripe simulator", baselines.direct, n)
+                side.add("echo", "bare grpc.aio", baselines.echo, n)
+            for calls, (_, setup) in zip(clients, gateways, strict=True):
+                add_paths(side, calls, setup, n, duplicates)
+            results.figures.extend(await side.run(ROUNDS))
     finally:
-        await calls.close()
+        for calls in clients:
+            await calls.close()
+
+
+def add_paths(side: Interleaved, calls: targets.GatewayCalls, setup: str, n: int, duplicates: bool) -> None:
+    tag = uuid.uuid4().hex[:8]
+    requests = [targets.execute_request(f"bench-{tag}-{i // 100}", f"step-{i % 100}") for i in range(n)]
+
+    async def one(i: int) -> None:
+        await calls.execute(requests[i])
+
+    side.add("new", setup, one, n)
+    side.add("replay", setup, one, n)  # the actions `new` just created, round by round
+    if duplicates:
+        pairs = [targets.execute_request(f"bench-{tag}-dup-{i // 100}", f"step-{i % 100}") for i in range(n // 2)]
+
+        async def pair(i: int) -> None:
+            await asyncio.gather(calls.execute(pairs[i]), calls.execute(pairs[i]))
+
+        # c calls in flight = c/2 pairs, each a holder and a duplicate that waits on it.
+        side.add("duplicate", setup, pair, n // 2, calls_per_op=2, concurrency=max(1, side.concurrency // 2))
 
 
 async def with_gateway(opts: Options, store_url: str, sim_url: str, workdir: Path, name: str) -> tuple[Child, str]:
@@ -97,7 +130,7 @@ async def measure_store(
 ) -> None:
     child, port = await with_gateway(opts, store_url, sim_url, workdir, file_name(setup))
     try:
-        await measure_gateway(results, opts, port, setup, levels)
+        await measure_gateways(results, opts, [(port, setup)], levels)
     finally:
         await child.stop()
 
@@ -117,9 +150,8 @@ async def measure_scale(results: Results, opts: Options, sim_url: str, workdir: 
             child, port = await with_gateway(opts, url, sim_url, workdir, file_name(setup))
             children.append(child)
             ports.append(port)
-        for c in (1, 16):
-            for (setup, _), port in zip(setups, ports, strict=True):
-                await measure_gateway(results, opts, port, setup, [c], duplicates=False)
+        gateways = [(port, setup) for (setup, _), port in zip(setups, ports, strict=True)]
+        await measure_gateways(results, opts, gateways, (1, 16), duplicates=False)
     finally:
         for child in children:
             await child.stop()
@@ -166,22 +198,13 @@ async def run(opts: Options) -> Results:
     sim_url = await sim.start()
     pg = None
     try:
-        direct = targets.DirectCalls(sim_url)
-        try:
-            for c in opts.concurrency:
-                results.figures.append(
-                    await measure("direct", "stripe simulator", calls_for(opts, c), c, direct.charge)
-                )
-        finally:
-            await direct.close()
-
         full_url = f"sqlite:///{workdir}/full.db"
         results.preload_s["sqlite FULL"] = await preload(full_url, opts.small)
         gateway, port = await with_gateway(opts, full_url, sim_url, workdir, "full")
         try:
-            await echo_baseline(results, opts, port, workdir)
             setup = f"sqlite FULL, {scale_label(opts.small)} stored"
-            await measure_gateway(results, opts, port, setup, opts.concurrency)
+            async with floors(sim_url, port, workdir) as baselines:
+                await measure_gateways(results, opts, [(port, setup)], opts.concurrency, baselines=baselines)
             if opts.rss_requests:
                 await measure_rss(results, opts, port, gateway.pid)
         finally:
@@ -231,9 +254,8 @@ async def measure_tracing(results: Results, opts: Options, sim_url: str, workdir
             child = targets.gateway(url, sim_url, workdir, name.replace(" ", "-"), env={**opts.gateway_env, **env})
             ports.append(await child.start())
             children.append(child)
-        for c in (1, 16):
-            for name, port in zip(("tracing off", "tracing on"), ports, strict=True):
-                await measure_gateway(results, opts, port, f"{name}: sqlite FULL", [c], duplicates=False)
+        setups = ("tracing off: sqlite FULL", "tracing on: sqlite FULL")
+        await measure_gateways(results, opts, list(zip(ports, setups, strict=True)), (1, 16), duplicates=False)
         for child in children:  # a graceful stop flushes the exporters' last batch
             await child.stop()
         results.notes.append(f"OTLP receiver got {await targets.sink_stats(endpoint)}")
@@ -249,8 +271,10 @@ def scale_label(n: int) -> str:
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
-async def echo_baseline(results: Results, opts: Options, gateway_port: str, workdir: Path) -> None:
-    """Measures echo with the gateway's own answer to one real Execute as its response."""
+@contextlib.asynccontextmanager
+async def floors(sim_url: str, gateway_port: str, workdir: Path) -> AsyncIterator[Baselines]:
+    """The direct call, and the echo server answering the gateway's own answer to one real
+    Execute (an Execute-sized message), for as long as the block runs."""
     calls = targets.GatewayCalls(gateway_port)
     try:
         response = await calls.execute(targets.execute_request(f"echo-{uuid.uuid4().hex[:8]}", "sample"))
@@ -261,14 +285,15 @@ async def echo_baseline(results: Results, opts: Options, gateway_port: str, work
     server = targets.echo(response_file, workdir)
     port = await server.start()
     echo = targets.GatewayCalls(port)
+    direct = targets.DirectCalls(sim_url)
     request = targets.execute_request("echo", "step")
+
+    async def echo_one(_: int) -> None:
+        await echo.execute(request)
+
     try:
-        for c in opts.concurrency:
-
-            async def one(_: int) -> None:
-                await echo.execute(request)
-
-            results.figures.append(await measure("echo", "bare grpc.aio", calls_for(opts, c), c, one))
+        yield Baselines(direct=direct.charge, echo=echo_one)
     finally:
+        await direct.close()
         await echo.close()
         await server.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import aiohttp
 import grpc
 import httpx
 from google.protobuf import any_pb2
@@ -102,19 +103,28 @@ class GatewayCalls:
 
 
 class DirectCalls:
-    """A keep-alive HTTP POST straight to the provider, with a fresh idempotency key each time."""
+    """A keep-alive HTTP POST straight to the provider, with a fresh idempotency key each time,
+    on aiohttp: the HTTP library the gateway's Stripe adapter uses (and the fastest of the two the
+    SDK offers), so the gateway's overhead is not flattered by a slower baseline client."""
 
     def __init__(self, base_url: str) -> None:
-        self.http = httpx.AsyncClient(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {API_KEY}"},
-            limits=httpx.Limits(max_connections=128, max_keepalive_connections=128),
-            timeout=60,
-        )
+        self.base_url = base_url
+        self.http: aiohttp.ClientSession | None = None
 
     async def charge(self, _: int) -> None:
-        answer = await self.http.post("/v1/payment_intents", data=FORM, headers={"Idempotency-Key": uuid.uuid4().hex})
-        answer.raise_for_status()
+        if self.http is None:  # created in the running loop, as aiohttp wants
+            self.http = aiohttp.ClientSession(
+                base_url=self.base_url,
+                headers={"Authorization": f"Bearer {API_KEY}"},
+                connector=aiohttp.TCPConnector(limit=128),
+                timeout=aiohttp.ClientTimeout(total=60),
+            )
+        async with self.http.post(
+            "/v1/payment_intents", data=FORM, headers={"Idempotency-Key": uuid.uuid4().hex}
+        ) as answer:
+            answer.raise_for_status()
+            await answer.read()
 
     async def close(self) -> None:
-        await self.http.aclose()
+        if self.http is not None:
+            await self.http.close()

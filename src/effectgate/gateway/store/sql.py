@@ -132,6 +132,10 @@ class SqlStore(Store):
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
         """Rows of a read-only statement."""
 
+    async def _read_by_key(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        """Rows of a read-only lookup by primary key (a backend may run it more cheaply)."""
+        return await self._read(sql, params)
+
     @abstractmethod
     async def _write_rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
         """Runs one write statement durably (committed when this returns); its RETURNING rows."""
@@ -163,7 +167,7 @@ class SqlStore(Store):
             await self._write_many(self.statements.insert_many, [rows.values(r) for r in records])
 
     async def get(self, action_id: str) -> ActionRecord | None:
-        found = await self._read(self.statements.get, (action_id,))
+        found = await self._read_by_key(self.statements.get, (action_id,))
         return rows.record(found[0]) if found else None
 
     async def acquire_lease(self, action_id: str, owner: str, now: float, ttl: float) -> ActionRecord | None:

@@ -2,7 +2,8 @@
 
 WAL journal; every write is a `BEGIN IMMEDIATE` transaction (a deferred one that upgrades to a
 write can fail with SQLITE_BUSY despite the busy timeout), batched with its neighbours into one
-commit by a single writer thread (`sqlite_io.Writer`); reads run on their own connections.
+commit by a single writer thread (`sqlite_io.Writer`); reads run on their own connections (a
+lookup by key on the event loop itself, the rest in a small reader pool).
 `synchronous=FULL` by default, so that an acknowledged write survives power loss — the right
 default for money. A store that cannot write within the busy timeout raises `StoreUnavailable`.
 
@@ -46,6 +47,7 @@ class SqliteStore(SqlStore):
         self.busy_timeout_ms = busy_timeout_ms
         self._writer: Writer | None = None
         self._readers: Readers | None = None
+        self._inline: sqlite3.Connection | None = None
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
@@ -67,15 +69,14 @@ class SqliteStore(SqlStore):
     def describe(self) -> str:
         return f"{self.redacted_url()} (synchronous={self.synchronous})"
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+    def _connect(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
+        timeout_ms = self.busy_timeout_ms if busy_timeout_ms is None else busy_timeout_ms
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout_ms / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
         return conn
 
-    def _connect_reader(self) -> sqlite3.Connection:
-        conn = self._connect()
+    def _connect_reader(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
+        conn = self._connect(busy_timeout_ms)
         conn.execute("PRAGMA query_only = ON")
         return conn
 
@@ -86,6 +87,11 @@ class SqliteStore(SqlStore):
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
         self._writer = Writer(conn)
         self._readers = Readers(self._connect_reader, size=READERS)
+        try:
+            self._inline = self._connect_reader(busy_timeout_ms=0)
+        except sqlite3.Error as exc:
+            await self.close()
+            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
 
     def _open_writer(self) -> sqlite3.Connection:
         _create_private(Path(self.path))
@@ -113,6 +119,9 @@ class SqliteStore(SqlStore):
                 time.sleep(0.01)
 
     async def close(self) -> None:
+        inline, self._inline = self._inline, None
+        if inline is not None:
+            inline.close()
         writer, self._writer = self._writer, None
         readers, self._readers = self._readers, None
         if writer is not None:
@@ -132,6 +141,20 @@ class SqliteStore(SqlStore):
             return await self._readers.read(lambda c: c.execute(sql, params).fetchall())
         except sqlite3.Error as exc:
             raise unavailable("read failed", exc) from exc
+
+    async def _read_by_key(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        """A primary-key lookup runs right here on the event loop: a few microseconds, where a
+        hop to a reader thread and back costs about 100. In WAL mode a reader waits for no
+        writer; this connection has no busy timeout, so the rare SQLITE_BUSY (another process
+        recovering the WAL) or any other failure is retried on the reader pool, never waited
+        out on the loop."""
+        conn = self._inline
+        if conn is None:
+            raise StoreUnavailable("store is not open")
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error:
+            return await self._read(sql, params)
 
     async def _write_rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
         return await self._transaction(lambda c: c.execute(sql, params).fetchall(), single_statement=True)
