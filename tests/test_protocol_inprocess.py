@@ -11,7 +11,7 @@ import pytest
 
 from effectgate.adapters.base import AmbiguousError, Observation
 from effectgate.gateway import transitions as t
-from effectgate.gateway.domain import NextStep, State
+from effectgate.gateway.domain import ActionRecord, NextStep, State
 from effectgate.gateway.errors import GatewayUnavailable, InFlight
 from tests.kit import CHARGE, Hang, Lost, ScriptedAdapter, command, rig
 from tests.kit.clock import FakeClock
@@ -71,6 +71,28 @@ async def test_a_cache_hit_does_not_extend_the_entry() -> None:
     assert (await r.execute()).replayed and r.db.calls["get"] == reads
     r.clock.advance(r.cache.ttl / 2 + 0.1)
     assert (await r.execute()).replayed and r.db.calls["get"] == reads + 1
+
+
+async def test_a_duplicate_waits_on_a_claim_still_being_acknowledged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claimed row is visible before its insert returns to the claimant (a real store's
+    commit hands back through a thread): a duplicate in the same process that reads it then
+    waits on the claimant, it does not fall back to polling the store."""
+    r = await rig()
+    plain = r.store.insert_if_absent
+
+    async def acknowledged_later(record: ActionRecord) -> tuple[ActionRecord, bool]:
+        result = await plain(record)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return result
+
+    monkeypatch.setattr(r.store, "insert_if_absent", acknowledged_later)
+    first = asyncio.ensure_future(r.execute(command(call="c1")))
+    await asyncio.sleep(0)  # the first caller's row is in, its insert not yet returned
+    assert len(r.db.rows) == 1
+    second = await r.execute(command(call="c2"))
+    assert (await first).record.state is State.CONFIRMED and second.record == (await first).record
+    assert r.clock.slept == [] and len(r.adapter.executed) == 1
 
 
 async def test_ten_concurrent_callers_one_send() -> None:

@@ -109,6 +109,8 @@ class EffectProtocol:
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.
         self._inflight: dict[str, asyncio.Task[ActionRecord]] = {}
+        # Claims being inserted by this process (see `_claim`).
+        self._claiming: dict[str, asyncio.Future[None]] = {}
         # Set when work appears for the reconciler (an approval, a parked action).
         self._work_ready = asyncio.Event()
 
@@ -166,7 +168,7 @@ class EffectProtocol:
             send_now=deadline - now >= MIN_CALL_BUDGET,
             trace_parent=telemetry.traceparent(),
         )
-        record, inserted = await self._guard(self._store.insert_if_absent(t.create(claim, now, self._policy(tool))))
+        record, inserted = await self._claim(t.create(claim, now, self._policy(tool)))
         if not inserted:  # another caller claimed it between our read and our insert
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
         if record.state is State.AWAITING_APPROVAL:
@@ -176,6 +178,19 @@ class EffectProtocol:
         if tool.config.on_repeat is not OnRepeat.ALLOW:  # its action id names this request's action
             self._known.put(request_key(cmd), action_id)
         return ExecuteResult(settled, replayed=False)
+
+    async def _claim(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+        """Inserts the claim. While the insert commits, a duplicate in this process that already
+        sees the claimed row waits on `_claiming` instead of polling: the future resolves when the
+        insert returns, and by the time its waiters run, the drive is registered in `_inflight`."""
+        claiming = asyncio.get_running_loop().create_future()
+        self._claiming.setdefault(record.action_id, claiming)
+        try:
+            return await self._guard(self._store.insert_if_absent(record))
+        finally:
+            if self._claiming.get(record.action_id) is claiming:
+                del self._claiming[record.action_id]
+            claiming.set_result(None)
 
     async def _repeat(
         self, record: ActionRecord, cmd: ExecuteCommand, fingerprint: str, tool: BoundTool, deadline: float
@@ -212,7 +227,7 @@ class EffectProtocol:
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
         telemetry.waited_on_holder()
-        task = self._inflight.get(record.action_id)
+        task = self._inflight.get(record.action_id) or self._claiming.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
             # whatever the holder left is re-read below.

@@ -40,6 +40,12 @@ def unavailable(what: str, exc: sqlite3.Error) -> StoreUnavailable:
     return error
 
 
+def _write_error(exc: sqlite3.Error) -> StoreUnavailable:
+    """Busy past the timeout means the write never started (another process holds the lock)."""
+    busy = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return unavailable("store cannot start a write" if busy else "write failed", exc)
+
+
 class Writer:
     """Runs write transactions in one thread, many per commit."""
 
@@ -101,6 +107,9 @@ class Writer:
             self._conn.close()
 
     def _commit(self, batch: list[_Job]) -> None:
+        if len(batch) == 1 and not batch[0][3]:
+            self._autocommit(batch[0])
+            return
         conn = self._conn
         single = len(batch) == 1
         try:
@@ -146,6 +155,23 @@ class Writer:
         self.batches += 1
         self.transactions += len(batch)
         self._deliver(batch, outcomes)
+
+    def _autocommit(self, job: _Job) -> None:
+        """A lone single-statement transaction (what an idle gateway mostly writes) runs as one
+        autocommit statement: SQLite wraps it in its own transaction, commits it (one fsync under
+        FULL) or rolls it back whole, and BEGIN/COMMIT would only add two round trips."""
+        fn, future = job[0], job[1]
+        try:
+            outcome: _Outcome = (future, fn(self._conn), None)
+        except Exception as exc:
+            if self._conn.in_transaction:  # a failure inside fn after its statement: undo it all
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+            outcome = (future, None, _write_error(exc) if isinstance(exc, sqlite3.Error) else exc)
+        else:
+            self.batches += 1
+            self.transactions += 1
+        self._deliver([job], [outcome])
 
     def _abort(self, batch: list[_Job], error: StoreUnavailable) -> None:
         if self._conn.in_transaction:
