@@ -20,11 +20,12 @@ from typing import Any
 
 from opentelemetry import trace
 
-from effectgate.adapters.secrets import resolved_secrets
+from effectgate.adapters.secrets import TRANSPORT_LOGGERS, resolved_secrets
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-# Provider SDKs log request URLs (with payload values) and provider error text at INFO.
-NOISY_LOGGERS = ("stripe", "httpx", "httpcore", "aiohttp", "hpack", "urllib3", "aiosmtplib", "asyncpg")
+# Provider SDKs log request URLs (with payload values) and provider error text at INFO: the
+# adapters' transport loggers, and the other libraries that log a line per request or query.
+NOISY_LOGGERS = (*TRANSPORT_LOGGERS, "hpack", "urllib3", "aiosmtplib", "asyncpg")
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 _TOKENISH = re.compile(r"(?i)\b(bearer|basic|token)(\s+|=|:\s*)[A-Za-z0-9._~+/=-]{8,}")
 _API_KEY = re.compile(r"\b(sk|rk|pk|whsec)_(live|test)_[A-Za-z0-9]{6,}")
