@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from effectgate.simulators.stripe_sim import StripeSimulator
@@ -15,7 +16,15 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from tests.harness import config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
-from tests.test_execute import request
+from tests.test_execute import CHARGE, request
+
+
+def charge_with(**changes: Any) -> Any:
+    charge = type(CHARGE)()
+    charge.CopyFrom(CHARGE)
+    for name, value in changes.items():
+        setattr(charge, name, value)
+    return charge
 
 
 def otel_env(endpoint: str, **more: str) -> dict[str, str]:
@@ -89,6 +98,24 @@ async def test_one_execute_is_one_trace_down_to_the_provider(tmp_path: Path) -> 
         # The provider received the gateway's trace: same trace id, the HTTP client span as parent.
         assert sim.traceparents == [f"00-{trace_id}-{http[0].span_id.hex()}-01"]
         assert {"service.name": "effectgate-under-test"}.items() <= receiver.resources()[0].items()
+        rpc = attrs(server.attributes)
+        assert rpc["rpc.system"] == "grpc" and rpc["rpc.grpc.status_code"] == 0
+        assert rpc["rpc.service"] == "effectgate.v1.EffectGateway" and rpc["rpc.method"] == "Execute"
+
+        # A refused call: the same step with another amount. Its server span says how it ended.
+        refused_parent, refused_trace, _ = client_traceparent()
+        other = charge_with(amount=CHARGE.amount + 1)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await execute(target, request(call="call-8", payload=other), refused_parent)
+        code = refused.value.code()
+
+        def refused_span() -> list[Span] | None:
+            spans = in_trace(receiver, refused_trace)
+            return spans if any(s.name == "/effectgate.v1.EffectGateway/Execute" for s in spans) else None
+
+        denied = one(await wait_for(refused_span, "the refused call's span"), "/effectgate.v1.EffectGateway/Execute")
+        assert attrs(denied.attributes)["rpc.grpc.status_code"] == code.value[0] != 0
+        assert denied.status.code == denied.status.STATUS_CODE_ERROR and denied.status.message == code.name
     finally:
         await gateway.terminate()
         await sim.stop()

@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway import retention, telemetry_sdk
+from effectgate.gateway import retention
 from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.driver import DriverSettings
 from effectgate.gateway.operator import Operations
@@ -230,8 +230,6 @@ class Gateway:
         max_send = config.max_message_bytes * 4
         limits = Limits.for_server(config.gateway.max_id_bytes, config.gateway.max_note_bytes, max_send)
         server = grpc.aio.server(
-            # Tracing (when configured) runs before admission, so refused calls are traced too.
-            interceptors=telemetry_sdk.server_interceptors() or None,
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", max_send),

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
@@ -78,6 +78,42 @@ def describe(current: Span, record: ActionRecord, **extra: Attr) -> None:
     linked = {(ln.context.trace_id, ln.context.span_id) for ln in getattr(current, "links", ())}
     if link is not None and (link.context.trace_id, link.context.span_id) not in linked:
         current.add_link(link.context, link.attributes)
+
+
+# -- the RPC ---------------------------------------------------------------------------------
+
+
+def rpc_span(method: str, metadata: Iterable[tuple[str, str | bytes]]) -> AbstractContextManager[Span]:
+    """The SERVER span of one effectgate RPC, continuing the caller's W3C trace from its gRPC
+    metadata, with the gRPC semantic-convention attributes. Made here rather than by the OTel
+    grpc.aio interceptor: any server interceptor takes grpc-python off its fast path (about
+    0.1 ms of CPU per call, a replay's whole budget)."""
+    carrier = {key: value for key, value in metadata if isinstance(value, str)}
+    service, _, name = method.lstrip("/").partition("/")
+    attributes: dict[str, Attr] = {
+        "rpc.system": "grpc",
+        "rpc.service": service,
+        "rpc.method": name,
+        "rpc.grpc.status_code": 0,
+    }
+    if "user-agent" in carrier:
+        attributes["rpc.user_agent"] = carrier["user-agent"]
+    return tracer.start_as_current_span(
+        method,
+        context=propagate.extract(carrier),
+        kind=trace.SpanKind.SERVER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+
+
+def rpc_failed(code: int, name: str) -> None:
+    """The RPC being handled ends with gRPC status `code` (its `name`, e.g. NOT_FOUND)."""
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_attribute("rpc.grpc.status_code", code)
+        current.set_status(Status(StatusCode.ERROR, name))
 
 
 # -- the action's origin ---------------------------------------------------------------------

@@ -24,8 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-
 from effectgate.gateway import metrics
 from effectgate.gateway.telemetry_config import TelemetryConfig
 
@@ -46,7 +44,6 @@ ALWAYS_REDACTED = (
     "api-",
 )
 URL_TEMPLATE = "effectgate.url_template"  # httpx request extension set by the http adapter
-_INSTALLED = {"interceptor": False}
 
 
 def _env_list(env: Mapping[str, str], name: str, default: str) -> set[str]:
@@ -203,7 +200,6 @@ def _tracing(
     _instrument_httpx(adapters)
     _instrument_aiohttp()
     _instrument_asyncpg()
-    _INSTALLED["interceptor"] = True
     log.info("tracing: OTLP %s export", protocol)
     return provider
 
@@ -322,15 +318,3 @@ def _instrument_asyncpg() -> None:
     except ImportError:
         return  # no PostgreSQL store in this installation
     AsyncPGInstrumentor().instrument()  # type: ignore[no-untyped-call]
-
-
-def server_interceptors() -> list[grpc.aio.ServerInterceptor[Any, Any]]:
-    """The OTel grpc.aio server interceptor (W3C context from the caller's metadata, one server
-    span per RPC), when tracing is on; health checks and reflection are not traced."""
-    if not _INSTALLED["interceptor"]:
-        return []
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
-
-    untraced = filters.any_of(filters.service_prefix("grpc.health"), filters.service_prefix("grpc.reflection"))
-    interceptor: grpc.aio.ServerInterceptor[Any, Any] = aio_server_interceptor(filter_=filters.negate(untraced))  # type: ignore[no-untyped-call]
-    return [interceptor]
