@@ -35,9 +35,10 @@ async def test_concurrent_starts_apply_each_migration_once(pg_dsn: str) -> None:
         "actions_state_next_check",
         "actions_state_lease",
         "actions_tenant_created",
-        "actions_run",
+        "actions_tenant_run_created",
         "actions_tool_created",
     } <= indexes
+    assert "actions_run" not in indexes  # dropped by 0003: the tenant-and-run index serves it
 
 
 async def test_postgres_scheme_alias(pg_dsn: str) -> None:
