@@ -31,6 +31,7 @@ def test_quick_bench_measures_every_path_and_writes_json(tmp_path: Path) -> None
         assert ("new", "postgres", 1) in seen
     assert {("new", "scale: sqlite FULL", 1), ("replay", "scale: sqlite FULL", 16)} <= seen
     assert {("new", "tracing off: sqlite FULL", 1), ("replay", "tracing on: sqlite FULL", 16)} <= seen
+    assert {("new", "1 process: sqlite FULL", 16), ("replay", "2 processes: sqlite FULL", 16)} <= seen
     assert any("OTLP receiver got" in note and "'spans': 0" not in note for note in doc["notes"])
     assert all(f["calls"] > 0 and f["per_s"] > 0 and f["p99_ms"] >= f["p50_ms"] for f in doc["figures"])
     assert doc["rss"]["requests"] == 400 and doc["rss"]["rss_end_mb"] > 0

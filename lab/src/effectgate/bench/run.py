@@ -36,6 +36,7 @@ class Options:
     rss_requests: int = 200_000  # requests of the RSS run (0 = skip)
     postgres: bool = True
     tracing: bool = True  # the same gateway with and without OTLP export, side by side
+    workers: int = 2  # `serve --workers N` against one process, side by side (0 = skip)
     gateway_env: dict[str, str] = field(default_factory=dict)  # e.g. OTEL_* for a traced run
 
 
@@ -228,6 +229,8 @@ async def run(opts: Options) -> Results:
             await measure_scale(results, opts, sim_url, workdir)
         if opts.tracing:
             await measure_tracing(results, opts, sim_url, workdir)
+        if opts.workers:
+            await measure_workers(results, opts, sim_url, workdir)
     finally:
         if pg is not None:
             await asyncio.to_thread(pg.destroy)
@@ -263,6 +266,28 @@ async def measure_tracing(results: Results, opts: Options, sim_url: str, workdir
         for child in children:
             await child.stop()
         await sink.stop()
+
+
+async def measure_workers(results: Results, opts: Options, sim_url: str, workdir: Path) -> None:
+    """One `effectgate serve` process against `serve --workers N` (N processes sharing one port
+    and one SQLite FULL file), interleaved at c=16 and 64."""
+    children = []
+    try:
+        gateways = []
+        for workers in (0, opts.workers):
+            name = f"workers-{workers}"
+            url = f"sqlite:///{workdir}/{name}.db"
+            await preload(url, opts.small)
+            child = targets.gateway(url, sim_url, workdir, name, env=opts.gateway_env, workers=workers)
+            gateways.append(
+                (await child.start(), f"{max(workers, 1)} process{'es' if workers > 1 else ''}: sqlite FULL")
+            )
+            children.append(child)
+        levels = [c for c in opts.concurrency if c >= 16] or [16]
+        await measure_gateways(results, opts, gateways, levels, duplicates=False)
+    finally:
+        for child in children:
+            await child.stop()
 
 
 def scale_label(n: int) -> str:

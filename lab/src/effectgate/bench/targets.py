@@ -39,7 +39,10 @@ def simulator(logs: Path) -> Child:
     )
 
 
-def gateway(store_url: str, sim_url: str, workdir: Path, name: str, env: dict[str, str] | None = None) -> Child:
+def gateway(
+    store_url: str, sim_url: str, workdir: Path, name: str, env: dict[str, str] | None = None, workers: int = 0
+) -> Child:
+    """`effectgate serve` (with `--workers N` processes sharing its port when `workers`)."""
     doc = {
         "server": {"listen": f"127.0.0.1:{free_port()}"},
         "store": {"url": store_url},
@@ -49,7 +52,7 @@ def gateway(store_url: str, sim_url: str, workdir: Path, name: str, env: dict[st
     config = write_config(doc, workdir / f"{name}.toml")
     return Child(
         "effectgate.gateway.cli",
-        ["--log-level", "ERROR", "serve", "--config", str(config)],
+        ["--log-level", "ERROR", "serve", "--config", str(config), *(["--workers", str(workers)] if workers else [])],
         announce=r"serving on port (\d+)",
         env={KEY_ENV: API_KEY, **(env or {})},
         stderr_path=workdir / f"{name}.log",
