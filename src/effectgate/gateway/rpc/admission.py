@@ -11,8 +11,9 @@ method handler once, when the services are registered:
 
 Why not grpc.aio interceptors (ours, or OpenTelemetry's): an interceptor runs on every call,
 for every method, through grpc's interceptor pipeline, before the handler is even found; a
-wrapped handler costs one Python call. Handlers behind the wrapper only translate wire <-> domain; they read the caller
-with `current_principal()`. Health and reflection are registered unwrapped.
+wrapped handler costs one Python call. Handlers behind the wrapper only translate wire <->
+domain; they read the caller with `current_principal()`. Health and reflection are registered
+unwrapped.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def serialize_or_pass(serialize: Callable[[Any], bytes]) -> Callable[[Any], byte
 
 
 class Admission:
-    """Wraps each method handler of our services in auth and error translation, once."""
+    """Wraps each method handler of our services in auth, error translation and its server
+    span, once, at registration."""
 
     def __init__(self, auth: Authenticator) -> None:
         self.auth = auth
