@@ -144,17 +144,24 @@ async def measure_scale(results: Results, opts: Options, sim_url: str, workdir: 
         url = f"sqlite:///{workdir}/scale-{n}.db"
         results.preload_s[f"sqlite FULL {n}"] = await preload(url, n)
         setups.append((f"scale: sqlite FULL, {scale_label(n)} stored", url))
-    children = []
-    try:
-        ports = []
-        for setup, url in setups:
-            child, port = await with_gateway(opts, url, sim_url, workdir, file_name(setup))
-            children.append(child)
-            ports.append(port)
+    children = [targets.gateway(url, sim_url, workdir, file_name(setup), env=opts.gateway_env) for setup, url in setups]
+    async with running(children) as ports:
         gateways = [(port, setup) for (setup, _), port in zip(setups, ports, strict=True)]
         await measure_gateways(results, opts, gateways, (1, 16), duplicates=False)
-    finally:
+
+
+@contextlib.asynccontextmanager
+async def running(children: Sequence[Child]) -> AsyncIterator[list[str]]:
+    """Starts `children` in order and yields their ports; stops every one that started."""
+    started: list[Child] = []
+    try:
+        ports = []
         for child in children:
+            ports.append(await child.start())
+            started.append(child)
+        yield ports
+    finally:
+        for child in started:
             await child.stop()
 
 
@@ -248,46 +255,37 @@ async def measure_tracing(results: Results, opts: Options, sim_url: str, workdir
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_METRIC_EXPORT_INTERVAL": "5000",
     }
-    children = []
     try:
-        ports = []
+        children = []
         for name, env in (("tracing off", {}), ("tracing on", traced_env)):
             url = f"sqlite:///{workdir}/{name.replace(' ', '-')}.db"
             await preload(url, opts.small)
-            child = targets.gateway(url, sim_url, workdir, name.replace(" ", "-"), env={**opts.gateway_env, **env})
-            ports.append(await child.start())
-            children.append(child)
-        setups = ("tracing off: sqlite FULL", "tracing on: sqlite FULL")
-        await measure_gateways(results, opts, list(zip(ports, setups, strict=True)), (1, 16), duplicates=False)
-        for child in children:  # a graceful stop flushes the exporters' last batch
-            await child.stop()
+            children.append(
+                targets.gateway(url, sim_url, workdir, name.replace(" ", "-"), env={**opts.gateway_env, **env})
+            )
+        async with running(children) as ports:
+            setups = ("tracing off: sqlite FULL", "tracing on: sqlite FULL")
+            await measure_gateways(results, opts, list(zip(ports, setups, strict=True)), (1, 16), duplicates=False)
+            for child in children:  # a graceful stop flushes the exporters' last batch
+                await child.stop()
         results.notes.append(f"OTLP receiver got {await targets.sink_stats(endpoint)}")
     finally:
-        for child in children:
-            await child.stop()
         await sink.stop()
 
 
 async def measure_workers(results: Results, opts: Options, sim_url: str, workdir: Path) -> None:
     """One `effectgate serve` process against `serve --workers N` (N processes sharing one port
     and one SQLite FULL file), interleaved at c=16 and 64."""
-    children = []
-    try:
-        gateways = []
-        for workers in (0, opts.workers):
-            name = f"workers-{workers}"
-            url = f"sqlite:///{workdir}/{name}.db"
-            await preload(url, opts.small)
-            child = targets.gateway(url, sim_url, workdir, name, env=opts.gateway_env, workers=workers)
-            gateways.append(
-                (await child.start(), f"{max(workers, 1)} process{'es' if workers > 1 else ''}: sqlite FULL")
-            )
-            children.append(child)
+    children, setups = [], []
+    for workers in (0, opts.workers):
+        name = f"workers-{workers}"
+        url = f"sqlite:///{workdir}/{name}.db"
+        await preload(url, opts.small)
+        children.append(targets.gateway(url, sim_url, workdir, name, env=opts.gateway_env, workers=workers))
+        setups.append(f"{max(workers, 1)} process{'es' if workers > 1 else ''}: sqlite FULL")
+    async with running(children) as ports:
         levels = [c for c in opts.concurrency if c >= 16] or [16]
-        await measure_gateways(results, opts, gateways, levels, duplicates=False)
-    finally:
-        for child in children:
-            await child.stop()
+        await measure_gateways(results, opts, list(zip(ports, setups, strict=True)), levels, duplicates=False)
 
 
 def scale_label(n: int) -> str:
