@@ -313,7 +313,7 @@ async def test_postgres_restart_fails_closed_and_settles(
     STORE_UNAVAILABLE ErrorInfo (it failed closed). Every call has a client deadline only as a
     hang guard (20 s, twice the tool's deadline): a DEADLINE_EXCEEDED would be a gateway stuck on
     a dead database and fails the test, as does any other code (INTERNAL, ABORTED, ...)."""
-    sim.latency = 0.1  # most of each call is spent at the provider, so some are there at the kill
+    sim.latency = 0.3  # most of each call is spent at the provider, so some are there at the kill
     name, dsn = await pg.create_database(pg_private_server.dsn)
     gateway = GatewayProcess(replica_config(tmp_path, dsn, sim))
     # run -> [(phase when the call began, code, receipt external id)]
