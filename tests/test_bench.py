@@ -34,6 +34,10 @@ def test_quick_bench_measures_every_path_and_writes_json(tmp_path: Path) -> None
     assert {("new", "1 process: sqlite FULL", 16), ("replay", "2 processes: sqlite FULL", 16)} <= seen
     assert any("OTLP receiver got" in note and "'spans': 0" not in note for note in doc["notes"])
     assert all(f["calls"] > 0 and f["per_s"] > 0 and f["p99_ms"] >= f["p50_ms"] for f in doc["figures"])
+    # Each path's serving process is known and its CPU time read (a new action costs the gateway
+    # well over a millisecond, so 40 of them are many clock ticks).
+    assert all(f["server_cpu_us"] is not None and f["server_cpu_us"] >= 0 for f in doc["figures"])
+    assert all(f["server_cpu_us"] > 0 for f in doc["figures"] if f["path"] == "new")
     assert doc["rss"]["requests"] == 400 and doc["rss"]["rss_end_mb"] > 0
     names = [t["name"] for t in doc["targets"]]
     assert any(n.startswith("replay calls/s / echo") for n in names) and any(n.startswith("RSS growth") for n in names)

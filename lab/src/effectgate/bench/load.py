@@ -3,7 +3,9 @@ is timed. The same generator drives every path, so the ratios compare like with 
 
 `Interleaved` measures several paths in rounds (A, B, C, A, B, C, ...) and merges each path's
 rounds: on a shared machine whose speed drifts over minutes, paths measured side by side see the
-same drift, and their ratios stay meaningful."""
+same drift, and their ratios stay meaningful. A path may name the process that serves it: the CPU
+time that process (and its workers) spent during the path's rounds is reported per call, which
+tells a server that waits from one that computes."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from effectgate.labkit.children import cpu_seconds
 
 One = Callable[[int], Awaitable[object]]
 
@@ -25,6 +29,8 @@ class Figure:
     p50_ms: float
     p99_ms: float
     per_s: float
+    # CPU time the serving process spent per call (None: not measured for this path).
+    server_cpu_us: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,9 +47,11 @@ class Tally:
     samples: list[float] = field(default_factory=list)
     wall: float = 0.0
     calls: int = 0
+    server_cpu: float | None = None  # seconds, when the serving process is known
 
     def figure(self, path: str, setup: str, concurrency: int) -> Figure:
         ordered = sorted(self.samples)
+        cpu = None if self.server_cpu is None or not self.calls else self.server_cpu / self.calls * 1e6
         return Figure(
             path=path,
             setup=setup,
@@ -52,6 +60,7 @@ class Tally:
             p50_ms=percentile(ordered, 0.5) * 1000,
             p99_ms=percentile(ordered, 0.99) * 1000,
             per_s=self.calls / self.wall if self.wall else 0.0,
+            server_cpu_us=cpu,
         )
 
 
@@ -91,6 +100,7 @@ class _Path:
     ops: int
     calls_per_op: int
     concurrency: int
+    server_pid: int | None
     tally: Tally = field(default_factory=Tally)
 
 
@@ -106,13 +116,25 @@ class Interleaved:
         self._paths: list[_Path] = []
 
     def add(
-        self, path: str, setup: str, one: One, ops: int, *, calls_per_op: int = 1, concurrency: int | None = None
+        self,
+        path: str,
+        setup: str,
+        one: One,
+        ops: int,
+        *,
+        calls_per_op: int = 1,
+        concurrency: int | None = None,
+        server_pid: int | None = None,
     ) -> None:
-        self._paths.append(_Path(path, setup, one, ops, calls_per_op, concurrency or self.concurrency))
+        self._paths.append(_Path(path, setup, one, ops, calls_per_op, concurrency or self.concurrency, server_pid))
 
     async def run(self, rounds: int) -> list[Figure]:
         for r in range(rounds):
             for p in self._paths:
                 per_round = max(1, p.ops // rounds)
+                cpu_before = None if p.server_pid is None else cpu_seconds(p.server_pid)
                 await run_load(p.tally, r * per_round, per_round, p.concurrency, p.one, calls_per_op=p.calls_per_op)
+                if p.server_pid is not None and cpu_before is not None:
+                    spent = cpu_seconds(p.server_pid) - cpu_before
+                    p.tally.server_cpu = (p.tally.server_cpu or 0.0) + spent
         return [p.tally.figure(p.path, p.setup, self.concurrency) for p in self._paths]

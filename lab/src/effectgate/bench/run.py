@@ -64,16 +64,28 @@ def calls_for(opts: Options, concurrency: int) -> int:
 
 @dataclass(frozen=True)
 class Baselines:
-    """The floors, measured in the same rounds as the gateway (see `load.Interleaved`)."""
+    """The floors, measured in the same rounds as the gateway (see `load.Interleaved`), and the
+    processes that serve them (the Stripe simulator, the echo server)."""
 
     direct: One
     echo: One
+    direct_pid: int
+    echo_pid: int
+
+
+@dataclass(frozen=True)
+class Served:
+    """A gateway under test: its port, the setup it is reported as, and its process."""
+
+    port: str
+    setup: str
+    pid: int
 
 
 async def measure_gateways(
     results: Results,
     opts: Options,
-    gateways: Sequence[tuple[str, str]],
+    gateways: Sequence[Served],
     levels: Sequence[int],
     *,
     duplicates: bool = True,
@@ -81,31 +93,32 @@ async def measure_gateways(
 ) -> None:
     """New actions, their replays (and duplicates) on each (port, setup), interleaved with each
     other and with the baselines in `ROUNDS` rounds at every concurrency."""
-    clients = [targets.GatewayCalls(port) for port, _ in gateways]
+    clients = [targets.GatewayCalls(gateway.port) for gateway in gateways]
     try:
         for c in levels:
             n = calls_for(opts, c)
             side = Interleaved(c)
             if baselines is not None:
-                side.add("direct", "stripe simulator", baselines.direct, n)
-                side.add("echo", "bare grpc.aio", baselines.echo, n)
-            for calls, (_, setup) in zip(clients, gateways, strict=True):
-                add_paths(side, calls, setup, n, duplicates)
+                side.add("direct", "stripe simulator", baselines.direct, n, server_pid=baselines.direct_pid)
+                side.add("echo", "bare grpc.aio", baselines.echo, n, server_pid=baselines.echo_pid)
+            for calls, gateway in zip(clients, gateways, strict=True):
+                add_paths(side, calls, gateway, n, duplicates)
             results.figures.extend(await side.run(ROUNDS))
     finally:
         for calls in clients:
             await calls.close()
 
 
-def add_paths(side: Interleaved, calls: targets.GatewayCalls, setup: str, n: int, duplicates: bool) -> None:
+def add_paths(side: Interleaved, calls: targets.GatewayCalls, gateway: Served, n: int, duplicates: bool) -> None:
+    setup, pid = gateway.setup, gateway.pid
     tag = uuid.uuid4().hex[:8]
     requests = [targets.execute_request(f"bench-{tag}-{i // 100}", f"step-{i % 100}") for i in range(n)]
 
     async def one(i: int) -> None:
         await calls.execute(requests[i])
 
-    side.add("new", setup, one, n)
-    side.add("replay", setup, one, n)  # the actions `new` just created, round by round
+    side.add("new", setup, one, n, server_pid=pid)
+    side.add("replay", setup, one, n, server_pid=pid)  # the actions `new` just created, round by round
     if duplicates:
         pairs = [targets.execute_request(f"bench-{tag}-dup-{i // 100}", f"step-{i % 100}") for i in range(n // 2)]
 
@@ -113,7 +126,15 @@ def add_paths(side: Interleaved, calls: targets.GatewayCalls, setup: str, n: int
             await asyncio.gather(calls.execute(pairs[i]), calls.execute(pairs[i]))
 
         # c calls in flight = c/2 pairs, each a holder and a duplicate that waits on it.
-        side.add("duplicate", setup, pair, n // 2, calls_per_op=2, concurrency=max(1, side.concurrency // 2))
+        side.add(
+            "duplicate",
+            setup,
+            pair,
+            n // 2,
+            calls_per_op=2,
+            concurrency=max(1, side.concurrency // 2),
+            server_pid=pid,
+        )
 
 
 async def with_gateway(opts: Options, store_url: str, sim_url: str, workdir: Path, name: str) -> tuple[Child, str]:
@@ -131,7 +152,7 @@ async def measure_store(
 ) -> None:
     child, port = await with_gateway(opts, store_url, sim_url, workdir, file_name(setup))
     try:
-        await measure_gateways(results, opts, [(port, setup)], levels)
+        await measure_gateways(results, opts, [Served(port, setup, child.pid)], levels)
     finally:
         await child.stop()
 
@@ -146,7 +167,7 @@ async def measure_scale(results: Results, opts: Options, sim_url: str, workdir: 
         setups.append((f"scale: sqlite FULL, {scale_label(n)} stored", url))
     children = [targets.gateway(url, sim_url, workdir, file_name(setup), env=opts.gateway_env) for setup, url in setups]
     async with running(children) as ports:
-        gateways = [(port, setup) for (setup, _), port in zip(setups, ports, strict=True)]
+        gateways = served(ports, [setup for setup, _ in setups], children)
         await measure_gateways(results, opts, gateways, (1, 16), duplicates=False)
 
 
@@ -198,6 +219,10 @@ async def measure_rss(results: Results, opts: Options, port: str, pid: int) -> N
     }
 
 
+def served(ports: Sequence[str], setups: Sequence[str], children: Sequence[Child]) -> list[Served]:
+    return [Served(port, setup, child.pid) for port, setup, child in zip(ports, setups, children, strict=True)]
+
+
 async def run(opts: Options) -> Results:
     results = Results()
     workdir = Path(tempfile.mkdtemp(prefix="effectgate-bench-"))
@@ -211,8 +236,10 @@ async def run(opts: Options) -> Results:
         gateway, port = await with_gateway(opts, full_url, sim_url, workdir, "full")
         try:
             setup = f"sqlite FULL, {scale_label(opts.small)} stored"
-            async with floors(sim_url, port, workdir) as baselines:
-                await measure_gateways(results, opts, [(port, setup)], opts.concurrency, baselines=baselines)
+            async with floors(sim_url, sim.pid, port, workdir) as baselines:
+                await measure_gateways(
+                    results, opts, [Served(port, setup, gateway.pid)], opts.concurrency, baselines=baselines
+                )
             if opts.rss_requests:
                 await measure_rss(results, opts, port, gateway.pid)
         finally:
@@ -265,7 +292,7 @@ async def measure_tracing(results: Results, opts: Options, sim_url: str, workdir
             )
         async with running(children) as ports:
             setups = ("tracing off: sqlite FULL", "tracing on: sqlite FULL")
-            await measure_gateways(results, opts, list(zip(ports, setups, strict=True)), (1, 16), duplicates=False)
+            await measure_gateways(results, opts, served(ports, setups, children), (1, 16), duplicates=False)
             for child in children:  # a graceful stop flushes the exporters' last batch
                 await child.stop()
         results.notes.append(f"OTLP receiver got {await targets.sink_stats(endpoint)}")
@@ -285,7 +312,7 @@ async def measure_workers(results: Results, opts: Options, sim_url: str, workdir
         setups.append(f"{max(workers, 1)} process{'es' if workers > 1 else ''}: sqlite FULL")
     async with running(children) as ports:
         levels = [c for c in opts.concurrency if c >= 16] or [16]
-        await measure_gateways(results, opts, list(zip(ports, setups, strict=True)), levels, duplicates=False)
+        await measure_gateways(results, opts, served(ports, setups, children), levels, duplicates=False)
 
 
 def scale_label(n: int) -> str:
@@ -295,7 +322,7 @@ def scale_label(n: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def floors(sim_url: str, gateway_port: str, workdir: Path) -> AsyncIterator[Baselines]:
+async def floors(sim_url: str, sim_pid: int, gateway_port: str, workdir: Path) -> AsyncIterator[Baselines]:
     """The direct call, and the echo server answering the gateway's own answer to one real
     Execute (an Execute-sized message), for as long as the block runs."""
     calls = targets.GatewayCalls(gateway_port)
@@ -315,7 +342,7 @@ async def floors(sim_url: str, gateway_port: str, workdir: Path) -> AsyncIterato
         await echo.execute(request)
 
     try:
-        yield Baselines(direct=direct.charge, echo=echo_one)
+        yield Baselines(direct=direct.charge, echo=echo_one, direct_pid=sim_pid, echo_pid=server.pid)
     finally:
         await direct.close()
         await echo.close()

@@ -19,6 +19,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) spent so far by a live process and its live descendants (the
+    workers of `serve --workers N`), from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    spent: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        # Fields after the command name (which may hold spaces): state, ppid, ..., utime, stime.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        spent[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += spent.get(current, 0.0)
+        todo.extend(children.get(current, []))
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of a live process, from /proc (Linux)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
