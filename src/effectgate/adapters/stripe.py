@@ -143,18 +143,18 @@ async def _guard(awaitable: Awaitable[T], what: str) -> T:
     raise mapped
 
 
-def _customer_id(intent: stripe.PaymentIntent) -> str:
-    customer = intent.customer
-    return "" if customer is None else customer if isinstance(customer, str) else customer.id
+def _customer_id(customer: Any) -> str:
+    """A PaymentIntent's `customer`: an id, or the expanded customer (a mapping, as is a
+    `StripeObject`) whose id it is."""
+    return "" if customer is None else customer if isinstance(customer, str) else str(customer.get("id", ""))
 
 
 def _result(intent: Mapping[str, Any]) -> dict[str, Any]:
-    customer = intent.get("customer")
     return {
         "status": intent.get("status"),
         "amount": intent.get("amount"),
         "currency": intent.get("currency"),
-        "customer": "" if customer is None else customer if isinstance(customer, str) else customer.get("id", ""),
+        "customer": _customer_id(intent.get("customer")),
     }
 
 
@@ -371,6 +371,6 @@ def _differences(intent: stripe.PaymentIntent, charge: ChargeCard) -> list[str]:
         diffs.append("amount")
     if (intent.currency or "").lower() != charge.currency:
         diffs.append("currency")
-    if _customer_id(intent) != charge.customer:
+    if _customer_id(intent.customer) != charge.customer:
         diffs.append("customer")
     return diffs

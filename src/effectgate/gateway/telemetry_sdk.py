@@ -7,11 +7,12 @@ Configured by the standard environment (`OTEL_SDK_DISABLED`, `OTEL_EXPORTER_OTLP
 Prometheus listener nothing is installed and every span and metric stays an API no-op. The SDK
 packages come with the `otel` extra; without them a configured exporter is a start-up error.
 
-Instrumented: the gRPC server (grpc.aio interceptor; health and reflection excluded), httpx (the
-postmark and http adapters) and aiohttp (the Stripe SDK): each provider call gets a client span
-and carries W3C `traceparent`; asyncpg. Captured HTTP headers always pass a redaction list that covers
-credentials, whatever `OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS` says, and URLs
-are recorded without query values (the http adapter's as its template).
+Instrumented: the gRPC server (its SERVER span made by rpc/admission.py; health and reflection
+untraced), httpx (the postmark and http adapters) and aiohttp (the Stripe SDK): each provider call
+gets a client span and carries W3C `traceparent`; asyncpg. Captured HTTP headers always pass a
+redaction list that covers credentials, whatever
+`OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS` says, and URLs are recorded without
+query values (the http adapter's as its template).
 """
 
 from __future__ import annotations

@@ -132,9 +132,9 @@ class Interleaved:
         for r in range(rounds):
             for p in self._paths:
                 per_round = max(1, p.ops // rounds)
-                cpu_before = None if p.server_pid is None else cpu_seconds(p.server_pid)
+                pid = p.server_pid
+                cpu_before = 0.0 if pid is None else cpu_seconds(pid)
                 await run_load(p.tally, r * per_round, per_round, p.concurrency, p.one, calls_per_op=p.calls_per_op)
-                if p.server_pid is not None and cpu_before is not None:
-                    spent = cpu_seconds(p.server_pid) - cpu_before
-                    p.tally.server_cpu = (p.tally.server_cpu or 0.0) + spent
+                if pid is not None:
+                    p.tally.server_cpu = (p.tally.server_cpu or 0.0) + cpu_seconds(pid) - cpu_before
         return [p.tally.figure(p.path, p.setup, self.concurrency) for p in self._paths]

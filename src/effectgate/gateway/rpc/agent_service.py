@@ -1,6 +1,6 @@
 """effectgate.v1.EffectGateway: translates between the wire and the effect protocol.
 
-Auth and error translation happen in rpc/interceptors.py; here the request is checked for shape
+Auth and error translation are wrapped around each handler (rpc/admission.py); here the request is checked for shape
 and size, turned into a domain command, and the answer back into messages.
 """
 

@@ -1,6 +1,6 @@
 """effectgate.v1.Operator: approvals, reconciliation and bypass grants, for people.
 
-Only operators get here (rpc/interceptors.py); each act is recorded on the action with its note.
+Only operators get here (rpc/admission.py); each act is recorded on the action with its note.
 """
 
 from __future__ import annotations
