@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from effectgate.bench.report import machine, render, to_json, write_json
@@ -28,27 +29,17 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = parser.parse_args(argv)
     levels = tuple(int(c) for c in args.concurrency.split(","))
+    opts = Options(
+        n=args.n,
+        concurrency=levels,
+        scale=args.scale,
+        rss_requests=args.rss_requests,
+        postgres=not args.no_postgres,
+        tracing=not args.no_tracing,
+        workers=args.workers,
+    )
     if args.quick:
-        opts = Options(
-            n=40,
-            concurrency=levels,
-            small=200,
-            scale=2000,
-            rss_requests=400,
-            postgres=not args.no_postgres,
-            tracing=not args.no_tracing,
-            workers=args.workers,
-        )
-    else:
-        opts = Options(
-            n=args.n,
-            concurrency=levels,
-            scale=args.scale,
-            rss_requests=args.rss_requests,
-            postgres=not args.no_postgres,
-            tracing=not args.no_tracing,
-            workers=args.workers,
-        )
+        opts = replace(opts, n=40, small=200, scale=2000, rss_requests=400)
     return opts, args.json
 
 
