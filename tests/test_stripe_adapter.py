@@ -22,7 +22,7 @@ from effectgate.adapters.base import (
     Outcome,
     Receipt,
 )
-from effectgate.adapters.stripe import StripeAdapter, classify
+from effectgate.adapters.stripe import StripeAdapter, _customer_id, classify
 from effectgate.simulators.faults import FaultPlan
 from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard, SendEmail
@@ -265,6 +265,14 @@ def test_normalize() -> None:
         assert caught.value.field == field
     with pytest.raises(InvalidPayload):
         adapter.normalize(SendEmail(to="a@b"))
+
+
+def test_customer_id_of_an_id_and_of_an_expanded_customer() -> None:
+    """Create's answer is plain JSON, verify's reads are `StripeObject`s: both expanded forms work."""
+    assert _customer_id(None) == ""
+    assert _customer_id("cus_1") == "cus_1"
+    assert _customer_id({"id": "cus_2", "object": "customer"}) == "cus_2"
+    assert _customer_id(stripe.StripeObject.construct_from({"id": "cus_3", "object": "customer"}, API_KEY)) == "cus_3"
 
 
 def test_settings_and_capabilities(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -144,9 +144,10 @@ async def _guard(awaitable: Awaitable[T], what: str) -> T:
 
 
 def _customer_id(customer: Any) -> str:
-    """A PaymentIntent's `customer`: an id, or the expanded customer (a mapping, as is a
-    `StripeObject`) whose id it is."""
-    return "" if customer is None else customer if isinstance(customer, str) else str(customer.get("id", ""))
+    """A PaymentIntent's `customer`: an id, or the expanded customer whose id it is. The
+    expanded customer is a JSON object (create's raw answer) or a `StripeObject` (verify's
+    reads); both are indexed by key, and a `StripeObject` has no `.get`."""
+    return "" if customer is None else customer if isinstance(customer, str) else str(customer["id"])
 
 
 def _result(intent: Mapping[str, Any]) -> dict[str, Any]:
