@@ -22,6 +22,6 @@ EXPOSE 9464
 # certificate of your CA; EFFECTGATE_TLS_SERVER_NAME when the certificate does not name 127.0.0.1):
 # the health check below reads them and speaks TLS / mTLS.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
-    CMD ["python", "-m", "effectgate.gateway.healthcheck", "127.0.0.1:50051"]
+    CMD ["python", "-m", "effectgate.gateway.runtime.healthcheck", "127.0.0.1:50051"]
 ENTRYPOINT ["effectgate"]
 CMD ["--log-format", "json", "serve", "--config", "/etc/effectgate/effectgate.toml"]

@@ -16,7 +16,7 @@ venv: $(STAMP)
 
 ## demo: gateway on SQLite + provider simulators + a demo agent that re-plans under faults
 demo: $(STAMP)
-	$(PY) -m effectgate.demo
+	$(PY) -m effectgate_lab.demo
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
 test: $(STAMP) test-services lint proto-check test-ts
@@ -35,6 +35,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 proto: $(STAMP)
 	$(PY) scripts/gen_protos.py
@@ -43,7 +44,7 @@ proto-check: $(STAMP)
 	$(PY) scripts/gen_protos.py --check
 
 bench: $(STAMP)
-	$(PY) -m effectgate.bench --json bench-results.json
+	$(PY) -m effectgate_lab.bench --json bench-results.json
 
 chaos: $(STAMP)
 	$(VENV)/bin/effectgate chaos

@@ -17,12 +17,12 @@ from google.protobuf.message import Message
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.simulators.crm_sim import CrmSimulator
-from effectgate.simulators.postmark_sim import PostmarkSimulator
-from effectgate.simulators.server import SimulatorServer
-from effectgate.simulators.smtp_sim import MaildirDrop, SmtpSimulator
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
+from effectgate_lab.simulators.crm_sim import CrmSimulator
+from effectgate_lab.simulators.postmark_sim import PostmarkSimulator
+from effectgate_lab.simulators.server import SimulatorServer
+from effectgate_lab.simulators.smtp_sim import MaildirDrop, SmtpSimulator
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import dovecot
 
 CANARY = "sk_test_canary7f3a9c1eSECRET"

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from effectgate.chaos.config_writer import toml_value, write_config
 from effectgate.client import EffectGateClient
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.chaos.config_writer import toml_value, write_config
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import GatewayProcess, config_doc, stripe_tools
 
 ACME_TOKEN, GLOBEX_TOKEN = "acme-agent-token-1", "globex-agent-token-2"

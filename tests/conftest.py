@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
 from tests.harness import API_KEY
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend

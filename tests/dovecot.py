@@ -4,7 +4,7 @@ Everything lives in a temporary directory: the config, a passwd-file with one us
 Maildir, and Dovecot's base/state directories. It listens on a free port on 127.0.0.1 only, with
 plain-text login and no TLS. Mail processes never run as root (Dovecot refuses UID 0), so as root
 the mail is owned by `nobody`, and whoever writes into the Maildir must chown (`MaildirDrop` in
-effectgate.simulators.smtp_sim does, given `owner`).
+effectgate_lab.simulators.smtp_sim does, given `owner`).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from typing import Any
 import grpc
 
 from effectgate.client import EffectGateClient
-from effectgate.gateway.config import Config, parse_config
-from effectgate.gateway.server import Gateway
+from effectgate.gateway.config.schema import Config, parse_config
+from effectgate.gateway.runtime.server import Gateway
 from effectgate.v1 import gateway_pb2_grpc
 
 API_KEY = "sk_test_effectgate_canary_3f9a1c"
@@ -116,7 +116,7 @@ class GatewayProcess:
             [
                 sys.executable,
                 "-m",
-                "effectgate.gateway.cli",
+                "effectgate.gateway",
                 "--log-level",
                 "WARNING",
                 "serve",

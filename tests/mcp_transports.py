@@ -22,7 +22,7 @@ from effectgate.mcp.server import FrontDoor, build_server
 from tests.agent_gateway import RunningGateway
 
 TRANSPORTS = ["inproc", "stdio", "http"]
-CLI = [sys.executable, "-m", "effectgate.gateway.cli", "mcp"]
+CLI = [sys.executable, "-m", "effectgate.gateway", "mcp"]
 
 
 @asynccontextmanager

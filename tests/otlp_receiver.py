@@ -32,7 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from effectgate.chaos.config_writer import write_config
+from effectgate_lab.chaos.config_writer import write_config
 
 T = TypeVar("T")
 
@@ -146,7 +146,7 @@ class ChildGateway:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                *("-m", "effectgate.gateway.cli", "--log-level", log_level, "--log-format", log_format),
+                *("-m", "effectgate.gateway", "--log-level", log_level, "--log-format", log_format),
                 *("serve", "--config", str(path)),
             ],
             stdout=subprocess.PIPE,

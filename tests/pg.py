@@ -8,8 +8,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from effectgate.labkit.children import free_port
-from effectgate.labkit.postgres import PgServer, find_bindir, start_server
+from effectgate_lab.labkit.children import free_port
+from effectgate_lab.labkit.postgres import PgServer, find_bindir, start_server
 
 __all__ = ["ENV_DSN", "PgServer", "create_database", "drop_database", "find_bindir", "free_port", "start_server"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.domain import ActionRecord, NextStep, State
+from effectgate.gateway.model.domain import ActionRecord, NextStep, State
 from effectgate.gateway.store import Store, open_store
 from tests import pg
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from effectgate.gateway.domain import ActionRecord, ListQuery, State
+from effectgate.gateway.model.domain import ActionRecord, ListQuery, State
 from effectgate.gateway.store import Store, StoreUnavailable, open_store, rows
 from tests.store_backends import Backend, record, rich_record
 

@@ -17,7 +17,7 @@ import pytest
 from effectgate.adapters.base import AdapterError, NoEffectError, RateLimited, Receipt
 from effectgate.adapters.http_outcome import MAX_RETRY_AFTER, retry_after
 from effectgate.adapters.testing import new_call
-from effectgate.simulators.faults import FaultPlan
+from effectgate_lab.simulators.faults import FaultPlan
 from tests.adapter_targets import Target, start_target
 
 HTTP_TARGETS = ["stripe", "postmark", "http:activate_customer", "http:record_invoice"]

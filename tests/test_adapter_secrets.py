@@ -18,8 +18,8 @@ from google.protobuf import struct_pb2
 
 from effectgate.adapters import scrub, scrub_json
 from effectgate.client.context import RunContext
-from effectgate.simulators.crm_sim import CrmSimulator
 from effectgate.v1 import gateway_pb2
+from effectgate_lab.simulators.crm_sim import CrmSimulator
 from tests.adapter_targets import scenario
 from tests.harness import config_doc, start_gateway
 

@@ -18,8 +18,8 @@ import grpc
 import pytest
 
 from effectgate.client.context import RunContext
-from effectgate.simulators.faults import FaultPlan
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
+from effectgate_lab.simulators.faults import FaultPlan
 from tests import dovecot
 from tests.adapter_targets import CANARY, LAG, TARGET_NAMES, start_target
 from tests.harness import config_doc, start_gateway

@@ -16,7 +16,7 @@ import pytest
 from agents import Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import RunningGateway, running_gateway
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from pathlib import Path
 def test_quick_bench_measures_every_path_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [sys.executable, "-m", "effectgate.bench", "--quick", "--concurrency", "1,16", "--json", str(out)],
+        [sys.executable, "-m", "effectgate_lab.bench", "--quick", "--concurrency", "1,16", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,

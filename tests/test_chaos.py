@@ -18,17 +18,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from effectgate.chaos import docs_blocks
-from effectgate.chaos.cli import block
-from effectgate.chaos.model import LEVELS, METHODS, Result
-from effectgate.chaos.progress import Progress
-from effectgate.chaos.record import document, load, results_of, save
-from effectgate.chaos.report import summarize
-from effectgate.chaos.runner import CRM, Options, Part, run_matrix
-from effectgate.chaos.stats import mcnemar_exact, percentile, wilson
-from effectgate.chaos.tables import TABLES
-from effectgate.simulators.crm_sim import CrmSimulator
-from effectgate.simulators.faults import FaultPlan
+from effectgate_lab.chaos import docs_blocks
+from effectgate_lab.chaos.cli import block
+from effectgate_lab.chaos.model import LEVELS, METHODS, Result
+from effectgate_lab.chaos.progress import Progress
+from effectgate_lab.chaos.record import document, load, results_of, save
+from effectgate_lab.chaos.report import summarize
+from effectgate_lab.chaos.runner import CRM, Options, Part, run_matrix
+from effectgate_lab.chaos.stats import mcnemar_exact, percentile, wilson
+from effectgate_lab.chaos.tables import TABLES
+from effectgate_lab.simulators.crm_sim import CrmSimulator
+from effectgate_lab.simulators.faults import FaultPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {"": ROOT / "docs" / "chaos-run.json", "crash_": ROOT / "docs" / "chaos-crash-run.json"}

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from effectgate.client import EffectGateClient, State, SyncEffectGateClient, Unavailable, run, step
-from effectgate.gateway.config import parse_config
-from effectgate.gateway.server import Gateway
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.runtime.server import Gateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import config_doc, stripe_tools
 from tests.tls_certs import Pki, make_pki
 
@@ -104,7 +104,7 @@ async def test_mtls_needs_a_client_certificate(mtls_gateway: str, ca: Pki) -> No
 
 async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "effectgate.gateway.cli", *args,
+        sys.executable, "-m", "effectgate.gateway", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | env,
     )  # fmt: skip

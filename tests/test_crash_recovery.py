@@ -11,13 +11,13 @@ import grpc
 import pytest
 from google.protobuf import any_pb2
 
-from effectgate.chaos.config_writer import write_config
-from effectgate.gateway import failpoints
-from effectgate.gateway.keys import action_id
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.core import failpoints
+from effectgate.gateway.model.keys import action_id
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
+from effectgate_lab.chaos.config_writer import write_config
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import GatewayProcess, config_doc, stripe_tools
 
 CHARGE = tools_pb2.ChargeCard(customer="cus_7", amount=4200, currency="eur", payment_method="pm_card_visa")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.chaos.config_writer import write_config
-from effectgate.labkit.children import free_port
+from effectgate_lab.chaos.config_writer import write_config
+from effectgate_lab.labkit.children import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -70,7 +70,7 @@ def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
     # Only what the image has: no lab (simulators, chaos), no test code.
-    lab_only = ("effectgate.simulators", "effectgate.chaos", "effectgate.bench", "pytest")
+    lab_only = ("effectgate_lab.simulators", "effectgate_lab.chaos", "effectgate_lab.bench", "pytest")
     probe = f"import importlib.util as u; print(*(u.find_spec(m) for m in {lab_only!r}))"
     assert subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True).stdout.split() == [
         "None"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from effectgate.chaos.config_writer import write_config
+from effectgate_lab.chaos.config_writer import write_config
 from tests import pg
 from tests.tls_certs import Pki, make_pki
 
@@ -96,7 +96,7 @@ async def test_every_documented_config_passes_check(
         localize(doc, tmp_path, pki, pg_url, env)
         config = write_config(doc, tmp_path / "effectgate.toml")
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "effectgate.gateway.cli", "check", "--config", str(config),
+            sys.executable, "-m", "effectgate.gateway", "check", "--config", str(config),
             cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         out, err = await asyncio.wait_for(process.communicate(), 90)

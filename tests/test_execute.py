@@ -15,9 +15,9 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
 
 CHARGE = tools_pb2.ChargeCard(customer="cus_42", amount=1000, currency="usd", payment_method="pm_card_visa")

@@ -13,11 +13,11 @@ import grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effectgate.adapters.stripe import ACTION_METADATA_KEY
-from effectgate.simulators.faults import FaultPlan
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.faults import FaultPlan
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, config_doc, start_gateway, stripe_tools
 from tests.test_execute import request
 

@@ -10,7 +10,7 @@ from google.protobuf import struct_pb2
 
 from effectgate.adapters import ActionCall, DefinitiveError, Outcome, build_adapter
 from effectgate.adapters.testing import new_call
-from effectgate.simulators.crm_sim import CrmSimulator
+from effectgate_lab.simulators.crm_sim import CrmSimulator
 from tests.adapter_targets import CANARY, SECRET_ENV
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from google.protobuf import struct_pb2
 
-from effectgate.adapters import http_template as tpl
 from effectgate.adapters.base import ConfigError, InvalidPayload
+from effectgate.adapters.http import template as tpl
 from effectgate.adapters.registry import build_adapter
 
 GOOD: dict[str, Any] = {

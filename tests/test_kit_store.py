@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from effectgate.gateway.store import Store, StoreUnavailable
-from tests.kit.store import MemoryDatabase, MemoryStore
+from effectgate.testing.store import MemoryDatabase, MemoryStore
 from tests.store_backends import Backend
 from tests.store_conformance import StoreConformance
 

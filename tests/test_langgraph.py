@@ -16,9 +16,9 @@ from langgraph.types import Command, RetryPolicy, Send, interrupt
 
 from effectgate.client import EffectGateClient
 from effectgate.client.langgraph import NoStableRunContext, effect_context, execute_in_node
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import RunningGateway, running_gateway
 
 

@@ -15,10 +15,10 @@ import grpc
 import pytest
 
 from effectgate.adapters.base import Receipt
-from effectgate.gateway.config import ConfigError, parse_config
-from effectgate.gateway.domain import ActionRecord, State
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.config.schema import ConfigError, parse_config
+from effectgate.gateway.model.domain import ActionRecord, State
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
 from tests.test_execute import details, effects, request
 

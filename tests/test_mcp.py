@@ -21,7 +21,7 @@ from effectgate.mcp import META_KEY, run_meta
 from effectgate.mcp.catalog import load_catalog
 from effectgate.mcp.gateway_port import GatewayPort
 from effectgate.mcp.server import FrontDoor, build_server
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import ACME_TOKEN, GLOBEX_TOKEN, RunningGateway, running_gateway
 from tests.mcp_transports import TRANSPORTS, http_front_door, mcp_client
 

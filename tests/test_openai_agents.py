@@ -15,8 +15,8 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from effectgate.client import EffectGateClient
 from effectgate.client.openai_agents import AgentRun, MissingAgentRun, effect_tool
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1.tools_pb2 import ChargeCard
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import RunningGateway, running_gateway
 
 set_tracing_disabled(True)  # no exporter: nothing leaves the machine

@@ -18,7 +18,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from effectgate.client.openai_agents import META_KEY, AgentRun, mcp_meta_resolver
 from effectgate.mcp.contract import META_KEY as SERVER_META_KEY
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import ACME_TOKEN, RunningGateway, running_gateway
 from tests.mcp_transports import CLI, http_front_door
 

@@ -13,9 +13,9 @@ from typing import Any
 import grpc
 import pytest
 
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools
 from tests.test_execute import details, effects, request
 
@@ -195,7 +195,7 @@ async def test_operator_commands(tmp_path: Path, sim: StripeSimulator) -> None:
 
     async def cli(*args: str) -> str:
         done = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "effectgate.gateway.cli", *args, "--target", live.target,
+            sys.executable, "-m", "effectgate.gateway", *args, "--target", live.target,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
         )  # fmt: skip
         out, err = await asyncio.wait_for(done.communicate(), 60)
@@ -216,7 +216,7 @@ async def test_operator_commands(tmp_path: Path, sim: StripeSimulator) -> None:
         assert "CONFIRMED" in shown and effects(sim)[0]["id"] in shown
         env["EFFECTGATE_TOKEN"] = AGENT_TOKEN  # an agent may not approve
         done = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "effectgate.gateway.cli", "approve", action_id, "--note", "x",
+            sys.executable, "-m", "effectgate.gateway", "approve", action_id, "--note", "x",
             "--target", live.target, stderr=asyncio.subprocess.PIPE, env=env,
         )  # fmt: skip
         _, err = await asyncio.wait_for(done.communicate(), 60)

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.chaos.config_writer import write_config
+from effectgate_lab.chaos.config_writer import write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ABSENT = (
-    "effectgate.simulators",
-    "effectgate.chaos",
-    "effectgate.bench",
-    "effectgate.demo",
+    "effectgate_lab.simulators",
+    "effectgate_lab.chaos",
+    "effectgate_lab.bench",
+    "effectgate_lab.demo",
     "aiohttp",
     "stripe",
     "aiosmtplib",

@@ -10,11 +10,11 @@ from dataclasses import replace
 import pytest
 
 from effectgate.adapters.base import AmbiguousError, Observation
-from effectgate.gateway import transitions as t
-from effectgate.gateway.domain import ActionRecord, NextStep, State
-from effectgate.gateway.errors import GatewayUnavailable, InFlight
-from tests.kit import CHARGE, Hang, Lost, ScriptedAdapter, command, rig
-from tests.kit.clock import FakeClock
+from effectgate.gateway.core import transitions as t
+from effectgate.gateway.model.domain import ActionRecord, NextStep, State
+from effectgate.gateway.model.errors import GatewayUnavailable, InFlight
+from effectgate.testing import CHARGE, Hang, Lost, ScriptedAdapter, command, rig
+from effectgate.testing.clock import FakeClock
 
 ACTION = command().identity.action_id
 

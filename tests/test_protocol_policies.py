@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, RateLimited
-from effectgate.gateway.config import Approval, Bypass, OnMismatch, OnRepeat
-from effectgate.gateway.domain import NextStep, State
-from effectgate.gateway.errors import (
+from effectgate.gateway.config.schema import Approval, Bypass, OnMismatch, OnRepeat
+from effectgate.gateway.core.replay_cache import SettledCache
+from effectgate.gateway.model.domain import NextStep, State
+from effectgate.gateway.model.errors import (
     ActionNotFound,
     AlreadyExecuted,
     InvalidRequest,
@@ -18,11 +19,10 @@ from effectgate.gateway.errors import (
     PolicyConflict,
     ProviderRateLimited,
 )
-from effectgate.gateway.keys import provider_key
-from effectgate.gateway.replay_cache import SettledCache
+from effectgate.gateway.model.keys import provider_key
+from effectgate.testing import Rig, ScriptedAdapter, command, rig
+from effectgate.testing.clock import FakeClock
 from effectgate.tools.v1 import tools_pb2
-from tests.kit import Rig, ScriptedAdapter, command, rig
-from tests.kit.clock import FakeClock
 from tests.test_transitions import base
 
 ACTION = command().identity.action_id

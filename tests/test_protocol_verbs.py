@@ -9,13 +9,13 @@ from dataclasses import replace
 import pytest
 
 from effectgate.adapters.base import Outcome
-from effectgate.gateway import transitions as t
-from effectgate.gateway.domain import NextStep, State
-from effectgate.gateway.driver import Driver, LeaseLost
-from effectgate.gateway.errors import ActionNotFound, InFlight
-from effectgate.gateway.tools import BoundTool
-from tests.kit import CHARGE, Hang, Lost, ScriptedAdapter, command, rig
-from tests.kit.clock import FakeClock
+from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.driver import Driver, LeaseLost
+from effectgate.gateway.core.tools import BoundTool
+from effectgate.gateway.model.domain import NextStep, State
+from effectgate.gateway.model.errors import ActionNotFound, InFlight
+from effectgate.testing import CHARGE, Hang, Lost, ScriptedAdapter, command, rig
+from effectgate.testing.clock import FakeClock
 
 ACTION = command().identity.action_id
 

@@ -11,13 +11,13 @@ import grpc
 import pytest
 
 from effectgate.adapters.base import RateLimited
-from effectgate.gateway import server
-from effectgate.gateway.config import Config
-from effectgate.simulators.faults import FaultPlan
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.config.schema import Config
+from effectgate.gateway.runtime import server
+from effectgate.testing import ScriptedAdapter
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.faults import FaultPlan
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
-from tests.kit import ScriptedAdapter
 from tests.test_execute import details, request
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
 from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.gateway.config import parse_config
-from effectgate.gateway.server import Gateway
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.runtime.server import Gateway
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 
 ROOT = Path(__file__).resolve().parent.parent
 TS_DIR = ROOT / "clients" / "typescript"

@@ -23,13 +23,13 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from effectgate.adapters.stripe import ACTION_METADATA_KEY
-from effectgate.chaos.config_writer import write_config
-from effectgate.gateway.keys import action_id
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
+from effectgate.gateway.model.keys import action_id
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
+from effectgate_lab.chaos.config_writer import write_config
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
 from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
 

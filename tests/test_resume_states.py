@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from effectgate.adapters.stripe import ACTION_METADATA_KEY
-from effectgate.gateway.domain import ActionRecord, State
-from effectgate.gateway.keys import action_id, fingerprint, provider_key
+from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
+from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model.keys import action_id, fingerprint, provider_key
 from effectgate.gateway.store.sqlite import SqliteStore
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools
 from tests.test_execute import CHARGE, effects, request
 

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from effectgate.gateway.domain import State
-from effectgate.gateway.retention import purge_once, run_retention
+from effectgate.gateway.background.retention import purge_once, run_retention
+from effectgate.gateway.model.domain import State
 from effectgate.gateway.store import Store
 from tests.store_backends import Backend, record
 

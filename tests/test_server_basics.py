@@ -14,11 +14,11 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from effectgate.chaos.config_writer import write_config
-from effectgate.gateway import healthcheck
-from effectgate.gateway.config import ConfigError, parse_config, parse_duration
-from effectgate.gateway.server import Gateway
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.config.schema import ConfigError, parse_config, parse_duration
+from effectgate.gateway.runtime import healthcheck
+from effectgate.gateway.runtime.server import Gateway
+from effectgate_lab.chaos.config_writer import write_config
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def test_serve_exits_2_with_a_clear_message_on_bad_config(tmp_path: Path) -> Non
     doc["adapters"]["stripe"]["api_key_env"] = "EFFECTGATE_TEST_UNSET_VARIABLE"
     config = write_config(doc, tmp_path / "bad.toml")
     done = subprocess.run(
-        [sys.executable, "-m", "effectgate.gateway.cli", "serve", "--config", str(config)],
+        [sys.executable, "-m", "effectgate.gateway", "serve", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -105,11 +105,11 @@ def test_dockerfile_runs_what_we_test() -> None:
     assert re.search(r"^FROM python:3\.\d+-slim", text, re.M)
     user = re.search(r"^USER (\S+)", text, re.M)
     assert user and user.group(1) not in ("root", "0")
-    assert "effectgate.gateway.healthcheck" in text and "HEALTHCHECK" in text
+    assert "effectgate.gateway.runtime.healthcheck" in text and "HEALTHCHECK" in text
     assert re.search(r'^ENTRYPOINT \["effectgate"\]', text, re.M)
     assert '"serve", "--config"' in text
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert 'effectgate = "effectgate.gateway.cli:main"' in pyproject
+    assert 'effectgate = "effectgate.gateway.runtime.cli:main"' in pyproject
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
 from tests.harness import API_KEY_ENV, GatewayProcess
 from tests.test_execute import request
@@ -58,7 +58,7 @@ adapter = "stripe"
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "effectgate.gateway.cli", *args],
+        [sys.executable, "-m", "effectgate.gateway", *args],
         capture_output=True,
         text=True,
         timeout=90,
@@ -240,7 +240,7 @@ def test_check_passes_on_a_good_config_without_serving(tmp_path: Path) -> None:
 
 def _spawn_workers(config: Path, count: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "WARNING", "serve", "--config", str(config),
+        [sys.executable, "-m", "effectgate.gateway", "--log-level", "WARNING", "serve", "--config", str(config),
          "--workers", str(count)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
@@ -316,7 +316,7 @@ async def test_workers_share_one_port_on_purpose_and_nobody_else_can_join(tmp_pa
 def _serve_briefly(config: Path) -> str:
     """`serve` at INFO until it is ready, then SIGTERM; everything it printed."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "DEBUG", "serve", "--config", str(config)],
+        [sys.executable, "-m", "effectgate.gateway", "--log-level", "DEBUG", "serve", "--config", str(config)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert process.stdout is not None

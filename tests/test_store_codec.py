@@ -8,7 +8,7 @@ import json
 import pytest
 
 from effectgate.adapters.base import Receipt
-from effectgate.gateway.domain import NextStep, State
+from effectgate.gateway.model.domain import NextStep, State
 from effectgate.gateway.store import codec
 from tests.store_backends import record, rich_record
 

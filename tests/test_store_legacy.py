@@ -9,7 +9,7 @@ from pathlib import Path
 
 import asyncpg
 
-from effectgate.gateway.domain import ListQuery, State
+from effectgate.gateway.model.domain import ListQuery, State
 from effectgate.gateway.store import codec, schema
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend, rich_record
 

@@ -7,7 +7,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from effectgate.gateway.domain import ListQuery, State
+from effectgate.gateway.model.domain import ListQuery, State
 from effectgate.gateway.store import StoreUnavailable, open_store
 from effectgate.gateway.store.postgres import PostgresStore, migrations
 from tests import pg

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from effectgate.chaos.config_writer import write_config
 from effectgate.gateway.store import StoreUnavailable, open_store, redact_url
+from effectgate_lab.chaos.config_writer import write_config
 from tests import pg
 from tests.harness import config_doc, start_gateway, stripe_tools
 
@@ -67,7 +67,16 @@ def test_serve_with_unreachable_postgres_prints_no_password(tmp_path: Path) -> N
     url = f"postgresql://eg:{PASSWORD}@127.0.0.1:{pg.free_port()}/eg?connect_timeout=2"
     config = write_config(config_doc(url, **stripe_tools("http://127.0.0.1:9")), tmp_path / "effectgate.toml")
     done = subprocess.run(
-        [sys.executable, "-m", "effectgate.gateway.cli", "--log-level", "DEBUG", "serve", "--config", str(config)],
+        [
+            sys.executable,
+            "-m",
+            "effectgate.gateway",
+            "--log-level",
+            "DEBUG",
+            "serve",
+            "--config",
+            str(config),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.gateway.domain import ListQuery, State
+from effectgate.gateway.model.domain import ListQuery, State
 from effectgate.gateway.store import StoreUnavailable
 from effectgate.gateway.store.sql import SQLITE, Statements
 from effectgate.gateway.store.sqlite import SqliteStore

@@ -22,10 +22,10 @@ from effectgate.adapters.base import (
     Outcome,
     Receipt,
 )
-from effectgate.adapters.stripe import StripeAdapter, _customer_id, classify
-from effectgate.simulators.faults import FaultPlan
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.adapters.stripe.adapter import StripeAdapter, _customer_id, classify
 from effectgate.tools.v1.tools_pb2 import ChargeCard, SendEmail
+from effectgate_lab.simulators.faults import FaultPlan
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 
 # The SDK's HTTPXClient posts its form body with `data=<str>`, which httpx deprecates.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>':DeprecationWarning")

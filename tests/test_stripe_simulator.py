@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from effectgate.simulators.faults import Fault, FaultInjector, FaultPlan
-from effectgate.simulators.stripe_sim import DEFAULT_API_KEY, StripeSimulator
-from effectgate.simulators.stripe_wire import QueryError, parse_form, parse_search_query
+from effectgate_lab.simulators.faults import Fault, FaultInjector, FaultPlan
+from effectgate_lab.simulators.stripe_sim import DEFAULT_API_KEY, StripeSimulator
+from effectgate_lab.simulators.stripe_wire import QueryError, parse_form, parse_search_query
 
 AUTH = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
 
@@ -300,7 +300,7 @@ async def test_module_entry_runs_until_sigterm() -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "effectgate.simulators",
+        "effectgate_lab.simulators",
         "stripe",
         "--port",
         "0",

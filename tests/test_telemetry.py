@@ -11,9 +11,9 @@ import grpc
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
 from tests.test_execute import CHARGE, request

@@ -14,8 +14,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, attrs, wait_for
 from tests.test_execute import request

@@ -14,10 +14,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from effectgate.labkit.children import free_port
-from effectgate.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
+from effectgate_lab.labkit.children import free_port
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
 from tests.test_execute import request

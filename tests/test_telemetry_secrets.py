@@ -11,14 +11,14 @@ import pytest
 from google.protobuf import any_pb2, struct_pb2
 from opentelemetry import trace
 
-from effectgate.gateway import telemetry_sdk
-from effectgate.gateway.config import ConfigError, load_config, parse_config
-from effectgate.gateway.telemetry_config import TelemetryConfig
-from effectgate.labkit.children import free_port
-from effectgate.simulators.crm_sim import CrmSimulator
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.config.schema import ConfigError, load_config, parse_config
+from effectgate.gateway.config.telemetry import TelemetryConfig
+from effectgate.gateway.observability import telemetry_sdk
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.labkit.children import free_port
+from effectgate_lab.simulators.crm_sim import CrmSimulator
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.adapter_targets import scenario
 from tests.harness import API_KEY, API_KEY_ENV, config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for

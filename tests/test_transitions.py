@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway import moves as m
-from effectgate.gateway import transitions as t
-from effectgate.gateway.domain import ActionIdentity, ActionRecord, NextStep, State
+from effectgate.gateway.core import moves as m
+from effectgate.gateway.core import transitions as t
+from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, NextStep, State
 
 NOW = 10_000.0
 POLICY = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, dedups_on_key=True)
@@ -304,7 +304,7 @@ def test_next_move(name: str) -> None:
 
 def test_protocol_doc_diagram_is_the_table() -> None:
     doc = (Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
-    assert f"```mermaid\n{t.mermaid()}\n```" in doc, "regenerate with: python -m effectgate.gateway.transitions"
+    assert f"```mermaid\n{t.mermaid()}\n```" in doc, "regenerate with: python -m effectgate.gateway.core.transitions"
     for src, name, dst in t.EDGES:
         assert f"{'[*]' if src is None else src.value} --> {dst.value} : {name}" in doc
 

@@ -14,11 +14,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from effectgate.gateway import healthcheck
-from effectgate.gateway.config import parse_config
-from effectgate.gateway.server import Gateway
-from effectgate.simulators.stripe_sim import StripeSimulator
+from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.runtime import healthcheck
+from effectgate.gateway.runtime.server import Gateway
 from effectgate.v1 import gateway_pb2_grpc
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import config_doc, stripe_tools
 from tests.test_execute import request
 from tests.tls_certs import Pki, make_pki
@@ -87,7 +87,7 @@ async def test_health_check_over_tls_from_the_command_line(tmp_path: Path, sim: 
         target = f"localhost:{gateway.port}"
         env = {**os.environ, "EFFECTGATE_TLS_CA": str(pki.ca)}
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "effectgate.gateway.healthcheck", target, env=env
+            sys.executable, "-m", "effectgate.gateway.runtime.healthcheck", target, env=env
         )
         assert await asyncio.wait_for(process.wait(), 60) == 0
         # Without the CA the check cannot speak TLS: it reports unhealthy rather than hanging.

@@ -4,11 +4,11 @@ a changed record, never cached for an unsettled one, and the cache is bounded.""
 from __future__ import annotations
 
 from effectgate.adapters.base import Receipt
-from effectgate.gateway.domain import ActionIdentity, ActionRecord, State
+from effectgate.gateway.core.ttl_cache import TtlCache
+from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, State
 from effectgate.gateway.rpc.wire import ReplayAnswers
-from effectgate.gateway.ttl_cache import TtlCache
+from effectgate.testing.clock import FakeClock
 from effectgate.v1 import gateway_pb2 as pb
-from tests.kit.clock import FakeClock
 
 
 def record(n: int, state: State = State.CONFIRMED) -> ActionRecord:

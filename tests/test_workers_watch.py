@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from effectgate.gateway.workers import watch_parent
+from effectgate.gateway.runtime.workers import watch_parent
 
 
 async def test_a_worker_whose_parent_already_died_stops_at_once() -> None:

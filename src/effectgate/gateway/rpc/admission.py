@@ -25,8 +25,8 @@ from typing import Any, Protocol, TypeAlias, cast
 import grpc
 from google.protobuf.message import DecodeError
 
-from effectgate.gateway import telemetry
-from effectgate.gateway.errors import GatewayError, InvalidRequest, PermissionDenied
+from effectgate.gateway.model.errors import GatewayError, InvalidRequest, PermissionDenied
+from effectgate.gateway.observability import telemetry
 from effectgate.gateway.rpc.auth import Authenticator, set_current_principal
 from effectgate.gateway.rpc.status import to_status
 

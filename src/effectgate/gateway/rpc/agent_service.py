@@ -11,10 +11,10 @@ from typing import Any
 
 import grpc
 
-from effectgate.gateway import audit_log
-from effectgate.gateway.domain import ActionIdentity, ListQuery
-from effectgate.gateway.errors import InvalidRequest
-from effectgate.gateway.protocol import EffectProtocol, ExecuteCommand, validate_context
+from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, validate_context
+from effectgate.gateway.model.domain import ActionIdentity, ListQuery
+from effectgate.gateway.model.errors import InvalidRequest
+from effectgate.gateway.observability import audit_log
 from effectgate.gateway.rpc.auth import Authenticator, current_principal
 from effectgate.gateway.rpc.handlers import deadline_of
 from effectgate.gateway.rpc.limits import Limits, fit_page

@@ -9,9 +9,9 @@ from typing import Any
 
 import grpc
 
-from effectgate.gateway import audit_log
-from effectgate.gateway.errors import InvalidRequest
-from effectgate.gateway.operator import Operations
+from effectgate.gateway.core.operator import Operations
+from effectgate.gateway.model.errors import InvalidRequest
+from effectgate.gateway.observability import audit_log
 from effectgate.gateway.rpc.auth import current_principal
 from effectgate.gateway.rpc.limits import Limits
 from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb

@@ -12,7 +12,7 @@ import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.domain import ActionRecord, ListQuery, Page, State
+from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page, State
 
 
 class StoreError(Exception):

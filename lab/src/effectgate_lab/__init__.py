@@ -1,0 +1,1 @@
+"""effectgate's laboratory: provider simulators, the chaos harness, the demo and the benchmarks."""

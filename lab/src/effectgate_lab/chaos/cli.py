@@ -1,0 +1,153 @@
+"""`effectgate chaos`: six methods under the study's faults, the same fault streams, one report.
+
+effectgate chaos --json run.json        # the default run (every table), recorded
+effectgate chaos report run.json        # render a recorded run again
+effectgate chaos report docs/chaos-run.json --write README.md docs/chaos.md
+effectgate chaos --parts headline --seeds 10 --methods wrapper,effectgate
+effectgate chaos --crash --methods effectgate --parts headline --seeds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from effectgate_lab.chaos import docs_blocks
+from effectgate_lab.chaos.model import DEFAULT_LAG, LEVELS, MARGIN, METHODS, Result
+from effectgate_lab.chaos.record import document, load, machine, results_of, save
+from effectgate_lab.chaos.runner import Options, default_parts, run_matrix
+from effectgate_lab.chaos.summary import summary
+from effectgate_lab.chaos.tables import TABLES, meta_line
+
+
+def _list(value: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [v for v in chosen if v not in allowed]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"{what}: choose from {', '.join(allowed)}")
+    return tuple(v for v in allowed if v in chosen)  # canonical order
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="effectgate chaos", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    part_names = tuple(p.name for p in default_parts())
+    parser.add_argument("--seeds", type=int, default=50, help="seeds of the headline (other parts: half)")
+    parser.add_argument("--parts", default=",".join(part_names), help=f"comma-separated: {','.join(part_names)}")
+    parser.add_argument("--levels", default=",".join(LEVELS), help="keep only these levels in every part")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated: {','.join(METHODS)}")
+    parser.add_argument("--lag", type=float, default=DEFAULT_LAG, help="the provider's lag in seconds")
+    parser.add_argument("--crash", action="store_true", help="kill -9 the gateway amid traffic; faults never stop")
+    parser.add_argument("--parallel", type=int, default=4, help="cells run at a time")
+    parser.add_argument("--json", type=Path, help="record the run (episodes, rows, machine) here")
+    parser.add_argument("--check", action="store_true", help="exit 1 if effectgate shows a duplicate or false success")
+    return parser
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    if not 1 <= args.seeds <= 1000 or not 1 <= args.parallel <= 64 or not 0.01 <= args.lag <= 10:
+        raise argparse.ArgumentTypeError("--seeds must be 1..1000, --parallel 1..64, --lag 0.01..10")
+    chosen = _list(args.parts, tuple(p.name for p in default_parts()), "--parts")
+    levels = _list(args.levels, LEVELS, "--levels")
+    parts = [replace(p, levels=tuple(lv for lv in p.levels if lv in levels)) for p in default_parts(args.seeds)]
+    return Options(
+        parts=tuple(p for p in parts if p.name in chosen and p.levels),
+        methods=_list(args.methods, METHODS, "--methods"),
+        lag=args.lag,
+        crash=args.crash,
+        parallel=args.parallel,
+    )
+
+
+def broken_promise(r: Result) -> bool:
+    """effectgate's promise where it holds by design: no false success; no duplicate for one step
+    id with a window at least the lag (diff-step subagents and a short window break it, on purpose)."""
+    e = r.episode
+    return r.false_success or (r.duplicate and e.behaviour != "subagents_diff_step" and e.margin >= 1)
+
+
+def violations(results: list[Result]) -> list[str]:
+    return [
+        f"{r.episode.part} {r.episode.level} {r.episode.scenario} {r.episode.behaviour} seed {r.episode.seed}: "
+        f"{r.truth.effects} effects, told {r.told_final.value}"
+        for r in results
+        if r.method == "effectgate"
+        and (
+            r.false_success or (r.duplicate and r.episode.behaviour != "subagents_diff_step" and r.episode.margin >= 1)
+        )
+    ]
+
+
+def render(doc: dict[str, Any]) -> str:
+    results = results_of(doc)
+    sections = [meta_line(doc["meta"], results), summary(results, doc["meta"])]
+    for name, fn in TABLES.items():
+        text = fn(results)
+        if text.count("\n") > 1:
+            sections.append(f"### {name}\n\n{text}")
+    return "\n\n".join(sections) + "\n"
+
+
+def report(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="effectgate chaos report", description="render a recorded chaos run")
+    parser.add_argument("run", type=Path, help="a file written by `effectgate chaos --json`")
+    parser.add_argument("--write", type=Path, nargs="*", default=[], help="rewrite the chaos blocks of these files")
+    parser.add_argument("--prefix", default="", help="rewrite only blocks named PREFIX+table (crash_ for --crash runs)")
+    args = parser.parse_args(argv)
+    doc = load(args.run)
+    if not args.write:
+        print(render(doc), end="")
+        return 0
+    for path in args.write:
+        path.write_text(docs_blocks.rewrite(path.read_text(), lambda name: block(doc, name), args.prefix))
+    return 0
+
+
+def block(doc: dict[str, Any], name: str) -> str:
+    """The text of one named block of the docs, rendered from a recorded run."""
+    results = results_of(doc)
+    if name == "meta":
+        return meta_line(doc["meta"], results)
+    if name == "summary":
+        return summary(results, doc["meta"])
+    if name not in TABLES:
+        raise KeyError(f"no chaos table named {name!r}; known: meta, summary, {', '.join(TABLES)}")
+    return TABLES[name](results)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["report"]:
+        return report(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        options = options_from(args)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    # The harness provokes failures on purpose: the gateway's own warnings would drown the bar.
+    logging.getLogger("effectgate").setLevel(logging.ERROR)
+    # A stopped gateway's reconciler leaves an orphaned waiter that asyncio reports at exit.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    meta: dict[str, Any] = {**machine(options.parallel), "lag_s": options.lag, "crash": options.crash}
+    meta["margin"] = MARGIN
+    meta["argv"] = argv
+    start = time.monotonic()
+    results = asyncio.run(run_matrix(options))
+    meta["wall_seconds"] = round(time.monotonic() - start)
+    meta["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc = document(results, meta)
+    if args.json:
+        save(doc, args.json)
+    print(render(doc), end="")
+    bad = violations(results)
+    for line in bad:
+        print(f"effectgate violation: {line}", file=sys.stderr)
+    return 1 if args.check and bad else 0

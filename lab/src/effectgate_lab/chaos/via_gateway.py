@@ -1,0 +1,204 @@
+"""effectgate. The agent runtime injects the run context (run id, the logical step id, the
+agent's name) and the model's tool call goes through a real gateway via the generated client.
+Its consistency window is the shared wait (margin x the lag it is told), like every method's.
+The gateway is an `effectgate serve` child process (a service of its own, on its own
+core); with `--crash` it is kill -9'd and restarted at seeded moments, and its reconciler
+finishes what the dead one started."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from effectgate.client import EffectGateClient
+from effectgate.client.context import RunContext
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.chaos.config_writer import write_config
+from effectgate_lab.chaos.method import Answer, Method, Run
+from effectgate_lab.chaos.model import Told
+from effectgate_lab.chaos.process import ChildGateway, free_port
+
+CALL_TIMEOUT = 4.0
+SETTLE_BUDGET = 12.0  # how long the reconciler gets once the faults stopped
+KILLS_PER_CELL = 2
+TERMINAL = (pb.EFFECT_STATE_CONFIRMED, pb.EFFECT_STATE_REJECTED)
+RECONNECT = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 500),
+]
+PATIENCE = 15.0  # how long the runtime keeps trying to reach a restarting gateway
+
+
+def tool_name(run: Run) -> str:
+    return f"{run.scenario.name}_{run.episode.seed}"
+
+
+def gateway_doc(runs: list[Run], store_url: str, port: int) -> dict[str, Any]:
+    adapters, tools = {}, {}
+    for run in runs:
+        adapters[f"a{run.episode.seed}"] = run.scenario.adapter(run.sim.base_url, run.wait)
+        tools[tool_name(run)] = {
+            "adapter": f"a{run.episode.seed}",
+            "consistency_window": run.wait,
+            "attempt_timeout": 1.5,
+            "deadline": 3.0,
+            "max_attempts": 3,
+        }
+    return {
+        "server": {"listen": f"127.0.0.1:{port}", "shutdown_grace": 1.0},
+        "store": {"url": store_url},
+        "gateway": {
+            "lease_ttl": 2.0,
+            "reconcile_interval": 0.2,
+            "recheck_min": 0.2,
+            "recheck_max": 1.0,
+        },
+        "adapters": adapters,
+        "tools": tools,
+    }
+
+
+class ViaGateway(Method):
+    name = "effectgate"
+
+    def __init__(self) -> None:
+        self.child: ChildGateway | None = None
+        self.client: EffectGateClient | None = None
+        self.crasher: asyncio.Task[None] | None = None
+        self.kills = 0
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    async def open(self, runs: list[Run], crash: bool) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
+        for attempt in range(3):
+            # A simulator binding port 0 can take the free port before the child binds it.
+            port = free_port()
+            doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
+            self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
+            try:
+                await self.child.start()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+        if crash:
+            first = runs[0].episode
+            rng = random.Random(f"crash:{first.part}:{first.level}:{first.scenario}:{first.behaviour}:{len(runs)}")
+            moments = sorted(rng.uniform(0.1, 2.5) for _ in range(KILLS_PER_CELL))
+            self.crasher = asyncio.create_task(self._crash(moments))
+        # Reconnect quickly after a kill -9 (gRPC's default back-off grows to minutes).
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=RECONNECT)
+        self.client = EffectGateClient(channel)
+
+    async def _crash(self, moments: list[float]) -> None:
+        assert self.child is not None
+        start = asyncio.get_running_loop().time()
+        for moment in moments:
+            await asyncio.sleep(max(0.0, start + moment - asyncio.get_running_loop().time()))
+            await self.child.kill()
+            self.kills += 1
+            await self.child.start()
+
+    async def quiesce(self) -> None:
+        if self.crasher is not None:
+            # Let a restart in progress finish; no kill after the agents are done.
+            self.crasher.cancel()
+            await asyncio.gather(self.crasher, return_exceptions=True)
+            if self.child is not None and not self.child.alive:
+                await self.child.start()
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+        if self.child is not None:
+            await self.child.terminate()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    async def _execute(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse:
+        assert self.client is not None
+        typed = run.scenario.typed(args)
+        return await self.client.execute(
+            tool_name(run),
+            run.scenario.payload(typed),
+            scope=run.scenario.scope(typed),
+            tool_call_id=call_id,
+            context=RunContext(run_id=run.episode.run_id, step_id=step, agent=agent),
+            timeout=CALL_TIMEOUT,
+        )
+
+    async def _retrying(
+        self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]
+    ) -> pb.ExecuteResponse | None:
+        end = asyncio.get_running_loop().time() + PATIENCE
+        for attempt in range(100):
+            try:
+                return await self._execute(run, agent, step, f"{call_id}-{attempt}", args)
+            except grpc.aio.AioRpcError as err:
+                run.notes.append(f"{call_id}: {err.code().name}")
+                if asyncio.get_running_loop().time() >= end:
+                    break
+                await asyncio.sleep(0.3)
+        return None
+
+    async def call(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> Answer:
+        try:
+            answer = await self._execute(run, agent, step, call_id, args)
+        except grpc.aio.AioRpcError as err:
+            if err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+                run.notes.append(f"{call_id}: {err.code().name}: {err.details()}")
+            # Unavailable (a restart), deadline, in flight: the outcome is not known yet.
+            await asyncio.sleep(0.3)
+            return Answer(Told.UNKNOWN, final=False, detail=err.code().name)
+        return _answer(answer.action)
+
+    async def settle(self, run: Run, told: Told) -> Told:
+        """The reconciler had its chance: the resumed agent asks for each step again (the stored
+        outcome, never a new effect) and, while the answer is not final, waits (bounded) for the
+        reconciler to make the action terminal and asks once more."""
+        if told is not Told.UNKNOWN:
+            return told
+        loop = asyncio.get_running_loop()
+        end = loop.time() + SETTLE_BUDGET
+        answers = [await self._settle_step(run, step, end) for step in sorted(run.steps)]
+        if Told.SUCCESS in answers:
+            return Told.SUCCESS
+        return Told.UNKNOWN if Told.UNKNOWN in answers or not answers else Told.FAILURE
+
+    async def _settle_step(self, run: Run, step: str, end: float) -> Told:
+        assert self.client is not None
+        args = run.scenario.args(run.episode.seed, False)
+        loop = asyncio.get_running_loop()
+        while True:
+            answer = await self._retrying(run, "agent", step, "call-resume", args)
+            if answer is None:
+                return Told.UNKNOWN
+            final = _answer(answer.action)
+            if final.detail:
+                run.notes.append(f"{step} after the faults: {final.told.value} ({final.detail})")
+            if final.told is not Told.UNKNOWN or loop.time() >= end:
+                return final.told
+            while loop.time() < end:  # the reconciler re-checks on its own schedule
+                await asyncio.sleep(0.2)
+                try:
+                    if (await self.client.get(answer.action.action_id)).state in TERMINAL:
+                        break
+                except grpc.aio.AioRpcError:
+                    continue  # the gateway may be restarting
+
+
+def _answer(action: pb.Action) -> Answer:
+    if action.state == pb.EFFECT_STATE_CONFIRMED:
+        # A success after several dispatches is worth a note: why the gateway sent again.
+        detail = f"{action.attempts} dispatches: {action.reason}" if action.attempts > 1 else ""
+        return Answer(Told.SUCCESS, final=True, detail=detail)
+    if action.state == pb.EFFECT_STATE_REJECTED:
+        return Answer(Told.FAILURE, final=True, detail=action.reason)
+    # UNKNOWN, in flight, waiting: the gateway says so, and the model may ask again.
+    return Answer(Told.UNKNOWN, final=False, detail=pb.EffectState.Name(action.state))

@@ -1,0 +1,103 @@
+"""A throw-away PostgreSQL server, started from the Debian server binaries (tests, benchmarks).
+
+The cluster lives in a temporary directory, listens on a free port on 127.0.0.1 only (and a Unix
+socket in the same directory), trusts local connections and is removed when stopped. As root (CI)
+the server runs as the `postgres` user, which PostgreSQL requires.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from effectgate_lab.labkit.children import free_port
+
+
+def find_bindir() -> Path | None:
+    """The newest installed server's bin directory (EFFECTGATE_PG_BINDIR overrides)."""
+    explicit = os.environ.get("EFFECTGATE_PG_BINDIR")
+    if explicit:
+        return Path(explicit) if (Path(explicit) / "pg_ctl").exists() else None
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/postgres"),
+        key=lambda p: int(Path(p).parent.parent.name),
+    )
+    if found:
+        return Path(found[-1]).parent
+    pg_ctl = shutil.which("pg_ctl")
+    return Path(pg_ctl).parent if pg_ctl else None
+
+
+class PgServer:
+    """`start()` / `stop()` / `restart()` one cluster; `dsn` names its `postgres` database."""
+
+    def __init__(self, bindir: Path, *, fsync: bool = False) -> None:
+        self.bindir = bindir
+        self.fsync = fsync
+        self.root = Path(tempfile.mkdtemp(prefix="effectgate-pg-"))
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        self.port = free_port()
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            # The server refuses to run as root; the directory (0700) must be the postgres user's.
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "-N")
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        cmd = [str(self.bindir / tool), *args]
+        if self._as_postgres:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            log = self.log.read_text() if self.log.exists() else ""
+            raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stderr}{done.stdout}\n{log}")
+
+    def start(self) -> None:
+        # Tests turn fsync off (the cluster is thrown away) but keep synchronous_commit on: a
+        # commit must survive a killed server (pg_ctl -m immediate), which crash tests rely on.
+        # Benchmarks keep fsync on, like production.
+        durability = "" if self.fsync else " -c fsync=off -c full_page_writes=off"
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.root}"
+            f" -c max_connections=300{durability}"
+        )
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def destroy(self) -> None:
+        try:
+            if (self.data / "postmaster.pid").exists():
+                self.stop("immediate")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_server(bindir: Path, attempts: int = 3, *, fsync: bool = False) -> PgServer:
+    """Starts a fresh cluster; retries on the rare port taken between probe and bind."""
+    for attempt in range(attempts):
+        server = PgServer(bindir, fsync=fsync)
+        try:
+            server.start()
+            return server
+        except RuntimeError:
+            server.destroy()
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("unreachable")

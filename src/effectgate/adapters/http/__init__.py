@@ -1,0 +1,1 @@
+"""The generic HTTP adapter: a provider described entirely in the config file."""

@@ -1,0 +1,1 @@
+"""Postmark email (`SendEmail`): its HTTP API, with a metadata search as the read-back."""

@@ -1,0 +1,1 @@
+"""SMTP email (`SendEmail`): a Message-ID from the action id, an IMAP search as the read-back."""

@@ -1,0 +1,1 @@
+"""Stripe payments (`ChargeCard`): the official SDK, with its retries off."""

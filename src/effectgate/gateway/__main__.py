@@ -1,0 +1,7 @@
+"""`python -m effectgate.gateway`: the `effectgate` command, for environments without its script."""
+
+import sys
+
+from effectgate.gateway.runtime.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Work nobody asks for: recovery (the reconciler), retention, readiness, metric watchers."""

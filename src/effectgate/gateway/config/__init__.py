@@ -1,0 +1,1 @@
+"""The configuration: the TOML file parsed into typed settings, with errors a person can act on."""

@@ -1,0 +1,325 @@
+"""The TOML configuration as a typed schema: server, store, gateway, principals, adapters, tools.
+
+Every table is a pydantic model that forbids unknown keys, so a typo (`lease_tll`, `[store] ulr`,
+a principal's `tool`) is an error naming the file, the key and what is allowed, never a silent
+default. The defaults live here and nowhere else. `[adapters.NAME]` tables are passed through to
+each adapter's own settings parser (see server.build_adapters). Policies are configuration, never
+model opinion: agents cannot change them per call.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from effectgate.adapters.base import ConfigError
+from effectgate.gateway.config.durations import Duration, parse_duration
+from effectgate.gateway.config.errors import describe, did_you_mean
+from effectgate.gateway.config.telemetry import TelemetryConfig
+
+__all__ = [
+    "Approval",
+    "Bypass",
+    "Config",
+    "ConfigError",
+    "OnMismatch",
+    "OnRepeat",
+    "Principal",
+    "TlsConfig",
+    "ToolConfig",
+    "is_loopback",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+]
+
+STORE_SCHEMES = ("sqlite", "postgresql", "postgres")
+ROLES = ("agent", "operator", "observer")
+
+
+class OnRepeat(enum.Enum):
+    COALESCE = "coalesce"
+    REFUSE = "refuse"
+    ALLOW = "allow"
+
+
+class OnMismatch(enum.Enum):
+    REFUSE = "refuse"
+    COALESCE = "coalesce"
+
+
+class Bypass(enum.Enum):
+    NEVER = "never"
+    OPERATOR = "operator"
+
+
+class Approval(enum.Enum):
+    NONE = "none"
+    REQUIRED = "required"
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolConfig(_Table):
+    # Set from the table's name ([tools.NAME]); not a key of the table.
+    name: str = Field(default="", exclude=True)
+    adapter: str
+    on_repeat: OnRepeat = OnRepeat.COALESCE
+    on_mismatch: OnMismatch = OnMismatch.REFUSE
+    bypass: Bypass = Bypass.NEVER
+    approval: Approval = Approval.NONE
+    # None: use the adapter's declared window.
+    consistency_window: Duration | None = None
+    # Budget of one Execute when the caller sets no deadline.
+    deadline: Duration = 30.0
+    # Provider calls per action before it stops retrying on its own.
+    max_attempts: int = Field(default=3, ge=1)
+    # Timeout of one provider call (also capped by the caller's deadline).
+    attempt_timeout: Duration = 10.0
+    # Terminal actions older than this are purged (must outlive the provider's key retention).
+    retention: Duration = 30 * 86400.0
+
+
+Role = Literal["agent", "operator", "observer"]
+
+
+class Principal(_Table):
+    name: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
+    token_sha256: str
+    roles: frozenset[Role] = Field(default=frozenset({"agent"}), min_length=1)
+    # Empty: every configured tool.
+    tools: frozenset[str] = frozenset()
+
+    @field_validator("token_sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        # Never echo the value: people paste the token itself here by mistake.
+        if not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+            raise ValueError("must be the hex SHA-256 digest of the token (64 hex characters), not the token")
+        return value.lower()
+
+
+def _readable(path: str) -> str:
+    try:
+        with open(path, "rb"):
+            return path
+    except OSError as exc:
+        raise ValueError(f"cannot read {path!r}: {exc.strerror}") from None
+
+
+class TlsConfig(_Table):
+    cert_file: str
+    key_file: str
+    # Set: clients must present a certificate signed by this CA (mTLS).
+    client_ca_file: str = ""
+
+    @field_validator("cert_file", "key_file", "client_ca_file")
+    @classmethod
+    def _exists(cls, value: str) -> str:
+        return _readable(value) if value else value
+
+
+class ServerSection(_Table):
+    listen: str = "127.0.0.1:50051"
+    tls: TlsConfig | None = None
+    # Principals on a non-loopback listener without TLS: refused unless this is true.
+    allow_plaintext: bool = False
+    max_message_bytes: int = Field(default=1 << 20, ge=4096)
+    shutdown_grace: Duration = 10.0
+
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"{value!r} is not HOST:PORT (e.g. '127.0.0.1:50051', '0.0.0.0:50051', '[::1]:0')")
+        return value
+
+
+class StoreSection(_Table):
+    url: str = "sqlite:///effectgate.db"
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str) -> str:
+        scheme = value.split(":", 1)[0].lower() if ":" in value else ""
+        if scheme not in STORE_SCHEMES:
+            raise ValueError(
+                f"unsupported scheme {scheme or value!r} (allowed: sqlite:///PATH, postgresql://USER@HOST/DB)"
+            )
+        return value
+
+
+class GatewaySection(_Table):
+    # How long a worker may drive an action before others take over.
+    lease_ttl: Duration = 30.0
+    reconcile_interval: Duration = 5.0
+    # UNKNOWN re-check back-off: recheck_min, doubling up to recheck_max.
+    recheck_min: Duration = 2.0
+    recheck_max: Duration = 3600.0
+    retention_interval: Duration = 3600.0
+    # The readiness probe (a tiny store write) runs this often; health follows it.
+    health_interval: Duration = 2.0
+    # Size limits of caller-supplied identifiers (run_id, step_id, scope, …) and operator notes.
+    max_id_bytes: int = Field(default=256, ge=16, le=4096)
+    max_note_bytes: int = Field(default=4096, ge=64, le=65536)
+
+
+class Config(_Table):
+    server: ServerSection = ServerSection()
+    store: StoreSection = StoreSection()
+    gateway: GatewaySection = GatewaySection()
+    principals: tuple[Principal, ...] = ()
+    # Each adapter validates its own table (build_adapter); `kind` defaults to the table name.
+    adapters: dict[str, dict[str, Any]] = {}
+    tools: dict[str, ToolConfig] = {}
+    telemetry: TelemetryConfig = TelemetryConfig()
+    # Read and validated by `effectgate mcp` (the MCP front door); the gateway itself ignores it.
+    mcp: dict[str, Any] = {}
+    # The file the config came from, for error messages.
+    _source: str = PrivateAttr(default="effectgate.toml")
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    # Flat names the rest of the gateway reads.
+    @property
+    def listen(self) -> str:
+        return self.server.listen
+
+    @property
+    def tls(self) -> TlsConfig | None:
+        return self.server.tls
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.server.max_message_bytes
+
+    @property
+    def shutdown_grace(self) -> float:
+        return self.server.shutdown_grace
+
+    @property
+    def store_url(self) -> str:
+        return self.store.url
+
+    @property
+    def lease_ttl(self) -> float:
+        return self.gateway.lease_ttl
+
+    @property
+    def reconcile_interval(self) -> float:
+        return self.gateway.reconcile_interval
+
+    @property
+    def recheck_min(self) -> float:
+        return self.gateway.recheck_min
+
+    @property
+    def recheck_max(self) -> float:
+        return self.gateway.recheck_max
+
+    @property
+    def retention_interval(self) -> float:
+        return self.gateway.retention_interval
+
+    @property
+    def dev_mode(self) -> bool:
+        """No principals: single-tenant development mode, loopback only."""
+        return not self.principals
+
+    def with_port(self, port: int) -> Config:
+        """The same config listening on `port` of the same host."""
+        listen = f"{self.listen.rpartition(':')[0]}:{port}"
+        changed = self.model_copy(update={"server": self.server.model_copy(update={"listen": listen})})
+        changed._source = self._source
+        return changed
+
+    @property
+    def plaintext_exposed(self) -> bool:
+        """Bearer tokens would cross a non-loopback network in the clear."""
+        return bool(self.principals) and self.tls is None and not is_loopback(self.listen)
+
+
+def is_loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _cross_checks(config: Config) -> list[str]:
+    """Rules that span tables; each message starts with its key path."""
+    problems: list[str] = []
+    if config.dev_mode and not is_loopback(config.listen):
+        problems.append(
+            "[server] listen: with no [[principals]] the gateway runs in development mode and binds to "
+            "loopback only; configure principals to listen on other addresses"
+        )
+    if config.plaintext_exposed and not config.server.allow_plaintext:
+        problems.append(
+            f"[server] listen: {config.listen} is not loopback and [[principals]] send bearer tokens: "
+            "configure [server.tls] (or set server.allow_plaintext = true behind a TLS-terminating proxy)"
+        )
+    adapters = sorted(config.adapters)
+    for tool in config.tools.values():
+        where = f"[tools.{tool.name}]"
+        if tool.adapter not in config.adapters:
+            problems.append(
+                f"{where} adapter: {tool.adapter!r} is not an [adapters.*] table"
+                f"{did_you_mean(tool.adapter, adapters)} (configured: {', '.join(adapters) or 'none'})"
+            )
+        if tool.attempt_timeout >= config.lease_ttl:
+            problems.append(f"{where} attempt_timeout: must be shorter than [gateway] lease_ttl")
+    seen: dict[str, str] = {}
+    for index, principal in enumerate(config.principals, 1):
+        where = f"[[principals]] #{index} ({principal.name})"
+        if principal.token_sha256 in seen:
+            problems.append(f"{where} token_sha256: the same token digest as principal {seen[principal.token_sha256]}")
+        seen.setdefault(principal.token_sha256, principal.name)
+        for name in sorted(principal.tools - set(config.tools)):
+            problems.append(
+                f"{where} tools: {name!r} is not a [tools.*] table{did_you_mean(name, sorted(config.tools))}"
+            )
+    return problems
+
+
+def parse_config(doc: Mapping[str, Any], source: str = "effectgate.toml") -> Config:
+    """Validates a parsed TOML document; a ConfigError names `source`, the key and what is allowed."""
+    try:
+        config = Config.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: " + "; ".join(describe(Config, doc, exc))) from None
+    tools = {name: tool.model_copy(update={"name": name}) for name, tool in config.tools.items()}
+    config = config.model_copy(update={"tools": tools})
+    config._source = source
+    problems = _cross_checks(config)
+    if problems:
+        raise ConfigError(f"{source}: " + "; ".join(problems))
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    source = Path(path).name
+    try:
+        with open(path, "rb") as handle:
+            doc = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return parse_config(doc, source)

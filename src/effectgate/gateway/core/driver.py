@@ -1,0 +1,236 @@
+"""Driving one leased action: write, call, write.
+
+The driver is only ever handed an action whose lease this worker holds. What each event does to
+the record (`transitions`) and what to do next (`moves`) are pure functions; the driver only performs
+them: it writes the record (conditional on the lease fence: a worker that lost its lease gets
+`LeaseLost` and stops at once, before sending anything more), calls the adapter, and writes the
+outcome.
+
+Ordering rules that make "at most one effect" hold:
+- DISPATCHED is committed before the request leaves (so a crash always leaves evidence);
+- a dispatch only follows PLANNED or a proven NOT_FOUND (a read-back older than the consistency
+  window, or a refusal before acting), or a retry with the same key at a provider that
+  deduplicates on it;
+- UNKNOWN is never re-dispatched: only verification or an operator moves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from effectgate.adapters.base import (
+    ActionCall,
+    AmbiguousError,
+    DefinitiveError,
+    NoEffectError,
+    Observation,
+    RateLimited,
+)
+from effectgate.gateway.core import failpoints
+from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move
+from effectgate.gateway.core.tools import BoundTool
+from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model.errors import ProviderRateLimited
+from effectgate.gateway.model.keys import provider_key
+from effectgate.gateway.observability import telemetry
+from effectgate.gateway.store.base import Store
+
+log = logging.getLogger("effectgate.driver")
+
+
+class LeaseLost(Exception):
+    """Another worker took the action over; this one must stop without writing."""
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    owner: str
+    lease_ttl: float
+    recheck_min: float
+    recheck_max: float
+
+
+def policy_of(tool: BoundTool, settings: DriverSettings) -> t.Policy:
+    caps = tool.adapter.capabilities
+    return t.Policy(
+        lease_ttl=settings.lease_ttl,
+        recheck_min=settings.recheck_min,
+        recheck_max=settings.recheck_max,
+        consistency_window=tool.consistency_window,
+        attempt_timeout=tool.config.attempt_timeout,
+        has_read_api=caps.has_read_api,
+        dedups_on_key=caps.dedups_on_key,
+        key_retention=caps.key_retention,
+    )
+
+
+class Driver:
+    def __init__(
+        self,
+        store: Store,
+        settings: DriverSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.sleep = sleep
+
+    async def drive(
+        self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False
+    ) -> ActionRecord:
+        """Moves a leased action as far as `deadline` allows, then releases the lease.
+
+        `unsent`: the record was claimed already DISPATCHED and nothing has been sent yet, so
+        the first step is the send itself (the claim was its durable intent)."""
+        policy = policy_of(tool, self.settings)
+        sends_left = tool.config.max_attempts
+        observed: Observation | None = None
+        refusal: t.RefusedBeforeActing | None = None
+        refusals = 0
+        if unsent:
+            sends_left -= 1
+            record, refusal = await self._send(record, tool, deadline, policy)
+            refusals += refusal is not None
+        while True:
+            move = next_move(
+                record,
+                now=self.clock(),
+                deadline=deadline,
+                sends_left=sends_left,
+                observed=observed,
+                refusal=refusal,
+                refusals=refusals,
+                policy=policy,
+            )
+            if move.kind == "stop":
+                record = await self.release(record)
+                if move.rate_limited:
+                    raise ProviderRateLimited(record.action_id, retry_after=move.pause)
+                return record
+            if move.pause:
+                await self.sleep(move.pause)
+            if move.kind == "send":
+                sends_left -= 1
+                record = await self._write(t.apply(record, t.Dispatch(), self.clock(), policy), policy)
+                failpoints.hit("after_dispatched")
+                record, refusal = await self._send(record, tool, deadline, policy)
+                refusals = refusals + 1 if refusal is not None else 0
+                observed = None
+            elif move.kind == "check":
+                read_at = self.clock()
+                observed = await self.read_back(record, tool, deadline)
+                record = await self._write(
+                    t.apply(record, t.Observed(observed, read_at=read_at), self.clock(), policy), policy
+                )
+                refusal = None
+            elif move.kind == "wait":
+                observed = None  # check again after the pause
+            else:  # park
+                record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
+
+    async def observe(self, record: ActionRecord, tool: BoundTool) -> tuple[ActionRecord, Observation]:
+        """One read-back applied to a leased record, never a dispatch (the Verify RPC)."""
+        policy = policy_of(tool, self.settings)
+        read_at = self.clock()
+        observation = await self.read_back(record, tool, deadline=read_at + tool.config.attempt_timeout)
+        if record.state in (State.DISPATCHED, State.UNKNOWN):
+            event = t.Observed(observation, read_at=read_at)
+            record = await self._write(t.apply(record, event, self.clock(), policy), policy)
+            if record.state is State.DISPATCHED:  # inside the window: not proof of absence
+                record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
+        return await self.release(record), observation
+
+    # -- calls -------------------------------------------------------------------------------------
+
+    async def _send(
+        self, record: ActionRecord, tool: BoundTool, deadline: float, policy: t.Policy
+    ) -> tuple[ActionRecord, t.RefusedBeforeActing | None]:
+        """One provider call for a record already durably DISPATCHED, and the write of what it
+        said. Returns the refusal when the provider refused before acting."""
+        timeout = min(tool.config.attempt_timeout, self._left(record, deadline))
+        if timeout < MIN_CALL_BUDGET:
+            # The write below proves nothing was sent yet; verification will say NOT_FOUND.
+            return await self._write(t.apply(record, t.NotSent(), self.clock(), policy), policy), None
+        event = await self._call(record, tool, timeout)
+        if isinstance(event, t.Answered):
+            failpoints.hit("after_provider_commit")
+        record = await self._write(t.apply(record, event, self.clock(), policy), policy)
+        return record, event if isinstance(event, t.RefusedBeforeActing) else None
+
+    async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:
+        """The adapter's execute, classified into an event."""
+        try:
+            with telemetry.provider_span("execute", record, tool.config.adapter):
+                # asyncio.timeout, not wait_for: no task of its own, so no extra loop turns.
+                async with asyncio.timeout(timeout):
+                    receipt = await tool.adapter.execute(self._action_call(record, tool))
+        except DefinitiveError as exc:
+            return t.Refused(code=exc.code, message=exc.message, details=dict(exc.details))
+        except RateLimited as exc:
+            return t.RefusedBeforeActing(exc.message, retry_after=exc.retry_after)
+        except NoEffectError as exc:
+            return t.RefusedBeforeActing(exc.message)
+        except AmbiguousError as exc:
+            log.info("ambiguous outcome for %s: %s", record.action_id, exc.message)
+            return t.Ambiguous(exc.message)
+        except Exception as exc:
+            # Our timeout, a reset, or an adapter bug: the request may have reached the provider,
+            # so this is ambiguous too and verification decides.
+            log.info("ambiguous outcome for %s: %s", record.action_id, type(exc).__name__)
+            return t.Ambiguous(type(exc).__name__)
+        return t.Answered(receipt)
+
+    async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:
+        timeout = max(MIN_CALL_BUDGET, min(tool.config.attempt_timeout, deadline - self.clock()))
+        try:
+            with telemetry.provider_span("verify", record, tool.config.adapter) as call:
+                async with asyncio.timeout(timeout):
+                    observation = await tool.adapter.verify(self._action_call(record, tool))
+                call.observed(observation)
+                return observation
+        except TimeoutError:
+            return Observation.unknown("read-back timed out")
+        except Exception as exc:  # an adapter bug must not lose the action
+            detail = getattr(exc, "message", type(exc).__name__)
+            return Observation.unknown(f"read-back failed: {detail}")
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _action_call(self, record: ActionRecord, tool: BoundTool) -> ActionCall:
+        return ActionCall(
+            action_id=record.action_id,
+            provider_key=provider_key(record.action_id, record.generation),
+            payload=tool.load(record.payload),
+            scope=record.scope,
+            tool=record.tool,
+            tenant=record.tenant,
+            attempt=record.attempts,
+            receipt=record.receipt,
+        )
+
+    def _left(self, record: ActionRecord, deadline: float) -> float:
+        """Time left for work: the caller's deadline, and never past our own lease."""
+        return min(deadline, record.lease_expires_at) - self.clock()
+
+    async def _write(self, record: ActionRecord, policy: t.Policy) -> ActionRecord:
+        """Writes under our lease (renewed, or released when the action settled)."""
+        fresh = t.stamped(record, self.clock(), policy)
+        if not await self.store.update(fresh):
+            raise LeaseLost(record.action_id)
+        return fresh
+
+    async def release(self, record: ActionRecord) -> ActionRecord:
+        if not record.lease_owner:
+            return record  # released by the write that settled it
+        released = t.released(record, self.clock())
+        if not await self.store.update(released):
+            raise LeaseLost(record.action_id)
+        return released

@@ -1,0 +1,132 @@
+"""The events of the action state machine: what can happen to an action (`transitions` says
+what each one does to it, and from which states)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from effectgate.adapters.base import Observation, Receipt
+from effectgate.gateway.model.domain import ActionIdentity, State
+
+
+@dataclass(frozen=True)
+class Event:
+    name: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Claim(Event):
+    """First Execute of an action. `send_now`: inserted already DISPATCHED (attempt 1, with the
+    lease), so the intent is durable in the same write that claims it."""
+
+    name: ClassVar[str] = "claim"
+    identity: ActionIdentity
+    action_id: str
+    payload_type: str
+    payload: bytes
+    fingerprint: str
+    owner: str
+    approval: bool = False
+    send_now: bool = False
+    # W3C traceparent of the Execute that creates the action: later spans link back to it.
+    trace_parent: str = ""
+
+
+@dataclass(frozen=True)
+class Dispatch(Event):
+    """About to send attempt n (committed before the request leaves)."""
+
+    name: ClassVar[str] = "dispatch"
+
+
+@dataclass(frozen=True)
+class NotSent(Event):
+    """Marked DISPATCHED, but no time was left to send: nothing went out."""
+
+    name: ClassVar[str] = "not_sent"
+
+
+@dataclass(frozen=True)
+class Answered(Event):
+    """The provider answered with a receipt."""
+
+    name: ClassVar[str] = "receipt"
+    receipt: Receipt
+
+
+@dataclass(frozen=True)
+class Refused(Event):
+    """A definitive refusal: nothing happened and nothing will (declined card)."""
+
+    name: ClassVar[str] = "refused"
+    code: str
+    message: str
+    details: dict[str, object]
+
+
+@dataclass(frozen=True)
+class RefusedBeforeActing(Event):
+    """Refused before acting (401, 429, 503): nothing happened; a later retry is safe."""
+
+    name: ClassVar[str] = "refused_before_acting"
+    message: str
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Ambiguous(Event):
+    """Timeout, reset, 5xx, key in use: maybe an effect. Verification decides."""
+
+    name: ClassVar[str] = "ambiguous"
+    detail: str
+
+
+@dataclass(frozen=True)
+class Observed(Event):
+    """A read-back of the provider."""
+
+    name: ClassVar[str] = "observed"
+    observation: Observation
+    # When the read was sent: it proves absence only if sent after the window closed (the
+    # provider may have answered from a state older than its reply). None: the event's `now`.
+    read_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Park(Event):
+    """Not found yet inside the consistency window, and no time to wait it out."""
+
+    name: ClassVar[str] = "park"
+
+
+@dataclass(frozen=True)
+class Approve(Event):
+    name: ClassVar[str] = "approve"
+    who: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Reconcile(Event):
+    """An operator settles an action with evidence of their own."""
+
+    name: ClassVar[str] = "reconcile"
+    resolution: State
+    who: str
+    note: str
+    external_id: str = ""
+
+
+@dataclass(frozen=True)
+class GrantBypass(Event):
+    name: ClassVar[str] = "grant_bypass"
+    who: str
+    note: str
+
+
+@dataclass(frozen=True)
+class UseBypass(Event):
+    """An Execute with `bypass` and a grant: a new generation, a new provider key."""
+
+    name: ClassVar[str] = "use_bypass"

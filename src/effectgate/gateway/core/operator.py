@@ -1,0 +1,87 @@
+"""What operators do to actions: approve, reconcile an UNKNOWN, grant a bypass.
+
+Each is idempotent where it can be (a second approval returns the same record) and recorded as a
+note on the action. Each takes the action's lease first, so it cannot race a worker driving it;
+the change itself is a transition (`transitions.Approve`, `Reconcile`, `GrantBypass`) committed
+by the protocol in the write that releases the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from effectgate.gateway.config.schema import Bypass
+from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.protocol import EffectProtocol
+from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model.errors import InFlight, InvalidRequest, PolicyConflict
+
+APPROVAL_RACE_POLLS = 200
+RESOLUTIONS = tuple(t.RESOLUTIONS)
+
+
+class Operations:
+    def __init__(self, protocol: EffectProtocol) -> None:
+        self.protocol = protocol
+
+    async def approve(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
+        # Two clicks may race: the loser waits for the winner's short write, then sees the
+        # action approved and changes nothing.
+        for _ in range(APPROVAL_RACE_POLLS):
+            record = await self.protocol.get(tenant, action_id)
+            if record.state is not State.AWAITING_APPROVAL:
+                return record  # approving twice (or after the fact) changes nothing
+            leased = await self.protocol.try_lease(action_id)
+            if leased is not None:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise InFlight(action_id, retry_after=0.5)
+        if leased.state is not State.AWAITING_APPROVAL:
+            return await self.protocol.release(leased)
+        return await self.protocol.commit(leased, t.Approve(who=who, note=note))
+
+    async def reconcile(
+        self, tenant: str, action_id: str, resolution: State, who: str, note: str, external_id: str
+    ) -> ActionRecord:
+        if resolution not in RESOLUTIONS:
+            raise InvalidRequest([("resolution", "must be CONFIRMED, REJECTED or NOT_FOUND")])
+        if not note.strip():
+            raise InvalidRequest([("note", "say what evidence settles the action")])
+        record = await self.protocol.get(tenant, action_id)
+        if record.state not in (State.UNKNOWN, State.DISPATCHED):
+            raise _not_unknown(record)
+        leased = await self.protocol.lease(action_id)
+        if leased.state not in (State.UNKNOWN, State.DISPATCHED):  # settled between read and lease
+            await self.protocol.release(leased)
+            raise _not_unknown(leased)
+        event = t.Reconcile(resolution=resolution, who=who, note=note, external_id=external_id)
+        return await self.protocol.commit(leased, event)
+
+    async def grant_bypass(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
+        record = await self.protocol.get(tenant, action_id)
+        if self.protocol.tool_config(record.tool).bypass is not Bypass.OPERATOR:
+            raise PolicyConflict(f"tool {record.tool} does not allow bypass", reason="BYPASS_NOT_ALLOWED")
+        if not record.state.terminal:
+            raise _not_settled(record)
+        if not note.strip():
+            raise InvalidRequest([("note", "say why a second effect is wanted")])
+        leased = await self.protocol.lease(action_id)
+        if not leased.state.terminal:  # a bypass was used between our read and our lease
+            await self.protocol.release(leased)
+            raise _not_settled(leased)
+        return await self.protocol.commit(leased, t.GrantBypass(who=who, note=note))
+
+
+def _not_unknown(record: ActionRecord) -> PolicyConflict:
+    return PolicyConflict(
+        f"action {record.action_id} is {record.state.value}; only UNKNOWN actions are reconciled",
+        reason="NOT_UNKNOWN",
+    )
+
+
+def _not_settled(record: ActionRecord) -> PolicyConflict:
+    return PolicyConflict(
+        f"action {record.action_id} is {record.state.value}; bypass is for settled actions",
+        reason="NOT_SETTLED",
+    )

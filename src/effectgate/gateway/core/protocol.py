@@ -1,0 +1,410 @@
+"""The effect protocol: Execute and Verify as docs/protocol.md describes them, with no gRPC in sight.
+
+Execute = derive the key, normalise and fingerprint the payload, read the action (a replay ends
+here, usually from the cache of settled records), else claim it atomically (insert-if-absent,
+already DISPATCHED under our lease when no approval is needed), then either answer from the
+stored outcome, wait for the worker that holds the lease (single flight), or drive the action
+under our own lease.
+
+The protocol keeps its parts (store, driver, clock, in-flight drives) private and offers verbs:
+to the RPC layer (execute, verify, get, list), to operators (lease, commit, release), to the
+reconciler (claim_due, drive_leased, wait_for_work) and to the server (drain).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from effectgate.adapters.base import Observation
+from effectgate.gateway.config.schema import Approval, OnMismatch, OnRepeat, ToolConfig
+from effectgate.gateway.core import failpoints
+from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, policy_of
+from effectgate.gateway.core.moves import MIN_CALL_BUDGET
+from effectgate.gateway.core.replay_cache import KnownRequests, RequestKey, SettledCache
+from effectgate.gateway.core.tools import BoundTool, ToolSet
+from effectgate.gateway.model import keys
+from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, ListQuery, Page, State
+from effectgate.gateway.model.errors import (
+    ActionNotFound,
+    AlreadyExecuted,
+    GatewayUnavailable,
+    InFlight,
+    InvalidRequest,
+    PayloadMismatch,
+    PolicyConflict,
+)
+from effectgate.gateway.observability import audit_log, metrics, telemetry
+from effectgate.gateway.store.base import Store, StoreUnavailable
+
+log = logging.getLogger("effectgate.protocol")
+T = TypeVar("T")
+
+# Polling back-off while another replica holds the lease.
+POLL_MIN, POLL_MAX = 0.02, 0.5
+# A duplicate waiting for the holder answers IN_FLIGHT this long before the caller's deadline
+# (half its budget at most), so that the answer reaches the caller before its deadline fires.
+ANSWER_MARGIN = 1.0
+
+
+def answer_by(deadline: float, now: float) -> float:
+    return deadline - min(ANSWER_MARGIN, max(deadline - now, 0.0) / 2)
+
+
+@dataclass(frozen=True)
+class ExecuteCommand:
+    identity: ActionIdentity
+    payload_type_url: str
+    payload: bytes
+    bypass: bool = False
+
+
+@dataclass(frozen=True)
+class ExecuteResult:
+    record: ActionRecord
+    # True when the answer is a stored outcome and this call made no provider call.
+    replayed: bool
+
+
+def request_key(cmd: ExecuteCommand) -> RequestKey:
+    who = cmd.identity
+    return (who.tenant, who.run_id, who.step_id, who.tool, who.scope, cmd.payload_type_url, cmd.payload)
+
+
+def validate_context(run_id: str, step_id: str, tool: str) -> None:
+    violations = [
+        (name, "must not be empty")
+        for name, value in (("context.run_id", run_id), ("context.step_id", step_id), ("tool", tool))
+        if not value.strip()
+    ]
+    if violations:
+        raise InvalidRequest(violations)
+
+
+class EffectProtocol:
+    def __init__(
+        self,
+        store: Store,
+        tools: ToolSet,
+        settings: DriverSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        cache: SettledCache | None = None,
+    ) -> None:
+        self._store = store
+        self._tools = tools
+        self._settings = settings
+        self._clock = clock
+        self._sleep = sleep
+        self._driver = Driver(store, settings, clock=clock, sleep=sleep)
+        self._cache = cache if cache is not None else SettledCache()
+        self._known = KnownRequests(self._cache.capacity, self._cache.ttl)
+        # Drives running in this process, by action id: local duplicates await them, and
+        # graceful shutdown lets them finish.
+        self._inflight: dict[str, asyncio.Task[ActionRecord]] = {}
+        # Claims being inserted by this process (see `_claim`).
+        self._claiming: dict[str, asyncio.Future[None]] = {}
+        # Set when work appears for the reconciler (an approval, a parked action).
+        self._work_ready = asyncio.Event()
+
+    # -- Execute -------------------------------------------------------------------------------
+
+    async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
+        with telemetry.execute_span(cmd.identity.tool, cmd.identity.tool_call_id) as call:
+            result = self._known_replay(cmd) or await self._execute(cmd, deadline)
+            call.done(result.record, result.replayed)
+            return result
+
+    def _known_replay(self, cmd: ExecuteCommand) -> ExecuteResult | None:
+        """The hottest path: the very request that was answered before, for an action the
+        settled cache still holds. Anything else (a bypass, a refusing tool, a cache miss) takes
+        the full path, which gives the same answer more slowly."""
+        if cmd.bypass:
+            return None
+        action_id = self._known.get(request_key(cmd))
+        record = None if action_id is None else self._cache.get(action_id)
+        if record is None or self._tools.get(record.tool).config.on_repeat is not OnRepeat.COALESCE:
+            return None
+        return ExecuteResult(record, replayed=True)
+
+    async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
+        who = cmd.identity
+        validate_context(who.run_id, who.step_id, who.tool)
+        tool = self._tools.get(who.tool)
+        payload = tool.normalize(tool.parse(cmd.payload_type_url, cmd.payload))
+        fingerprint = keys.fingerprint(payload)
+        if tool.config.on_repeat is OnRepeat.ALLOW:
+            # No dedup for harmless effects: every call is its own action, still recorded.
+            action_id = "act_" + uuid.uuid4().hex
+        else:
+            action_id = who.action_id
+            # Read before claim: an existing action never takes the write path. A bypass always
+            # reads the store (a grant may come from another replica).
+            existing = None if cmd.bypass else self._cache.get(action_id)
+            if existing is None:
+                existing = await self._guard(self._store.get(action_id))
+            if existing is not None:
+                result = await self._repeat(existing, cmd, fingerprint, tool, deadline)
+                self._known.put(request_key(cmd), action_id)  # the payload passed the fingerprint check
+                return result
+        now = self._clock()
+        needs_approval = tool.config.approval is Approval.REQUIRED
+        claim = t.Claim(
+            identity=who,
+            action_id=action_id,
+            payload_type=tool.payload_type_name,
+            payload=payload.SerializeToString(deterministic=True),
+            fingerprint=fingerprint,
+            owner=self._settings.owner,
+            approval=needs_approval,
+            # Two durable writes for a new action: the claim is the DISPATCHED intent.
+            send_now=deadline - now >= MIN_CALL_BUDGET,
+            trace_parent=telemetry.traceparent(),
+        )
+        record, inserted = await self._claim(t.create(claim, now, self._policy(tool)))
+        if not inserted:  # another caller claimed it between our read and our insert
+            return await self._repeat(record, cmd, fingerprint, tool, deadline)
+        if record.state is State.AWAITING_APPROVAL:
+            return ExecuteResult(record, replayed=False)
+        failpoints.hit("after_dispatched" if record.state is State.DISPATCHED else "after_planned")
+        settled = await self._run(record, tool, deadline, unsent=True)
+        if tool.config.on_repeat is not OnRepeat.ALLOW:  # its action id names this request's action
+            self._known.put(request_key(cmd), action_id)
+        return ExecuteResult(settled, replayed=False)
+
+    async def _claim(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+        """Inserts the claim. While the insert commits, a duplicate in this process that already
+        sees the claimed row waits on `_claiming` instead of polling: the future resolves when the
+        insert returns, and by the time its waiters run, the drive is registered in `_inflight`."""
+        claiming = asyncio.get_running_loop().create_future()
+        self._claiming.setdefault(record.action_id, claiming)
+        try:
+            return await self._guard(self._store.insert_if_absent(record))
+        finally:
+            if self._claiming.get(record.action_id) is claiming:
+                del self._claiming[record.action_id]
+            claiming.set_result(None)
+
+    async def _repeat(
+        self, record: ActionRecord, cmd: ExecuteCommand, fingerprint: str, tool: BoundTool, deadline: float
+    ) -> ExecuteResult:
+        """A second Execute of an existing action."""
+        if record.tenant != cmd.identity.tenant:  # a hash collision across tenants: never mix them
+            raise ActionNotFound(record.action_id)
+        if record.fingerprint != fingerprint and tool.config.on_mismatch is OnMismatch.REFUSE:
+            raise PayloadMismatch(record, fingerprint)
+        if cmd.bypass:
+            return await self._bypass(record, tool, deadline)
+        delay = POLL_MIN
+        patience = answer_by(deadline, self._clock())
+        while True:
+            if record.state.terminal:
+                self._cache.put(record)
+                if tool.config.on_repeat is OnRepeat.REFUSE:
+                    raise AlreadyExecuted(record)
+                return ExecuteResult(record, replayed=True)
+            if record.state is State.AWAITING_APPROVAL:
+                return ExecuteResult(record, replayed=True)
+            now = self._clock()
+            if record.leased_at(now):
+                if now >= patience:
+                    raise InFlight(record.action_id, retry_after=max(0.5, record.lease_expires_at - now))
+                record, delay = await self._wait_for_holder(record, patience, delay)
+                continue
+            leased = await self.try_lease(record.action_id)
+            if leased is None:  # someone else took it between our read and our claim
+                record = await self._get(record.action_id)
+                continue
+            metrics.lease_taken_over(record)
+            return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
+
+    async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
+        telemetry.waited_on_holder()
+        task = self._inflight.get(record.action_id) or self._claiming.get(record.action_id)
+        if task is not None:  # the holder is in this process: wait for it directly
+            # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
+            # whatever the holder left is re-read below.
+            await asyncio.wait([task], timeout=max(deadline - self._clock(), 0.0))
+        else:
+            await self._sleep(min(delay, max(deadline - self._clock(), 0.0)))
+            delay = min(delay * 2, POLL_MAX)
+        return await self._get(record.action_id), delay
+
+    async def _bypass(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ExecuteResult:
+        if not record.bypass_granted:
+            raise PolicyConflict(f"action {record.action_id} has no operator bypass grant", reason="BYPASS_NOT_GRANTED")
+        leased = await self.lease(record.action_id)
+        if not leased.bypass_granted:  # used by another caller between our read and our lease
+            raise PolicyConflict(f"action {record.action_id} has no operator bypass grant", reason="BYPASS_NOT_GRANTED")
+        fresh = t.apply(leased, t.UseBypass(), self._clock(), self._policy(tool))
+        return ExecuteResult(await self._run(fresh, tool, deadline), replayed=False)
+
+    async def _run(
+        self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False
+    ) -> ActionRecord:
+        """Drives a leased action in its own task: a caller that gives up (deadline, cancel)
+        does not abort the drive halfway; the outcome is stored for the next caller."""
+        task = asyncio.create_task(self._drive(record, tool, deadline, unsent))
+        self._inflight[record.action_id] = task
+        task.add_done_callback(functools.partial(self._finished, record.action_id))
+        settled = await asyncio.shield(task)
+        self._cache.put(settled)
+        return settled
+
+    def _finished(self, action_id: str, task: asyncio.Task[ActionRecord]) -> None:
+        if self._inflight.get(action_id) is task:
+            del self._inflight[action_id]
+        if not task.cancelled():
+            task.exception()  # retrieved: its callers (if any are left) got it already
+
+    async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float, unsent: bool) -> ActionRecord:
+        try:
+            return audit_log.settled(
+                await self._driver.drive(record, tool, deadline, unsent=unsent and record.state is State.DISPATCHED)
+            )
+        except StoreUnavailable as exc:
+            # Something may have been sent already: the lease runs out and the reconciler
+            # verifies the action before anything more is sent.
+            metrics.store_error("drive")
+            raise GatewayUnavailable(
+                f"the store failed while the action was in flight ({exc}); it is verified before any "
+                "retry: call again with the same run context",
+                retry_after=self._settings.lease_ttl,
+            ) from exc
+        except LeaseLost:
+            log.warning("lease on %s lost to another worker; stopped", record.action_id)
+            return await self._get(record.action_id)
+
+    # -- verbs for the RPC layer -----------------------------------------------------------------
+
+    def now(self) -> float:
+        """The protocol's clock (the reconciler measures its lag with it)."""
+        return self._clock()
+
+    def tool_deadline(self, tool: str) -> float:
+        """The tool's default budget of one Execute (when the caller sets no deadline)."""
+        return self._tools.get(tool).config.deadline
+
+    async def verify(self, tenant: str, action_id: str) -> tuple[ActionRecord, Observation]:
+        """A read-back now. It updates the action only if nobody drives it; it never dispatches."""
+        record = await self.get(tenant, action_id)
+        tool = self._tools.get(record.tool)
+        leased = await self.try_lease(action_id)
+        if leased is None:  # in flight elsewhere: observe without writing
+            return record, await self._driver.read_back(record, tool, self._clock() + tool.config.attempt_timeout)
+        try:
+            return await self._guard(self._driver.observe(leased, tool))
+        except LeaseLost:
+            raise InFlight(action_id, retry_after=1.0) from None
+
+    async def get(self, tenant: str, action_id: str) -> ActionRecord:
+        record = await self._get(action_id)
+        if record.tenant != tenant:
+            raise ActionNotFound(action_id)
+        return record
+
+    async def list(self, query: ListQuery) -> Page:
+        try:
+            return await self._guard(self._store.list(query))
+        except ValueError:
+            raise InvalidRequest([("page_token", "not a token this gateway issued")]) from None
+
+    # -- verbs for operators ---------------------------------------------------------------------
+
+    def tool_config(self, tool: str) -> ToolConfig:
+        return self._tools.get(tool).config
+
+    async def try_lease(self, action_id: str) -> ActionRecord | None:
+        """The action's lease if nobody holds a live one (any change we make drops the cache)."""
+        self._cache.drop(action_id)
+        return await self._guard(
+            self._store.acquire_lease(action_id, self._settings.owner, self._clock(), self._settings.lease_ttl)
+        )
+
+    async def lease(self, action_id: str) -> ActionRecord:
+        """The action's lease, or InFlight when another worker holds it."""
+        leased = await self.try_lease(action_id)
+        if leased is None:
+            await self._get(action_id)  # raises ActionNotFound when absent
+            raise InFlight(action_id, retry_after=1.0)
+        return leased
+
+    async def commit(self, leased: ActionRecord, event: t.Event) -> ActionRecord:
+        """Applies an operator's event to a leased record and releases the lease in one write."""
+        changed = t.apply(leased, event, self._clock(), self._policy_of_record(leased))
+        released = await self.release(changed)
+        if released.state is State.PLANNED:
+            failpoints.hit("after_planned")
+            self._work_ready.set()  # the reconciler dispatches it unless an agent does first
+        return released
+
+    async def release(self, leased: ActionRecord) -> ActionRecord:
+        self._cache.drop(leased.action_id)
+        try:
+            return await self._guard(self._driver.release(leased))
+        except LeaseLost:
+            raise InFlight(leased.action_id, retry_after=1.0) from None
+
+    # -- verbs for the reconciler and the server -------------------------------------------------
+
+    async def claim_due(self, limit: int) -> builtins.list[ActionRecord]:
+        """Leases up to `limit` actions that need the reconciler (see `Store.claim_due`)."""
+        settings = self._settings
+        return await self._guard(self._store.claim_due(settings.owner, self._clock(), settings.lease_ttl, limit))
+
+    async def drive_leased(self, record: ActionRecord) -> ActionRecord:
+        """For the reconciler: drive an action it claimed, with the tool's own deadline."""
+        tool = self._tools.get(record.tool)
+        return await self._run(record, tool, self._clock() + tool.config.deadline)
+
+    async def wait_for_work(self, stop: asyncio.Event, timeout: float) -> None:
+        """Returns when work is signalled, `stop` is set, or after `timeout`."""
+        self._work_ready.clear()
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._work_ready.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when the waiting task is cancelled at shutdown
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def drain(self, timeout: float) -> None:
+        """Lets the drives running in this process finish, for at most `timeout` seconds."""
+        inflight = list(self._inflight.values())
+        if inflight:
+            await asyncio.wait(inflight, timeout=timeout)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _policy(self, tool: BoundTool) -> t.Policy:
+        return policy_of(tool, self._settings)
+
+    def _policy_of_record(self, record: ActionRecord) -> t.Policy:
+        try:
+            return self._policy(self._tools.get(record.tool))
+        except InvalidRequest:  # a tool since removed from the config: operators still settle it
+            s = self._settings
+            return t.Policy(s.lease_ttl, s.recheck_min, s.recheck_max, consistency_window=0.0)
+
+    async def _get(self, action_id: str) -> ActionRecord:
+        record = await self._guard(self._store.get(action_id))
+        if record is None:
+            raise ActionNotFound(action_id)
+        return record
+
+    @staticmethod
+    async def _guard(work: Awaitable[T]) -> T:
+        """A store that cannot persist fails the call closed: nothing more is sent."""
+        try:
+            return await work
+        except StoreUnavailable as exc:
+            metrics.store_error("protocol")
+            raise GatewayUnavailable(str(exc)) from exc

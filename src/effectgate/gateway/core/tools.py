@@ -1,0 +1,72 @@
+"""A configured tool: its policy, its adapter, and how its payload is parsed and normalised."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError, Message
+
+from effectgate.adapters.base import Adapter, InvalidPayload
+from effectgate.gateway.config.schema import ToolConfig
+from effectgate.gateway.model.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class BoundTool:
+    config: ToolConfig
+    adapter: Adapter
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def payload_type_name(self) -> str:
+        return self.adapter.payload_type.DESCRIPTOR.full_name
+
+    @property
+    def consistency_window(self) -> float:
+        if self.config.consistency_window is not None:
+            return self.config.consistency_window
+        return self.adapter.capabilities.consistency_window
+
+    def parse(self, type_url: str, value: bytes) -> Message:
+        """Unpacks an Any's content into the tool's message type (not yet normalised)."""
+        got = type_url.rsplit("/", 1)[-1]
+        if got != self.payload_type_name:
+            raise InvalidRequest(
+                [("payload", f"tool {self.name!r} takes {self.payload_type_name}, got {got or 'nothing'}")]
+            )
+        message = self.adapter.payload_type()
+        try:
+            message.ParseFromString(value)
+        except DecodeError:
+            raise InvalidRequest([("payload", f"not a valid {self.payload_type_name}")]) from None
+        return message
+
+    def normalize(self, payload: Message) -> Message:
+        try:
+            return self.adapter.normalize(payload)
+        except InvalidPayload as exc:
+            raise InvalidRequest([(f"payload.{exc.field}", exc.message)]) from None
+
+    def load(self, payload: bytes) -> Message:
+        """The stored (already normalised) payload of an action."""
+        message = self.adapter.payload_type()
+        message.ParseFromString(payload)
+        return message
+
+
+class ToolSet:
+    """The tools of one gateway, by name."""
+
+    def __init__(self, tools: Mapping[str, BoundTool]) -> None:
+        self._tools = dict(tools)
+
+    def get(self, name: str) -> BoundTool:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise InvalidRequest([("tool", f"unknown tool {name!r} (configured: {known})")])
+        return tool

@@ -1,0 +1,119 @@
+"""The gateway's error hierarchy. The effect protocol raises these; the RPC layer maps each one
+to a gRPC status with google.rpc details in one place (rpc/status.py).
+
+Effects are data: a declined card is not an error but a REJECTED action. Errors are for bad
+requests, authorisation, policy conflicts and a gateway that cannot persist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from effectgate.gateway.model.domain import ActionRecord
+
+
+class GatewayError(Exception):
+    """Base class. `reason` is the stable ErrorInfo reason agents can branch on."""
+
+    reason = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(GatewayError):
+    """The request is malformed; `violations` lists (field, description)."""
+
+    reason = "INVALID_REQUEST"
+
+    def __init__(self, violations: Sequence[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{f}: {d}" for f, d in violations))
+        self.violations = list(violations)
+
+
+class Unauthenticated(GatewayError):
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(GatewayError):
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ActionNotFound(GatewayError):
+    reason = "ACTION_NOT_FOUND"
+
+    def __init__(self, action_id: str) -> None:
+        super().__init__(f"no action {action_id!r}")
+        self.action_id = action_id
+
+
+class PayloadMismatch(GatewayError):
+    """Same logical action, different payload, and the tool's policy refuses it."""
+
+    reason = "PAYLOAD_MISMATCH"
+
+    def __init__(self, record: ActionRecord, fingerprint: str) -> None:
+        super().__init__(
+            f"action {record.action_id} was first executed with another payload; "
+            "use another step_id or scope for a different action"
+        )
+        self.record = record
+        self.stored_fingerprint = record.fingerprint
+        self.fingerprint = fingerprint
+
+
+class AlreadyExecuted(GatewayError):
+    """The tool's policy refuses repeats (`on_repeat = "refuse"`)."""
+
+    reason = "ALREADY_EXECUTED"
+
+    def __init__(self, record: ActionRecord) -> None:
+        super().__init__(f"action {record.action_id} already ended {record.state.value}")
+        self.record = record
+
+
+class InFlight(GatewayError):
+    """Another worker drives the action and it did not settle before the caller's deadline."""
+
+    reason = "IN_FLIGHT"
+
+    def __init__(self, action_id: str, retry_after: float) -> None:
+        super().__init__(f"action {action_id} is in flight; retry with the same run context")
+        self.action_id = action_id
+        self.retry_after = retry_after
+
+
+class PolicyConflict(GatewayError):
+    """An operation the action's state or the tool's policy does not allow."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class GatewayUnavailable(GatewayError):
+    """The store cannot persist: nothing was sent to the provider."""
+
+    reason = "STORE_UNAVAILABLE"
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderRateLimited(GatewayError):
+    """The provider asked for a pause (429/503 with Retry-After) longer than the caller's
+    deadline allows. Nothing was sent that took effect: the action is NOT_FOUND, and the next
+    Execute with the same run context sends it."""
+
+    reason = "PROVIDER_RATE_LIMITED"
+
+    def __init__(self, action_id: str, retry_after: float) -> None:
+        super().__init__(
+            f"the provider is rate limiting; action {action_id} was not sent: retry with the same run context"
+        )
+        self.action_id = action_id
+        self.retry_after = retry_after

@@ -1,0 +1,1 @@
+"""Traces, metrics, audit lines and log formatting: called by one-line hooks, never deciding anything."""

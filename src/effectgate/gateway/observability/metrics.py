@@ -1,0 +1,143 @@
+"""The gateway's metrics, through the OpenTelemetry metrics API (no-ops until an SDK is set up).
+
+Label sets are bounded: tools and adapters come from the config, outcomes, paths and classes
+from fixed sets below; never an action id, run id or tenant. docs/observability.md lists them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from effectgate.gateway.model.domain import ActionRecord, State
+
+log = logging.getLogger("effectgate.metrics")
+meter = metrics.get_meter("effectgate")
+
+# Buckets in seconds: a replay is ~1 ms, a new action a few ms, a provider call up to its timeout.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+_actions = meter.create_counter("effectgate.actions", unit="{call}", description="Execute answers by tool and outcome")
+_execute_duration = meter.create_histogram(
+    "effectgate.execute.duration",
+    unit="s",
+    description="Execute latency by path (new, replay, waited, refused)",
+    explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
+)
+_provider_duration = meter.create_histogram(
+    "effectgate.provider.duration",
+    unit="s",
+    description="Provider call latency by adapter, operation and result class",
+    explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
+)
+_provider_errors = meter.create_counter(
+    "effectgate.provider.errors", unit="{call}", description="Failed provider calls by adapter, operation and class"
+)
+_verifications = meter.create_counter(
+    "effectgate.verifications", unit="{check}", description="Read-back outcomes by tool"
+)
+_claims = meter.create_counter(
+    "effectgate.reconciler.claims", unit="{action}", description="Actions claimed by the reconciler, by reason"
+)
+_lag = meter.create_histogram(
+    "effectgate.reconciler.lag",
+    unit="s",
+    description="How late the reconciler picked due work up (UNKNOWN: after next_check_at; abandoned: "
+    "after the dead worker's last write)",
+    explicit_bucket_boundaries_advisory=(0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0),
+)
+_takeovers = meter.create_counter(
+    "effectgate.lease.takeovers", unit="{action}", description="Actions taken over from a worker whose lease expired"
+)
+_store_errors = meter.create_counter(
+    "effectgate.store.errors", unit="{error}", description="Store operations that failed (store unavailable)"
+)
+_operator_acts = meter.create_counter(
+    "effectgate.operator.acts", unit="{act}", description="Operator acts by kind (verify, approve, reconcile, ...)"
+)
+
+
+def execute_done(path: str, tool: str, outcome: str, seconds: float) -> None:
+    _actions.add(1, {"tool": tool, "outcome": outcome})
+    _execute_duration.record(seconds, {"tool": tool, "path": path})
+
+
+def provider_call(adapter: str, operation: str, kind: str, seconds: float) -> None:
+    labels = {"adapter": adapter, "operation": operation, "class": kind}
+    _provider_duration.record(seconds, labels)
+    if kind != "ok":
+        _provider_errors.add(1, labels)
+
+
+def verified(tool: str, outcome: str) -> None:
+    _verifications.add(1, {"tool": tool, "outcome": outcome})
+
+
+def reconciler_claimed(records: Sequence[ActionRecord], now: float) -> None:
+    for record in records:
+        if record.state is State.UNKNOWN:
+            reason, due = "recheck", record.next_check_at or record.updated_at
+        elif record.state is State.DISPATCHED:  # its worker's lease ran out mid-flight
+            reason, due = "abandoned", record.updated_at
+            _takeovers.add(1, {"tool": record.tool, "site": "reconciler"})
+        else:  # PLANNED: approved and waiting, or left before anything was sent
+            reason, due = "planned", record.updated_at
+        _claims.add(1, {"reason": reason})
+        _lag.record(max(0.0, now - due), {"reason": reason})
+
+
+def lease_taken_over(before: ActionRecord) -> None:
+    """An Execute found the action in flight under an expired lease and took it."""
+    if before.lease_owner and not before.state.terminal:
+        _takeovers.add(1, {"tool": before.tool, "site": "execute"})
+
+
+def store_error(site: str) -> None:
+    _store_errors.add(1, {"site": site})
+
+
+def operator_act(act: str) -> None:
+    _operator_acts.add(1, {"act": act})
+
+
+# -- UNKNOWN backlog ---------------------------------------------------------------------------
+
+
+@dataclass
+class Backlog:
+    """The last reading of the UNKNOWN backlog (the gauges report it; a task refreshes it)."""
+
+    count: int = 0
+    oldest_created_at: float | None = None
+    read: bool = False
+
+
+BACKLOG = Backlog()
+PAGE, MAX_PAGES = 500, 20  # at most 10 000 actions read per tenant and pass
+
+
+def _observe_count(options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(BACKLOG.count)] if BACKLOG.read else []
+
+
+def _observe_age(options: CallbackOptions) -> Iterable[Observation]:
+    if not BACKLOG.read:
+        return []
+    oldest = BACKLOG.oldest_created_at
+    return [Observation(0.0 if oldest is None else max(0.0, time.time() - oldest))]
+
+
+meter.create_observable_gauge(
+    "effectgate.unknown.backlog", [_observe_count], unit="{action}", description="Actions in UNKNOWN now"
+)
+meter.create_observable_gauge(
+    "effectgate.unknown.oldest_age",
+    [_observe_age],
+    unit="s",
+    description="Age (since creation) of the oldest UNKNOWN action; 0 when there is none",
+)

@@ -1,0 +1,170 @@
+"""The `effectgate` command: `serve` runs the gateway, `check` validates a config without serving;
+operator commands; plug-in commands such as `chaos` (installed by effectgate-lab) are found
+through an entry-point group.
+
+Every start-up failure is one line on stderr and exit status 2 (`--debug` adds the traceback):
+people read it in a terminal or a container log, where a traceback hides the one thing to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from effectgate.adapters.secrets import resolved_secrets
+from effectgate.client import cli as admin_cli
+from effectgate.gateway.background.watchers import watch_backlog
+from effectgate.gateway.config.schema import ConfigError, load_config
+from effectgate.gateway.observability import telemetry_sdk
+from effectgate.gateway.observability.logging_setup import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging
+
+COMMANDS_GROUP = "effectgate.commands"
+EXIT_STARTUP = 2
+
+
+def plugin_names() -> set[str]:
+    return {ep.name for ep in entry_points(group=COMMANDS_GROUP)}
+
+
+def plugin_command(name: str) -> Callable[[list[str]], int] | None:
+    """The `main(argv)` of an installed plug-in command, e.g. `chaos` from effectgate-lab."""
+    for ep in entry_points(group=COMMANDS_GROUP):
+        if ep.name == name:
+            command: Callable[[list[str]], int] = ep.load()
+            return command
+    return None
+
+
+class StartupFailed(Exception):
+    """Start-up failed; the message is the one line to print."""
+
+
+async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_level: str = "INFO") -> int:
+    from effectgate.gateway.runtime.server import Gateway
+    from effectgate.gateway.runtime.workers import serve_workers, watch_parent
+
+    config = load_config(config_path)
+    if workers:
+        try:
+            return await serve_workers(config, config_path, workers, log_level)
+        except (ConfigError, OSError) as exc:
+            raise StartupFailed(str(exc)) from exc
+        except Exception as exc:  # the store, as below
+            raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
+    if worker_port:  # one of the workers: the parent holds this port for us
+        host = config.listen.rpartition(":")[0]
+        config = config.model_copy(
+            update={"server": config.server.model_copy(update={"listen": f"{host}:{worker_port}"})}
+        )
+    provider_sdk_logs(config.telemetry.provider_sdk_logs)
+    observability = telemetry_sdk.setup(config.telemetry, config.adapters)
+    try:
+        gateway = await Gateway.start(config, shared_port=bool(worker_port))
+    except (ConfigError, OSError) as exc:
+        raise StartupFailed(str(exc)) from exc
+    except Exception as exc:  # the store: unreachable, refused, unwritable
+        raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
+    backlog = None
+    if observability.meter_provider is not None:  # the UNKNOWN backlog gauges (metrics only)
+        tenants = sorted({p.tenant for p in config.principals} or {"dev"})
+        backlog = asyncio.create_task(
+            watch_backlog(gateway.store, tenants, config.telemetry.backlog_interval, lambda: False)
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    # The parent's pid is read now, before the ready line below lets the parent be killed.
+    watcher = asyncio.create_task(watch_parent(stop, os.getppid())) if worker_port else None
+    # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a SIGTERM
+    # sent as soon as they read it is a graceful stop (the handlers are in place).
+    print(f"effectgate serving on port {gateway.port}", flush=True)
+    await stop.wait()
+    logging.getLogger("effectgate").info("shutting down gracefully")
+    if backlog is not None:
+        backlog.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await backlog
+    await gateway.stop()
+    await observability.shutdown()
+    if watcher is not None:
+        await watcher
+    return 0
+
+
+async def check(config_path: str) -> int:
+    from effectgate.gateway.runtime import server
+
+    config = load_config(config_path)
+    try:
+        await server.check(config)
+    except (ConfigError, OSError) as exc:
+        raise StartupFailed(str(exc)) from exc
+    except Exception as exc:
+        raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
+    mode = "development mode (no principals)" if config.dev_mode else f"{len(config.principals)} principal(s)"
+    tls = "mTLS" if config.tls and config.tls.client_ca_file else "TLS" if config.tls else "no TLS"
+    print(
+        f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
+        f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
+    )
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return redact(text, resolved_secrets())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    plugin = plugin_command(argv[0]) if argv else None
+    if plugin is not None:
+        # Plug-in commands (e.g. `chaos` from effectgate-lab) parse their own options.
+        return int(plugin(argv[1:]))
+    parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
+    parser.add_argument("--log-level", default="INFO", help=f"one of {', '.join(LEVELS)} (default INFO)")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of a start-up failure")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser("serve", help="run the gateway")
+    serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    serve_cmd.add_argument(
+        "--workers", type=int, default=0, help="N gateway processes sharing the port (the parent binds it once)"
+    )
+    serve_cmd.add_argument("--worker-port", type=int, default=0, help=argparse.SUPPRESS)
+    check_cmd = commands.add_parser("check", help="validate a config: secrets, adapters, store; then exit")
+    check_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    for name in sorted(plugin_names()):
+        commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
+    admin_cli.add_commands(commands)
+    args = parser.parse_args(argv)
+    if args.log_level.upper() not in LEVELS:
+        print(f"effectgate: --log-level: {args.log_level!r} is not one of {', '.join(LEVELS)}", file=sys.stderr)
+        return EXIT_STARTUP
+    setup_logging(args.log_level, args.log_format)
+    try:
+        if args.command == "serve":
+            return asyncio.run(serve(args.config, args.workers, args.worker_port, args.log_level))
+        if args.command == "check":
+            return asyncio.run(check(args.config))
+        return admin_cli.run_command(args)
+    except (ConfigError, StartupFailed) as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"effectgate: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

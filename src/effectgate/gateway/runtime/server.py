@@ -1,0 +1,302 @@
+"""Wiring: config -> store, adapters, protocol, services -> a grpc.aio server.
+
+Also the standard health service (following readiness: store writable, reconciler alive) and
+server reflection, the reconciler and retention loops, and a graceful shutdown that lets
+in-flight actions finish (or leaves them, leased and DISPATCHED, for the reconciler of the next
+start). The listener is exclusive: no SO_REUSEPORT, so a second gateway on the same port fails to
+start instead of silently sharing the agents' connections with another store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import ssl
+import uuid
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import _async as health_aio
+from grpc_health.v1 import health, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from effectgate.adapters.base import Adapter
+from effectgate.adapters.registry import build_adapter
+from effectgate.gateway.background import retention
+from effectgate.gateway.background.readiness import Readiness
+from effectgate.gateway.background.reconciler import Reconciler
+from effectgate.gateway.config.schema import Config, ConfigError
+from effectgate.gateway.core.driver import DriverSettings
+from effectgate.gateway.core.operator import Operations
+from effectgate.gateway.core.protocol import EffectProtocol
+from effectgate.gateway.core.tools import BoundTool, ToolSet
+from effectgate.gateway.rpc.admission import Admission
+from effectgate.gateway.rpc.agent_service import EffectGatewayService
+from effectgate.gateway.rpc.auth import Authenticator
+from effectgate.gateway.rpc.limits import Limits
+from effectgate.gateway.rpc.operator_service import OperatorService
+from effectgate.gateway.store import Store, open_store
+from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
+
+log = logging.getLogger("effectgate.server")
+SERVICE_NAMES = (
+    gateway_pb2.DESCRIPTOR.services_by_name["EffectGateway"].full_name,
+    gateway_pb2.DESCRIPTOR.services_by_name["Operator"].full_name,
+)
+
+
+class ListenError(OSError):
+    """The listen address cannot be bound (in use, not local, no permission)."""
+
+
+def build_adapters(config: Config) -> dict[str, Adapter]:
+    """Every [adapters.NAME] table, each validated by its adapter; errors name the file and table."""
+    built: dict[str, Adapter] = {}
+    for name in sorted(config.adapters):
+        try:
+            built[name] = build_adapter(name, config.adapters[name])
+        except (ConfigError, ValueError, TypeError) as exc:
+            message = str(exc).removeprefix(f"adapters.{name}: ").removeprefix(f"{name}: ")
+            raise ConfigError(f"{config.source}: [adapters.{name}] {message}") from exc
+    return built
+
+
+async def close_adapters(adapters: dict[str, Adapter]) -> None:
+    for adapter in adapters.values():
+        with contextlib.suppress(Exception):
+            await adapter.close()
+
+
+def open_configured_store(config: Config) -> Store:
+    try:
+        return open_store(config.store_url)
+    except ValueError as exc:
+        raise ConfigError(f"{config.source}: [store] url: {exc}") from None
+
+
+def _why(exc: OSError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return str(exc.reason or exc.library or "unreadable")
+    return str(exc.strerror or exc)
+
+
+def _check_tls_files(config: Config) -> None:
+    """Loads the PEM files the way a TLS library does, so a wrong file is named at start-up
+    (grpc would only fail to bind, which reads like a port problem)."""
+    tls = config.tls
+    assert tls is not None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tls.cert_file, tls.key_file)
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(
+            f"{config.source}: [server.tls] cert_file, key_file: not a PEM certificate and its private key "
+            f"({_why(exc)})"
+        ) from None
+    if tls.client_ca_file:
+        try:
+            ssl.create_default_context(cafile=tls.client_ca_file)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"{config.source}: [server.tls] client_ca_file: not PEM CA certificates ({_why(exc)})"
+            ) from None
+
+
+def _credentials(config: Config) -> grpc.ServerCredentials | None:
+    if config.tls is None:
+        return None
+    _check_tls_files(config)
+    with open(config.tls.key_file, "rb") as key, open(config.tls.cert_file, "rb") as cert:
+        pair = (key.read(), cert.read())
+    root = None
+    if config.tls.client_ca_file:
+        with open(config.tls.client_ca_file, "rb") as ca:
+            root = ca.read()
+    return grpc.ssl_server_credentials([pair], root_certificates=root, require_client_auth=root is not None)
+
+
+def _probe_bind(listen: str) -> None:
+    """Binds (then frees) the address the way grpc will, to name the reason when it is taken.
+
+    grpc would only log a C-level line and return port 0; this gives one clear error instead."""
+    host, _, port = listen.rpartition(":")
+    if int(port) == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
+
+
+def _listen(server: grpc.aio.Server, config: Config, shared: bool) -> int:
+    if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
+        _probe_bind(config.listen)
+    credentials = _credentials(config)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(config.listen)
+        else:
+            port = server.add_secure_port(config.listen, credentials)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise ListenError(
+            f"cannot listen on {config.listen}: the address is in use (another gateway or program) "
+            "or not an address of this host"
+        )
+    return port
+
+
+async def check(config: Config) -> None:
+    """What `effectgate check` does: load every adapter (secrets resolved), open and close the store."""
+    adapters = build_adapters(config)
+    try:
+        _credentials(config)
+        store = open_configured_store(config)
+        await store.open()
+        await store.close()
+    finally:
+        await close_adapters(adapters)
+
+
+@dataclass
+class Gateway:
+    """A running gateway. `await Gateway.start(config)`, then `await gateway.stop()`."""
+
+    config: Config
+    store: Store
+    adapters: dict[str, Adapter]
+    protocol: EffectProtocol
+    server: grpc.aio.Server
+    health: health_aio.HealthServicer
+    reconciler: Reconciler
+    readiness: Readiness
+    port: int
+    _background: list[asyncio.Task[None]] = field(default_factory=list)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @classmethod
+    async def start(cls, config: Config, *, shared_port: bool = False) -> Gateway:
+        """`shared_port`: one of the workers of `effectgate serve --workers N` (gateway/workers.py)."""
+        adapters = build_adapters(config)  # config errors surface before anything is opened
+        try:
+            store = open_configured_store(config)
+        except BaseException:
+            await close_adapters(adapters)
+            raise
+        try:
+            await store.open()
+            return await cls._serve(config, store, adapters, shared_port)
+        except BaseException:
+            await store.close()
+            await close_adapters(adapters)
+            raise
+
+    @classmethod
+    async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter], shared_port: bool) -> Gateway:
+        tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
+        owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        protocol = EffectProtocol(
+            store,
+            tools,
+            DriverSettings(
+                owner=owner,
+                lease_ttl=config.lease_ttl,
+                recheck_min=config.recheck_min,
+                recheck_max=config.recheck_max,
+            ),
+        )
+        auth = Authenticator(config.principals)
+        if auth.dev_mode:
+            log.warning(
+                "DEVELOPMENT MODE: no [[principals]] configured; every caller is tenant 'dev' with "
+                "every role. Bound to loopback only. Do not use with real accounts."
+            )
+        if config.plaintext_exposed:
+            log.warning(
+                "PLAINTEXT: [[principals]] on non-loopback %s without TLS (server.allow_plaintext = true): "
+                "bearer tokens cross the network in the clear unless a proxy terminates TLS in front",
+                config.listen,
+            )
+        max_send = config.max_message_bytes * 4
+        limits = Limits.for_server(config.gateway.max_id_bytes, config.gateway.max_note_bytes, max_send)
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", config.max_message_bytes),
+                ("grpc.max_send_message_length", max_send),
+                # Exclusive port: a second gateway must fail, not share connections (split brain).
+                # Only the workers of one `serve --workers N` share theirs, which their parent holds.
+                ("grpc.so_reuseport", 1 if shared_port else 0),
+            ],
+        )
+        admission = Admission(auth)
+        admission.register(
+            server, gateway_pb2_grpc.add_EffectGatewayServicer_to_server, EffectGatewayService(protocol, limits)
+        )
+        admission.register(
+            server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(Operations(protocol), limits)
+        )
+        health_servicer = health_aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        port = _listen(server, config, shared_port)
+        reconciler = Reconciler(protocol, interval=config.reconcile_interval)
+        reconciling = asyncio.create_task(reconciler.run())
+        readiness = Readiness(
+            store,
+            health_servicer,
+            ("", *SERVICE_NAMES),
+            interval=config.gateway.health_interval,
+            alive=lambda: not reconciling.done(),
+        )
+        gateway = cls(config, store, adapters, protocol, server, health_servicer, reconciler, readiness, port)
+        gateway._background.append(reconciling)
+        try:
+            await server.start()
+            await readiness.check()
+        except BaseException:
+            await gateway._stop_background()
+            await server.stop(0)
+            raise
+        gateway._background.append(asyncio.create_task(gateway._retention()))
+        gateway._background.append(asyncio.create_task(readiness.run(gateway._stopping)))
+        log.info("effectgate listening on port %d (store %s)", port, store.describe())
+        return gateway
+
+    async def _retention(self) -> None:
+        await retention.run_retention(
+            self.store,
+            {name: tool.retention for name, tool in self.config.tools.items()},
+            interval=self.config.retention_interval,
+            stop=self._stopping,
+        )
+
+    async def stop(self) -> None:
+        """Graceful: refuse new calls, let in-flight actions finish within the grace period;
+        whatever is still running stays DISPATCHED under a lease for the next reconciler."""
+        await self.health.enter_graceful_shutdown()
+        self._stopping.set()
+        grace = self.config.shutdown_grace
+        await self.server.stop(grace)
+        await self.protocol.drain(grace)
+        await self._stop_background()
+        await close_adapters(self.adapters)
+        await self.store.close()
+
+    async def _stop_background(self) -> None:
+        self._stopping.set()
+        await self.reconciler.stop()
+        for task in self._background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.readiness.drain()

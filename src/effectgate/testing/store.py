@@ -1,0 +1,152 @@
+"""The Store ABC in memory: the same fence, lease and due-work rules as the SQL backends.
+
+Rows are kept as JSON documents (the stores' own versioned codec), so what a test reads back went
+through the same round trip as in a real store. Several `MemoryStore`s may share one
+`MemoryDatabase` (replicas on one store). Faults: `db.down` makes every call fail,
+`db.read_only` every write, and `db.fail_writes_after(n)` lets n more writes through first —
+all with `StoreUnavailable`, as a real backend that cannot persist.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page, State
+from effectgate.gateway.store import codec, rows
+from effectgate.gateway.store.base import RECOVERABLE_STATES, Store, StoreUnavailable
+from effectgate.gateway.store.rows import decode_cursor
+
+
+@dataclass
+class MemoryDatabase:
+    rows: dict[str, str] = field(default_factory=dict)
+    down: bool = False
+    read_only: bool = False
+    # Writes still allowed before the store starts refusing them (None: no limit).
+    writes_left: int | None = None
+    # Calls by operation name, across every store on this database.
+    calls: Counter[str] = field(default_factory=Counter)
+
+    def fail_writes_after(self, n: int) -> None:
+        self.writes_left = n
+
+    def heal(self) -> None:
+        self.down = self.read_only = False
+        self.writes_left = None
+
+    @property
+    def writes(self) -> int:
+        return sum(n for op, n in self.calls.items() if op not in ("get", "list"))
+
+    def record(self, action_id: str) -> ActionRecord | None:
+        text = self.rows.get(action_id)
+        return None if text is None else codec.decode(text)
+
+
+class MemoryStore(Store):
+    def __init__(self, db: MemoryDatabase | None = None) -> None:
+        self.db = db if db is not None else MemoryDatabase()
+        self._open = False
+
+    async def open(self) -> None:
+        if self.db.down:
+            raise StoreUnavailable("memory store is down")
+        self._open = True
+
+    async def close(self) -> None:
+        self._open = False
+
+    def _enter(self, op: str, *, write: bool) -> None:
+        self.db.calls[op] += 1
+        if not self._open or self.db.down:
+            raise StoreUnavailable(f"memory store cannot {op}: down")
+        if write:
+            if self.db.read_only:
+                raise StoreUnavailable(f"memory store cannot {op}: read-only")
+            if self.db.writes_left is not None:
+                if self.db.writes_left <= 0:
+                    raise StoreUnavailable(f"memory store cannot {op}: writes fail")
+                self.db.writes_left -= 1
+
+    def _load(self, action_id: str) -> ActionRecord | None:
+        return self.db.record(action_id)
+
+    def _save(self, record: ActionRecord) -> None:
+        self.db.rows[record.action_id] = codec.encode(record)
+
+    async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+        self._enter("insert_if_absent", write=True)
+        existing = self._load(record.action_id)
+        if existing is not None:
+            return existing, False
+        self._save(record)
+        return record, True
+
+    async def get(self, action_id: str) -> ActionRecord | None:
+        self._enter("get", write=False)
+        return self._load(action_id)
+
+    async def acquire_lease(self, action_id: str, owner: str, now: float, ttl: float) -> ActionRecord | None:
+        self._enter("acquire_lease", write=True)
+        current = self._load(action_id)
+        if current is None or (current.lease_owner and current.lease_expires_at > now):
+            return None
+        leased = current.evolve(fence=current.fence + 1, lease_owner=owner, lease_expires_at=now + ttl)
+        self._save(leased)
+        return leased
+
+    async def update(self, record: ActionRecord) -> bool:
+        self._enter("update", write=True)
+        current = self._load(record.action_id)
+        if current is None or current.fence != record.fence:
+            return False
+        self._save(record)
+        return True
+
+    async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
+        self._enter("claim_due", write=True)
+        due = [
+            r
+            for r in map(codec.decode, self.db.rows.values())
+            if r.lease_expires_at <= now
+            and (
+                r.state in RECOVERABLE_STATES
+                or (r.state is State.UNKNOWN and r.next_check_at is not None and r.next_check_at <= now)
+            )
+        ]
+        due.sort(key=lambda r: r.updated_at)
+        claimed = []
+        for current in due[: max(limit, 0)]:
+            leased = current.evolve(fence=current.fence + 1, lease_owner=owner, lease_expires_at=now + ttl)
+            self._save(leased)
+            claimed.append(leased)
+        return claimed
+
+    async def list(self, query: ListQuery) -> Page:
+        self._enter("list", write=False)
+        after = decode_cursor(query.after) if query.after else None
+        found = sorted(
+            (
+                r
+                for r in map(codec.decode, self.db.rows.values())
+                if r.tenant == query.tenant
+                and (query.state is None or r.state is query.state)
+                and (not query.run_id or r.run_id == query.run_id)
+                and (not query.tool or r.tool == query.tool)
+                and (after is None or (r.created_at, r.action_id) > after)
+            ),
+            key=lambda r: (r.created_at, r.action_id),
+        )
+        return rows.page(found, rows.page_size(query))
+
+    async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
+        self._enter("purge", write=True)
+        doomed = [
+            r.action_id
+            for r in map(codec.decode, self.db.rows.values())
+            if r.tool == tool and r.created_at < before and r.state.terminal
+        ][:limit]
+        for action_id in doomed:
+            del self.db.rows[action_id]
+        return len(doomed)
