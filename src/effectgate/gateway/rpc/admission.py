@@ -4,8 +4,9 @@ method handler once, when the services are registered:
 - admission: authenticates the caller for the method's roles, then refuses a request that did
   not decode (INVALID_ARGUMENT, never a traceback, and only after auth so that anonymous garbage
   cannot flood the log);
-- errors: a GatewayError becomes its gRPC status with google.rpc details (rpc/status.py);
-  anything else is INTERNAL with no detail leaked (the traceback goes to the log);
+- errors: a GatewayError (or an IllegalTransition) becomes its gRPC status with google.rpc
+  details (rpc/status.py); anything else is INTERNAL with no detail leaked (the traceback goes to
+  the log);
 - tracing (when a tracer provider is installed): the RPC's SERVER span, continuing the caller's
   trace (telemetry.rpc_span), with the status code it ended with.
 
@@ -25,10 +26,10 @@ from typing import Any, Protocol, TypeAlias, cast
 import grpc
 from google.protobuf.message import DecodeError
 
-from effectgate.gateway.model.errors import GatewayError, InvalidRequest, PermissionDenied
+from effectgate.gateway.model.errors import InvalidRequest, PermissionDenied
 from effectgate.gateway.observability import telemetry
 from effectgate.gateway.rpc.auth import Authenticator, set_current_principal
-from effectgate.gateway.rpc.status import to_status
+from effectgate.gateway.rpc.status import ANSWERED, to_status
 
 log = logging.getLogger("effectgate.rpc")
 READERS = frozenset({"agent", "operator", "observer"})
@@ -110,7 +111,7 @@ class Admission:
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
                 return await inner(request, context)
-            except GatewayError as error:
+            except ANSWERED as error:
                 status = to_status(error)
                 telemetry.rpc_failed(status.code.value[0], status.code.name)
                 await context.abort(status.code, status.details, trailing_metadata=status.trailing_metadata)
