@@ -64,15 +64,6 @@ class Undecodable:
     """Stands in for a request whose bytes are not the method's message."""
 
 
-def serialize_or_pass(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
-    """A response serializer that also takes bytes already serialised (a cached answer)."""
-
-    def serializer(response: Any) -> bytes:
-        return response if isinstance(response, bytes) else serialize(response)
-
-    return serializer
-
-
 class Admission:
     """Wraps each method handler of our services in auth, error translation and its server
     span, once, at registration."""
@@ -81,17 +72,20 @@ class Admission:
         self.auth = auth
 
     def register(self, server: grpc.aio.Server, add_servicer: AddServicer, servicer: object) -> None:
-        """Registers `servicer` on `server` the way its generated code does, every handler wrapped."""
+        """Registers `servicer` on `server` the way its generated code does, every handler wrapped.
+        The methods a servicer names in `ANSWERS_SERIALISED` answer bytes already serialised."""
         captured = _Captured()
         add_servicer(servicer, captured)
+        serialised: frozenset[str] = getattr(servicer, "ANSWERS_SERIALISED", frozenset())
         wrapped = {
-            name: self.wrap(handler, f"/{captured.service}/{name}") for name, handler in captured.handlers.items()
+            name: self.wrap(handler, f"/{captured.service}/{name}", serialised=name in serialised)
+            for name, handler in captured.handlers.items()
         }
         registry = cast(Registry, server)
         registry.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(captured.service, wrapped),))
         registry.add_registered_method_handlers(captured.service, wrapped)
 
-    def wrap(self, handler: Handler, method: str) -> Handler:
+    def wrap(self, handler: Handler, method: str, *, serialised: bool = False) -> Handler:
         inner = cast(Behavior, handler.unary_unary)
         decode = cast(Callable[[bytes], Any], handler.request_deserializer)
         roles = METHOD_ROLES.get(method, frozenset())
@@ -129,9 +123,10 @@ class Admission:
             with telemetry.rpc_span(method, metadata):  # the caller's trace goes on here
                 return await admitted(request, context, metadata)
 
-        serialize = cast(Callable[[Any], bytes], handler.response_serializer)
+        # No serializer: grpc sends the bytes the handler answers as they are.
+        serialize = None if serialised else cast(Callable[[Any], bytes], handler.response_serializer)
         return grpc.unary_unary_rpc_method_handler(
-            behavior, request_deserializer=tolerant, response_serializer=serialize_or_pass(serialize)
+            behavior, request_deserializer=tolerant, response_serializer=serialize
         )
 
 
