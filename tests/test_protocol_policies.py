@@ -9,7 +9,7 @@ import pytest
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, RateLimited
 from effectgate.gateway.config.schema import Approval, Bypass, OnMismatch, OnRepeat
-from effectgate.gateway.core.replay_cache import SettledCache
+from effectgate.gateway.core.replay_cache import ReplayCache
 from effectgate.gateway.model.domain import NextStep, State
 from effectgate.gateway.model.errors import (
     ActionNotFound,
@@ -225,7 +225,7 @@ async def test_bypass_needs_the_tool_policy_and_a_settled_action() -> None:
 
 def test_cache_is_bounded_and_keeps_only_settled_records() -> None:
     clock = FakeClock()
-    cache = SettledCache(capacity=2, ttl=5.0, clock=clock)
+    cache = ReplayCache(capacity=2, ttl=5.0, clock=clock)
     records = [base(State.CONFIRMED, action_id=f"a{i}") for i in range(3)]
     for record in records:
         cache.put(record)
@@ -235,4 +235,4 @@ def test_cache_is_bounded_and_keeps_only_settled_records() -> None:
     assert cache.get("u") is None and cache.get("g") is None
     clock.advance(5.0)
     assert cache.get("a2") is None
-    SettledCache(capacity=0).put(records[0])
+    ReplayCache(capacity=0).put(records[0])

@@ -1,6 +1,7 @@
 """Every edge of the action state machine, table-driven: one case per (state, event, state) of
 `transitions.EDGES` (and no edge without a case), every event refused in every other state,
-the driver's next-move rules (`moves`), and docs/protocol.md's diagram equal to the table."""
+`allows` equal to the table (and the named state sets the guards rely on), the driver's
+next-move rules (`moves`), and docs/protocol.md's diagram equal to the table."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from effectgate.adapters.base import Observation, Outcome, Receipt
 from effectgate.gateway.core import moves as m
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, NextStep, State
+from effectgate.gateway.model.domain import IN_DOUBT, TERMINAL, UNSENT, ActionIdentity, ActionRecord, NextStep, State
 
 NOW = 10_000.0
 POLICY = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, dedups_on_key=True)
@@ -191,6 +192,29 @@ SAMPLE_EVENTS = {type(c.event): c.event for c in CASES.values() if c.src is not 
 def test_every_other_event_is_refused(state: State, event: t.Event) -> None:
     with pytest.raises(t.IllegalTransition):
         t.apply(base(state, bypass_granted=True), event, NOW, POLICY)
+
+
+def test_allows_is_the_table() -> None:
+    names = {name for _, name, _ in t.EDGES} | {"no_such_event"}
+    for state, name in itertools.product(State, names):
+        assert t.allows(state, name) == any(src is state and n == name for src, n, _ in t.EDGES), (state, name)
+
+
+def test_the_named_state_sets_are_the_tables() -> None:
+    def allowing(event: type[t.Event]) -> set[State]:
+        return {s for s in State if t.allows(s, event.name)}
+
+    assert allowing(t.Approve) == {State.AWAITING_APPROVAL}
+    assert allowing(t.Reconcile) == allowing(t.Observed) == IN_DOUBT
+    assert allowing(t.GrantBypass) == allowing(t.UseBypass) == TERMINAL
+    assert allowing(t.Dispatch) - {State.DISPATCHED} == UNSENT
+    assert all(s.terminal == (s in TERMINAL) for s in State)
+
+
+def test_a_refused_event_names_the_state_and_the_event() -> None:
+    with pytest.raises(t.IllegalTransition) as caught:
+        t.apply(base(State.CONFIRMED), t.Reconcile(State.REJECTED, "ops", "late"), NOW, POLICY)
+    assert caught.value.state is State.CONFIRMED and caught.value.event == "reconcile"
 
 
 def test_operator_cannot_resolve_to_a_non_final_state() -> None:

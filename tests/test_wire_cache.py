@@ -1,13 +1,17 @@
 """The answer to a replayed settled action is serialised once per record object, never reused for
-a changed record, never cached for an unsettled one, and the cache is bounded."""
+a changed record, never cached for an unsettled one, dropped with its record, and the cache is
+bounded."""
 
 from __future__ import annotations
 
 from effectgate.adapters.base import Receipt
+from effectgate.gateway.config.schema import Bypass
+from effectgate.gateway.core.replay_cache import ReplayCache
 from effectgate.gateway.core.ttl_cache import TtlCache
 from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, State
-from effectgate.gateway.rpc.wire import ReplayAnswers
+from effectgate.gateway.rpc.wire import execute_answer, replay_answer
 from effectgate.testing.clock import FakeClock
+from effectgate.testing.rig import TENANT, rig
 from effectgate.v1 import gateway_pb2 as pb
 
 
@@ -30,8 +34,21 @@ def decoded(answer: bytes) -> pb.ExecuteResponse:
     return pb.ExecuteResponse.FromString(answer)
 
 
+class Answers:
+    """A replay of `record` as the protocol and the Execute handler answer it: the kept answer,
+    else one serialised for this call."""
+
+    def __init__(self, capacity: int) -> None:
+        self.cache = ReplayCache(capacity=capacity)
+        self.cache.answer_with(replay_answer)
+
+    def replayed(self, record: ActionRecord) -> bytes:
+        answer = self.cache.replay(record)
+        return answer if answer is not None else execute_answer(record, True)
+
+
 def test_a_settled_record_is_serialised_once_and_a_changed_one_again() -> None:
-    answers = ReplayAnswers(capacity=2)
+    answers = Answers(capacity=2)
     first = record(1)
     built = answers.replayed(first)
     response = decoded(built)
@@ -49,6 +66,36 @@ def test_a_settled_record_is_serialised_once_and_a_changed_one_again() -> None:
     answers.replayed(first)  # first in, first out: `changed`'s entry is gone, then `second`'s
     assert decoded(answers.replayed(third)).action.receipt.external_id == "pi_4"
     assert answers.replayed(second) is not kept
+
+
+def test_dropping_an_action_drops_its_answer_with_its_record() -> None:
+    answers = Answers(capacity=2)
+    first = record(1)
+    built = answers.replayed(first)
+    answers.cache.drop(first.action_id)
+    assert answers.cache.get(first.action_id) is None
+    again = answers.replayed(first)
+    assert again is not built and again == built
+
+
+def test_without_a_serializer_nothing_is_serialised() -> None:
+    cache = ReplayCache()
+    assert cache.replay(record(1)) is None and cache.get(record(1).action_id) is not None
+
+
+async def test_a_known_replay_returns_the_kept_answer_and_a_grant_drops_it() -> None:
+    r = await rig(bypass=Bypass.OPERATOR)
+    r.protocol.answer_replays_with(replay_answer)
+    first = await r.execute()
+    assert not first.replayed and first.answer is None  # a new action: the handler serialises it
+    second = await r.execute()  # the same request: its answer is made now, once
+    third = await r.execute()
+    assert second.replayed and second.answer is not None and third.answer is second.answer
+    assert decoded(second.answer) == pb.ExecuteResponse.FromString(execute_answer(first.record, True))
+    await r.operations.grant_bypass(TENANT, first.record.action_id, "ops", "asked twice")
+    assert len(r.cache) == 0
+    fourth = await r.execute()  # read again from the store: a granted record is not kept
+    assert fourth.replayed and fourth.answer is None and fourth.record.bypass_granted
 
 
 def test_ttl_cache_purges_expired_entries_and_keeps_its_bound() -> None:

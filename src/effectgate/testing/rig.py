@@ -12,7 +12,7 @@ from effectgate.gateway.config.schema import ToolConfig
 from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult
-from effectgate.gateway.core.replay_cache import SettledCache
+from effectgate.gateway.core.replay_cache import ReplayCache
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import Policy
 from effectgate.gateway.model.domain import ActionIdentity, ActionRecord
@@ -54,7 +54,7 @@ class Rig:
     reconciler: Reconciler
     tool: ToolConfig
     settings: DriverSettings
-    cache: SettledCache = field(default_factory=SettledCache)
+    cache: ReplayCache = field(default_factory=ReplayCache)
 
     @property
     def policy(self) -> Policy:
@@ -100,7 +100,7 @@ async def rig(
     store = MemoryStore(db)
     await store.open()
     driver_settings = DriverSettings(owner=owner, lease_ttl=lease_ttl, recheck_min=recheck_min, recheck_max=recheck_max)
-    cache = SettledCache(clock=clock)
+    cache = ReplayCache(clock=clock)
     protocol = EffectProtocol(
         store, ToolSet({TOOL: BoundTool(tool, adapter)}), driver_settings, clock=clock, sleep=clock.sleep, cache=cache
     )

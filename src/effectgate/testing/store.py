@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page, State
+from effectgate.gateway.model.domain import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page
 from effectgate.gateway.store import codec, rows
-from effectgate.gateway.store.base import RECOVERABLE_STATES, Store, StoreUnavailable
+from effectgate.gateway.store.base import Store, StoreUnavailable
 from effectgate.gateway.store.rows import decode_cursor
 
 
@@ -109,11 +109,9 @@ class MemoryStore(Store):
         due = [
             r
             for r in map(codec.decode, self.db.rows.values())
-            if r.lease_expires_at <= now
-            and (
-                r.state in RECOVERABLE_STATES
-                or (r.state is State.UNKNOWN and r.next_check_at is not None and r.next_check_at <= now)
-            )
+            if r.state in DUE
+            and r.lease_expires_at <= now
+            and (r.state in RECOVERABLE or (r.next_check_at is not None and r.next_check_at <= now))
         ]
         due.sort(key=lambda r: r.updated_at)
         claimed = []
@@ -145,7 +143,7 @@ class MemoryStore(Store):
         doomed = [
             r.action_id
             for r in map(codec.decode, self.db.rows.values())
-            if r.tool == tool and r.created_at < before and r.state.terminal
+            if r.tool == tool and r.created_at < before and r.state in TERMINAL
         ][:limit]
         for action_id in doomed:
             del self.db.rows[action_id]

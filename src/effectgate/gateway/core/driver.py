@@ -141,7 +141,7 @@ class Driver:
         policy = policy_of(tool, self.settings)
         read_at = self.clock()
         observation = await self.read_back(record, tool, deadline=read_at + tool.config.attempt_timeout)
-        if record.state in (State.DISPATCHED, State.UNKNOWN):
+        if t.allows(record.state, t.Observed.name):
             event = t.Observed(observation, read_at=read_at)
             record = await self._write(t.apply(record, event, self.clock(), policy), policy)
             if record.state is State.DISPATCHED:  # inside the window: not proof of absence

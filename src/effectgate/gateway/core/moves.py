@@ -9,7 +9,7 @@ from typing import Literal
 
 from effectgate.adapters.base import Observation, Outcome
 from effectgate.gateway.core.transitions import RETRY_PAUSE, Policy, RefusedBeforeActing, window_end
-from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model.domain import IN_DOUBT, UNSENT, ActionRecord, State
 
 # Never start a provider call with less than this much of the lease or deadline left.
 MIN_CALL_BUDGET = 0.05
@@ -48,7 +48,7 @@ def next_move(
     """`observed`: the read-back just applied (None if the last step was not one); `refusal`:
     the refusal the last send got; `refusals`: how many in a row."""
     left = min(deadline, record.lease_expires_at) - now
-    if record.state in (State.PLANNED, State.NOT_FOUND):
+    if record.state in UNSENT:
         pause = refusal_pause(refusal, refusals) if refusal is not None else 0.0
         # A provider's pause stored by an earlier refusal (this worker's or another's).
         not_before = record.next_check_at if record.state is State.NOT_FOUND else None
@@ -60,7 +60,7 @@ def next_move(
             limited = held or (refusal is not None and refusal.retry_after is not None)
             return Move("stop", pause=pause, rate_limited=limited)
         return Move("send", pause=pause)
-    if record.state in (State.DISPATCHED, State.UNKNOWN):
+    if record.state in IN_DOUBT:
         if observed is None:
             return Move("check")
         if record.state is State.UNKNOWN:

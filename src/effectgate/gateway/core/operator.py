@@ -3,7 +3,9 @@
 Each is idempotent where it can be (a second approval returns the same record) and recorded as a
 note on the action. Each takes the action's lease first, so it cannot race a worker driving it;
 the change itself is a transition (`transitions.Approve`, `Reconcile`, `GrantBypass`) committed
-by the protocol in the write that releases the lease.
+by the protocol in the write that releases the lease. Which states allow each act is the
+transition table's (`transitions.allows`), checked on the read and again under the lease: the
+answers here name the refusal for people; `apply` would only raise IllegalTransition.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class Operations:
         # action approved and changes nothing.
         for _ in range(APPROVAL_RACE_POLLS):
             record = await self.protocol.get(tenant, action_id)
-            if record.state is not State.AWAITING_APPROVAL:
+            if not t.allows(record.state, t.Approve.name):
                 return record  # approving twice (or after the fact) changes nothing
             leased = await self.protocol.try_lease(action_id)
             if leased is not None:
@@ -37,7 +39,7 @@ class Operations:
             await asyncio.sleep(0.01)
         else:
             raise InFlight(action_id, retry_after=0.5)
-        if leased.state is not State.AWAITING_APPROVAL:
+        if not t.allows(leased.state, t.Approve.name):
             return await self.protocol.release(leased)
         return await self.protocol.commit(leased, t.Approve(who=who, note=note))
 
@@ -49,10 +51,10 @@ class Operations:
         if not note.strip():
             raise InvalidRequest([("note", "say what evidence settles the action")])
         record = await self.protocol.get(tenant, action_id)
-        if record.state not in (State.UNKNOWN, State.DISPATCHED):
+        if not t.allows(record.state, t.Reconcile.name):
             raise _not_unknown(record)
         leased = await self.protocol.lease(action_id)
-        if leased.state not in (State.UNKNOWN, State.DISPATCHED):  # settled between read and lease
+        if not t.allows(leased.state, t.Reconcile.name):  # settled between read and lease
             await self.protocol.release(leased)
             raise _not_unknown(leased)
         event = t.Reconcile(resolution=resolution, who=who, note=note, external_id=external_id)
@@ -62,12 +64,12 @@ class Operations:
         record = await self.protocol.get(tenant, action_id)
         if self.protocol.tool_config(record.tool).bypass is not Bypass.OPERATOR:
             raise PolicyConflict(f"tool {record.tool} does not allow bypass", reason="BYPASS_NOT_ALLOWED")
-        if not record.state.terminal:
+        if not t.allows(record.state, t.GrantBypass.name):
             raise _not_settled(record)
         if not note.strip():
             raise InvalidRequest([("note", "say why a second effect is wanted")])
         leased = await self.protocol.lease(action_id)
-        if not leased.state.terminal:  # a bypass was used between our read and our lease
+        if not t.allows(leased.state, t.GrantBypass.name):  # a bypass was used between our read and our lease
             await self.protocol.release(leased)
             raise _not_settled(leased)
         return await self.protocol.commit(leased, t.GrantBypass(who=who, note=note))

@@ -6,9 +6,10 @@ already DISPATCHED under our lease when no approval is needed), then either answ
 stored outcome, wait for the worker that holds the lease (single flight), or drive the action
 under our own lease.
 
-The protocol keeps its parts (store, driver, clock, in-flight drives) private and offers verbs:
-to the RPC layer (execute, verify, get, list), to operators (lease, commit, release), to the
-reconciler (claim_due, drive_leased, wait_for_work) and to the server (drain).
+The protocol keeps its parts (store, driver, clock, in-flight drives, replay cache) private and
+offers verbs: to the RPC layer (execute, verify, get, list, answer_replays_with), to operators
+(lease, commit, release), to the reconciler (claim_due, drive_leased, wait_for_work) and to the
+server (drain).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, policy_of
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET
-from effectgate.gateway.core.replay_cache import KnownRequests, RequestKey, SettledCache
+from effectgate.gateway.core.replay_cache import ReplayCache, RequestKey, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import keys
 from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, ListQuery, Page, State
@@ -72,6 +73,9 @@ class ExecuteResult:
     record: ActionRecord
     # True when the answer is a stored outcome and this call made no provider call.
     replayed: bool
+    # A replay of a kept settled action: its answer, already made by the RPC layer's serializer
+    # (see `answer_replays_with`); None otherwise.
+    answer: bytes | None = None
 
 
 def request_key(cmd: ExecuteCommand) -> RequestKey:
@@ -98,7 +102,7 @@ class EffectProtocol:
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        cache: SettledCache | None = None,
+        cache: ReplayCache | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
@@ -106,8 +110,7 @@ class EffectProtocol:
         self._clock = clock
         self._sleep = sleep
         self._driver = Driver(store, settings, clock=clock, sleep=sleep)
-        self._cache = cache if cache is not None else SettledCache()
-        self._known = KnownRequests(self._cache.capacity, self._cache.ttl)
+        self._cache = cache if cache is not None else ReplayCache()
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.
         self._inflight: dict[str, asyncio.Task[ActionRecord]] = {}
@@ -130,11 +133,11 @@ class EffectProtocol:
         the full path, which gives the same answer more slowly."""
         if cmd.bypass:
             return None
-        action_id = self._known.get(request_key(cmd))
-        record = None if action_id is None else self._cache.get(action_id)
-        if record is None or self._tools.get(record.tool).config.on_repeat is not OnRepeat.COALESCE:
+        kept = self._cache.known(request_key(cmd))
+        if kept is None or self._tools.get(kept.record.tool).config.on_repeat is not OnRepeat.COALESCE:
             return None
-        return ExecuteResult(record, replayed=True)
+        answer = kept.answer
+        return ExecuteResult(kept.record, True, answer if answer is not None else self._cache.answer(kept))
 
     async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
         who = cmd.identity
@@ -154,7 +157,7 @@ class EffectProtocol:
                 existing = await self._guard(self._store.get(action_id))
             if existing is not None:
                 result = await self._repeat(existing, cmd, fingerprint, tool, deadline)
-                self._known.put(request_key(cmd), action_id)  # the payload passed the fingerprint check
+                self._cache.learn(request_key(cmd), action_id)  # the payload passed the fingerprint check
                 return result
         now = self._clock()
         needs_approval = tool.config.approval is Approval.REQUIRED
@@ -178,7 +181,7 @@ class EffectProtocol:
         failpoints.hit("after_dispatched" if record.state is State.DISPATCHED else "after_planned")
         settled = await self._run(record, tool, deadline, unsent=True)
         if tool.config.on_repeat is not OnRepeat.ALLOW:  # its action id names this request's action
-            self._known.put(request_key(cmd), action_id)
+            self._cache.learn(request_key(cmd), action_id)
         return ExecuteResult(settled, replayed=False)
 
     async def _claim(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
@@ -208,10 +211,10 @@ class EffectProtocol:
         patience = answer_by(deadline, self._clock())
         while True:
             if record.state.terminal:
-                self._cache.put(record)
                 if tool.config.on_repeat is OnRepeat.REFUSE:
+                    self._cache.put(record)
                     raise AlreadyExecuted(record)
-                return ExecuteResult(record, replayed=True)
+                return ExecuteResult(record, True, self._cache.replay(record))
             if record.state is State.AWAITING_APPROVAL:
                 return ExecuteResult(record, replayed=True)
             now = self._clock()
@@ -289,6 +292,11 @@ class EffectProtocol:
     def now(self) -> float:
         """The protocol's clock (the reconciler measures its lag with it)."""
         return self._clock()
+
+    def answer_replays_with(self, serialize: Serializer) -> None:
+        """How the RPC layer answers a replay of a record (opaque bytes here): made once per kept
+        settled action and handed back in `ExecuteResult.answer`."""
+        self._cache.answer_with(serialize)
 
     def tool_deadline(self, tool: str) -> float:
         """The tool's default budget of one Execute (when the caller sets no deadline)."""

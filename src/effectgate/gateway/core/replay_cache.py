@@ -1,11 +1,23 @@
-"""A bounded per-process cache of settled records, so a replay is answered with no I/O.
+"""The replay component: what a replay of a settled action is answered from, with no I/O.
 
-Only CONFIRMED and REJECTED records without a bypass grant are kept: nothing changes them except
-a bypass (grant, then use), and both go through this process's protocol verbs, which drop the
-entry. Another replica can grant and use a bypass behind this cache's back; an entry therefore
-lives `ttl` seconds from the moment it was read from the store (a hit does not extend it), which
-bounds how long a replay here may still show the previous generation's outcome (never a second
-effect: an Execute with `bypass` always reads the store).
+Per settled action it keeps the record and the answer a replay gets, and per request already
+answered, which action it named; one `drop` forgets the action and its answer together.
+
+- Settled records: only CONFIRMED and REJECTED records without a bypass grant are kept: nothing
+  changes them except a bypass (grant, then use), and both go through this process's protocol
+  verbs, which drop the entry. Another replica can grant and use a bypass behind this cache's
+  back; an entry therefore lives `ttl` seconds from the moment it was read from the store (a hit
+  does not extend it), which bounds how long a replay here may still show the previous
+  generation's outcome (never a second effect: an Execute with `bypass` always reads the store).
+- Answers: the protocol knows no wire format, so an answer is opaque bytes made by the
+  serializer the RPC layer hands in (`answer_with`), once per entry, on the first replay that
+  asks for it. A changed action is a new record and so a new entry: an answer is never reused
+  for a record it was not made from. With no serializer (in-process use) there are no answers.
+- Known requests: the exact content of a request already answered, mapped to its action id, so
+  that the same bytes again skip parsing, normalising and fingerprinting the payload. What it
+  maps never goes stale (the action id is a function of the identity, and a payload once checked
+  against the action's fingerprint stays checked); it only saves work while the action's entry
+  is kept, so it shares the entries' bounds.
 """
 
 from __future__ import annotations
@@ -14,62 +26,91 @@ import time
 from collections.abc import Callable
 
 from effectgate.gateway.core.ttl_cache import TtlCache
-from effectgate.gateway.model.domain import ActionRecord
+from effectgate.gateway.model.domain import TERMINAL, ActionRecord
 
 CAPACITY = 10_000
 TTL = 10.0
 
-
-def cacheable(record: ActionRecord) -> bool:
-    return record.state.terminal and not record.bypass_granted
-
-
-class SettledCache:
-    def __init__(self, capacity: int = CAPACITY, ttl: float = TTL, clock: Callable[[], float] = time.monotonic) -> None:
-        self._entries: TtlCache[str, ActionRecord] = TtlCache(capacity, ttl, clock)
-
-    @property
-    def ttl(self) -> float:
-        return self._entries.ttl
-
-    @property
-    def capacity(self) -> int:
-        return self._entries.capacity
-
-    def get(self, action_id: str) -> ActionRecord | None:
-        return self._entries.get(action_id)
-
-    def put(self, record: ActionRecord) -> None:
-        """Keeps a record just read from the store or just settled by this process; the record
-        the cache already holds keeps its original expiry."""
-        if cacheable(record) and self._entries.get(record.action_id) is not record:
-            self._entries.put(record.action_id, record)
-
-    def drop(self, action_id: str) -> None:
-        self._entries.drop(action_id)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
 # (tenant, run_id, step_id, tool, scope, payload type URL, payload bytes): all an Execute carries
 # that decides its answer once the action is settled.
 RequestKey = tuple[str, str, str, str, str, str, bytes]
+# The RPC layer's answer to a replay of a record: its serialised response.
+Serializer = Callable[[ActionRecord], bytes]
 
 
-class KnownRequests:
-    """Requests already answered with an action, by their exact content: a replay of the same
-    bytes skips parsing, normalising and fingerprinting its payload and deriving the action id.
+def cacheable(record: ActionRecord) -> bool:
+    return record.state in TERMINAL and not record.bypass_granted
 
-    What it maps never goes stale (the action id is a function of the identity, and a payload
-    once checked against the action's fingerprint stays checked); it only saves work when the
-    settled cache still holds the action, so it shares that cache's bounds."""
 
+class Settled:
+    """One kept action: its record and, once a replay asked for it, the answer to a replay."""
+
+    __slots__ = ("answer", "record")
+
+    def __init__(self, record: ActionRecord) -> None:
+        self.record = record
+        self.answer: bytes | None = None
+
+
+class ReplayCache:
     def __init__(self, capacity: int = CAPACITY, ttl: float = TTL, clock: Callable[[], float] = time.monotonic) -> None:
-        self._entries: TtlCache[RequestKey, str] = TtlCache(capacity, ttl, clock)
+        self._settled: TtlCache[str, Settled] = TtlCache(capacity, ttl, clock)
+        self._known: TtlCache[RequestKey, str] = TtlCache(capacity, ttl, clock)
+        self._serialize: Serializer | None = None
 
-    def get(self, key: RequestKey) -> str | None:
-        return self._entries.get(key)
+    def answer_with(self, serialize: Serializer) -> None:
+        """Set once by the RPC layer: how a replay's answer is made from its record."""
+        self._serialize = serialize
 
-    def put(self, key: RequestKey, action_id: str) -> None:
-        self._entries.put(key, action_id)
+    @property
+    def ttl(self) -> float:
+        return self._settled.ttl
+
+    @property
+    def capacity(self) -> int:
+        return self._settled.capacity
+
+    def get(self, action_id: str) -> ActionRecord | None:
+        entry = self._settled.get(action_id)
+        return None if entry is None else entry.record
+
+    def known(self, key: RequestKey) -> Settled | None:
+        """The kept action this exact request was answered with before (the hottest path)."""
+        action_id = self._known.get(key)
+        return None if action_id is None else self._settled.get(action_id)
+
+    def learn(self, key: RequestKey, action_id: str) -> None:
+        """The request was answered with `action_id` (its payload passed the fingerprint check)."""
+        self._known.put(key, action_id)
+
+    def put(self, record: ActionRecord) -> Settled | None:
+        """Keeps a record just read from the store or just settled by this process, and returns
+        its entry (None when the record is not kept). The entry already holding this very record
+        is returned as it is: it keeps its answer and its original expiry."""
+        if not cacheable(record):
+            return None
+        entry = self._settled.get(record.action_id)
+        if entry is None or entry.record is not record:
+            entry = Settled(record)
+            self._settled.put(record.action_id, entry)
+        return entry
+
+    def replay(self, record: ActionRecord) -> bytes | None:
+        """Keeps `record` (see `put`) and returns the answer to its replay (None when the record is
+        not kept, or with no serializer)."""
+        entry = self.put(record)
+        return None if entry is None else self.answer(entry)
+
+    def answer(self, entry: Settled) -> bytes | None:
+        """The entry's answer, made on first use (None without a serializer)."""
+        answer = entry.answer
+        if answer is None and self._serialize is not None:
+            answer = entry.answer = self._serialize(entry.record)
+        return answer
+
+    def drop(self, action_id: str) -> None:
+        """Forgets the action: its record and its answer (the only invalidation)."""
+        self._settled.drop(action_id)
+
+    def __len__(self) -> int:
+        return len(self._settled)

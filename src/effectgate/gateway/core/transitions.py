@@ -55,6 +55,7 @@ __all__ = [
     "Refused",
     "RefusedBeforeActing",
     "UseBypass",
+    "allows",
     "apply",
     "create",
     "mermaid",
@@ -69,7 +70,14 @@ RETRY_PAUSE = 0.2
 
 
 class IllegalTransition(Exception):
-    """An event that the action's state does not allow: a bug in the caller, never data."""
+    """An event that the action's state does not allow: a bug in the caller, never data (callers
+    check `allows` first). The RPC layer answers it FAILED_PRECONDITION (rpc/status.py)."""
+
+    def __init__(self, state: State | None, event: str, message: str) -> None:
+        super().__init__(message)
+        # The state the event met (None: the action did not exist) and the event's name.
+        self.state = state
+        self.event = event
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,14 @@ _FROM: dict[str, frozenset[State]] = {}
 for _src, _name, _ in EDGES:
     if _src is not None:
         _FROM[_name] = _FROM.get(_name, frozenset()) | {_src}
+_NOWHERE: frozenset[State] = frozenset()
+
+
+def allows(state: State, event: str) -> bool:
+    """Whether the table lets an action in `state` take `event` (an event's `name`, e.g.
+    `Reconcile.name`). `apply` may still refuse what the event carries (a resolution, a grant)."""
+    return state in _FROM.get(event, _NOWHERE)
+
 
 RESOLUTIONS = {
     State.CONFIRMED: Outcome.CONFIRMED,
@@ -169,8 +185,10 @@ def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
 
 def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
     """The record after `event`; raises IllegalTransition when the state does not allow it."""
-    if record.state not in _FROM.get(event.name, frozenset()):
-        raise IllegalTransition(f"{event.name} is not allowed in {record.state.value} ({record.action_id})")
+    if not allows(record.state, event.name):
+        raise IllegalTransition(
+            record.state, event.name, f"{event.name} is not allowed in {record.state.value} ({record.action_id})"
+        )
     result = _STEPS[type(event)](record, event, now, policy)
     _check(record.state, event, result.state)
     return result
@@ -178,7 +196,7 @@ def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> Act
 
 def _check(src: State | None, event: Event, dst: State) -> None:
     if (src, event.name, dst) not in EDGES:
-        raise IllegalTransition(f"{src} --{event.name}--> {dst.value} is not in the table")
+        raise IllegalTransition(src, event.name, f"{src} --{event.name}--> {dst.value} is not in the table")
 
 
 # -- the steps -------------------------------------------------------------------------------------
@@ -295,7 +313,9 @@ def _approve(record: ActionRecord, event: Event, now: float, policy: Policy) -> 
 def _reconcile(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
     assert isinstance(event, Reconcile)
     if event.resolution not in RESOLUTIONS:
-        raise IllegalTransition(f"an operator cannot resolve an action as {event.resolution.value}")
+        raise IllegalTransition(
+            record.state, event.name, f"an operator cannot resolve an action as {event.resolution.value}"
+        )
     evidence = {"operator": event.who, "note": event.note, "external_id": event.external_id}
     receipt = record.receipt
     if event.resolution is C and event.external_id:
@@ -320,7 +340,7 @@ def _grant_bypass(record: ActionRecord, event: Event, now: float, policy: Policy
 
 def _use_bypass(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
     if not record.bypass_granted:
-        raise IllegalTransition(f"{record.action_id} has no bypass grant")
+        raise IllegalTransition(record.state, event.name, f"{record.action_id} has no bypass grant")
     generation = record.generation + 1
     return record.evolve(
         generation=generation,

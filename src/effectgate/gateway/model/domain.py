@@ -22,7 +22,24 @@ class State(enum.Enum):
 
     @property
     def terminal(self) -> bool:
-        return self in (State.CONFIRMED, State.REJECTED)
+        return self in TERMINAL
+
+
+# The state rules, named once (the transition table in core/transitions.py is what moves between them).
+# Never changes again, except through an operator-granted bypass (which starts a new generation).
+TERMINAL: frozenset[State] = frozenset({State.CONFIRMED, State.REJECTED})
+# The drive stopped with an outcome to report (audit line, span outcome): terminal, or UNKNOWN/NOT_FOUND.
+REPORTED: frozenset[State] = TERMINAL | {State.UNKNOWN, State.NOT_FOUND}
+# Nothing of the current attempt is at the provider (never sent, or absence proven): the next move is a send.
+UNSENT: frozenset[State] = frozenset({State.PLANNED, State.NOT_FOUND})
+# The attempt may have reached the provider and its outcome is not known: a read-back (or an operator) decides.
+IN_DOUBT: frozenset[State] = frozenset({State.DISPATCHED, State.UNKNOWN})
+# Due for the reconciler as soon as nobody holds its lease (approved and waiting, or its worker vanished).
+RECOVERABLE: frozenset[State] = frozenset({State.PLANNED, State.DISPATCHED})
+# Due for the reconciler once its re-check time (next_check_at) has come, and nobody holds its lease.
+RECHECKED: frozenset[State] = frozenset({State.UNKNOWN})
+# Every state the reconciler may claim (store.claim_due): RECOVERABLE, or RECHECKED when its time has come.
+DUE: frozenset[State] = RECOVERABLE | RECHECKED
 
 
 @dataclass(frozen=True)

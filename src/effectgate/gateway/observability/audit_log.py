@@ -8,11 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model.domain import REPORTED, ActionRecord
 from effectgate.gateway.observability import metrics, telemetry
 
 audit = logging.getLogger("effectgate.audit")
-SETTLED = (State.CONFIRMED, State.REJECTED, State.UNKNOWN, State.NOT_FOUND)
 
 
 def _action_fields(record: ActionRecord) -> dict[str, Any]:
@@ -28,8 +27,8 @@ def _action_fields(record: ActionRecord) -> dict[str, Any]:
 
 
 def settled(record: ActionRecord) -> ActionRecord:
-    """One line when a drive leaves the action settled (or UNKNOWN); returns the record."""
-    if record.state in SETTLED:
+    """One line when a drive stops with an outcome to report (`domain.REPORTED`); returns the record."""
+    if record.state in REPORTED:
         telemetry.annotate_current(record)
         audit.info(
             "action %s %s",

@@ -29,7 +29,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
-from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model.domain import REPORTED, ActionRecord, State
 from effectgate.gateway.model.errors import GatewayError
 from effectgate.gateway.observability import metrics
 
@@ -235,8 +235,9 @@ def execute_span(tool: str, tool_call_id: str) -> ExecuteCall:
 
 
 def outcome_of(state: State) -> str:
-    """Bounded outcome label: settled states by name, anything still moving is `pending`."""
-    if state in (State.CONFIRMED, State.REJECTED, State.UNKNOWN, State.NOT_FOUND):
+    """Bounded outcome label: a state with an outcome to report (`domain.REPORTED`) by name,
+    anything still moving is `pending`."""
+    if state in REPORTED:
         return str(state.value).lower()
     return "pending"
 

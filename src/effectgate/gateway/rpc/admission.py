@@ -4,8 +4,9 @@ method handler once, when the services are registered:
 - admission: authenticates the caller for the method's roles, then refuses a request that did
   not decode (INVALID_ARGUMENT, never a traceback, and only after auth so that anonymous garbage
   cannot flood the log);
-- errors: a GatewayError becomes its gRPC status with google.rpc details (rpc/status.py);
-  anything else is INTERNAL with no detail leaked (the traceback goes to the log);
+- errors: a GatewayError (or an IllegalTransition) becomes its gRPC status with google.rpc
+  details (rpc/status.py); anything else is INTERNAL with no detail leaked (the traceback goes to
+  the log);
 - tracing (when a tracer provider is installed): the RPC's SERVER span, continuing the caller's
   trace (telemetry.rpc_span), with the status code it ended with.
 
@@ -25,10 +26,10 @@ from typing import Any, Protocol, TypeAlias, cast
 import grpc
 from google.protobuf.message import DecodeError
 
-from effectgate.gateway.model.errors import GatewayError, InvalidRequest, PermissionDenied
+from effectgate.gateway.model.errors import InvalidRequest, PermissionDenied
 from effectgate.gateway.observability import telemetry
 from effectgate.gateway.rpc.auth import Authenticator, set_current_principal
-from effectgate.gateway.rpc.status import to_status
+from effectgate.gateway.rpc.status import ANSWERED, to_status
 
 log = logging.getLogger("effectgate.rpc")
 READERS = frozenset({"agent", "operator", "observer"})
@@ -63,15 +64,6 @@ class Undecodable:
     """Stands in for a request whose bytes are not the method's message."""
 
 
-def serialize_or_pass(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
-    """A response serializer that also takes bytes already serialised (a cached answer)."""
-
-    def serializer(response: Any) -> bytes:
-        return response if isinstance(response, bytes) else serialize(response)
-
-    return serializer
-
-
 class Admission:
     """Wraps each method handler of our services in auth, error translation and its server
     span, once, at registration."""
@@ -80,17 +72,20 @@ class Admission:
         self.auth = auth
 
     def register(self, server: grpc.aio.Server, add_servicer: AddServicer, servicer: object) -> None:
-        """Registers `servicer` on `server` the way its generated code does, every handler wrapped."""
+        """Registers `servicer` on `server` the way its generated code does, every handler wrapped.
+        The methods a servicer names in `ANSWERS_SERIALISED` answer bytes already serialised."""
         captured = _Captured()
         add_servicer(servicer, captured)
+        serialised: frozenset[str] = getattr(servicer, "ANSWERS_SERIALISED", frozenset())
         wrapped = {
-            name: self.wrap(handler, f"/{captured.service}/{name}") for name, handler in captured.handlers.items()
+            name: self.wrap(handler, f"/{captured.service}/{name}", serialised=name in serialised)
+            for name, handler in captured.handlers.items()
         }
         registry = cast(Registry, server)
         registry.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(captured.service, wrapped),))
         registry.add_registered_method_handlers(captured.service, wrapped)
 
-    def wrap(self, handler: Handler, method: str) -> Handler:
+    def wrap(self, handler: Handler, method: str, *, serialised: bool = False) -> Handler:
         inner = cast(Behavior, handler.unary_unary)
         decode = cast(Callable[[bytes], Any], handler.request_deserializer)
         roles = METHOD_ROLES.get(method, frozenset())
@@ -110,7 +105,7 @@ class Admission:
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
                 return await inner(request, context)
-            except GatewayError as error:
+            except ANSWERED as error:
                 status = to_status(error)
                 telemetry.rpc_failed(status.code.value[0], status.code.name)
                 await context.abort(status.code, status.details, trailing_metadata=status.trailing_metadata)
@@ -128,9 +123,10 @@ class Admission:
             with telemetry.rpc_span(method, metadata):  # the caller's trace goes on here
                 return await admitted(request, context, metadata)
 
-        serialize = cast(Callable[[Any], bytes], handler.response_serializer)
+        # No serializer: grpc sends the bytes the handler answers as they are.
+        serialize = None if serialised else cast(Callable[[Any], bytes], handler.response_serializer)
         return grpc.unary_unary_rpc_method_handler(
-            behavior, request_deserializer=tolerant, response_serializer=serialize_or_pass(serialize)
+            behavior, request_deserializer=tolerant, response_serializer=serialize
         )
 
 

@@ -1,4 +1,5 @@
-"""The one place where gateway errors become gRPC statuses with google.rpc details."""
+"""The one place where gateway errors (and a transition the action's state refuses) become gRPC
+statuses with google.rpc details."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from effectgate.gateway.core.transitions import IllegalTransition
 from effectgate.gateway.model.errors import (
     ActionNotFound,
     AlreadyExecuted,
@@ -38,6 +40,8 @@ CODES: list[tuple[type[GatewayError], int]] = [
     (GatewayUnavailable, code_pb2.UNAVAILABLE),
     (ProviderRateLimited, code_pb2.UNAVAILABLE),
 ]
+# What a handler may raise that becomes a status here (anything else is INTERNAL, rpc/admission.py).
+ANSWERED = (GatewayError, IllegalTransition)
 
 
 def _pack(message: object) -> any_pb2.Any:
@@ -53,7 +57,9 @@ def _retry_info(seconds: float) -> error_details_pb2.RetryInfo:
     )
 
 
-def to_status(error: GatewayError) -> grpc.Status:
+def to_status(error: GatewayError | IllegalTransition) -> grpc.Status:
+    if isinstance(error, IllegalTransition):
+        return _illegal_transition(error)
     code = next((c for kind, c in CODES if isinstance(error, kind)), code_pb2.INTERNAL)
     metadata: dict[str, str] = {}
     details: list[any_pb2.Any] = []
@@ -88,4 +94,15 @@ def to_status(error: GatewayError) -> grpc.Status:
         details.append(_pack(_retry_info(error.retry_after)))
     details.insert(0, _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata)))
     status = status_pb2.Status(code=code, message=error.message, details=details)
+    return rpc_status.to_status(status)
+
+
+def _illegal_transition(error: IllegalTransition) -> grpc.Status:
+    """The action's state refuses the event (it changed under a caller that checked too early):
+    FAILED_PRECONDITION, naming the state and the event."""
+    state = "" if error.state is None else error.state.value
+    info = error_details_pb2.ErrorInfo(
+        reason="ILLEGAL_TRANSITION", domain=DOMAIN, metadata={"state": state, "event": error.event}
+    )
+    status = status_pb2.Status(code=code_pb2.FAILED_PRECONDITION, message=str(error), details=[_pack(info)])
     return rpc_status.to_status(status)

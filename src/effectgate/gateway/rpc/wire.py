@@ -7,8 +7,6 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.core import replay_cache
-from effectgate.gateway.core.ttl_cache import TtlCache
 from effectgate.gateway.model.domain import ActionRecord, NextStep, State
 from effectgate.gateway.model.keys import provider_key
 from effectgate.v1 import gateway_pb2 as pb
@@ -110,24 +108,13 @@ def action_pb(record: ActionRecord) -> pb.Action:
     return action
 
 
-class ReplayAnswers:
-    """The serialised `ExecuteResponse` of a replayed settled action, built once per record.
+def execute_answer(record: ActionRecord, replayed: bool) -> bytes:
+    """The serialised `ExecuteResponse` (the Execute handler answers bytes: see agent_service)."""
+    return pb.ExecuteResponse(action=action_pb(record), replayed=replayed).SerializeToString()
 
-    A replay answered from the protocol's cache of settled records gets the very same record
-    object back, so its answer's bytes are reused (checked by identity: a changed action is a new
-    record object, and a record the protocol read again from the store is a new object too).
-    Copying an `Action` into a new response and serialising it is most of a replay's own CPU.
-    Entries live as long as the protocol's (`replay_cache.TTL`) and are bounded in number."""
 
-    def __init__(self, capacity: int = replay_cache.CAPACITY, ttl: float = replay_cache.TTL) -> None:
-        self._entries: TtlCache[str, tuple[ActionRecord, bytes]] = TtlCache(capacity, ttl)
-
-    def replayed(self, record: ActionRecord) -> bytes:
-        if not replay_cache.cacheable(record):
-            return pb.ExecuteResponse(action=action_pb(record), replayed=True).SerializeToString()
-        entry = self._entries.get(record.action_id)
-        if entry is not None and entry[0] is record:
-            return entry[1]
-        answer = pb.ExecuteResponse(action=action_pb(record), replayed=True).SerializeToString()
-        self._entries.put(record.action_id, (record, answer))
-        return answer
+def replay_answer(record: ActionRecord) -> bytes:
+    """The answer to a replay of a settled action: what the protocol's replay cache keeps with
+    the record, made once per kept record (`EffectProtocol.answer_replays_with`). Copying an
+    `Action` into a response and serialising it is most of a replay's own CPU."""
+    return execute_answer(record, True)

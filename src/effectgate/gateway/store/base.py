@@ -12,7 +12,7 @@ import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page, State
+from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page
 
 
 class StoreError(Exception):
@@ -21,10 +21,6 @@ class StoreError(Exception):
 
 class StoreUnavailable(StoreError):
     """The store cannot be read or written durably now. Nothing may be sent to a provider."""
-
-
-# States the reconciler drives without any agent asking (see `Store.claim_due`).
-RECOVERABLE_STATES = (State.PLANNED, State.DISPATCHED)
 
 
 class Store(ABC):
@@ -57,8 +53,9 @@ class Store(ABC):
 
     @abstractmethod
     async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
-        """Leases up to `limit` actions that need the reconciler: PLANNED or DISPATCHED whose lease
-        expired, and UNKNOWN whose next_check_at is due. Concurrent claimers get disjoint sets."""
+        """Leases up to `limit` actions that need the reconciler (`domain.DUE`): RECOVERABLE ones
+        (PLANNED, DISPATCHED) whose lease is free, and RECHECKED ones (UNKNOWN) whose lease is free
+        and whose next_check_at is due. Concurrent claimers get disjoint sets."""
 
     @abstractmethod
     async def list(self, query: ListQuery) -> Page:
@@ -67,7 +64,7 @@ class Store(ABC):
 
     @abstractmethod
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
-        """Deletes up to `limit` terminal actions of `tool` created before `before`."""
+        """Deletes up to `limit` terminal actions (`domain.TERMINAL`) of `tool` created before `before`."""
 
     async def insert_many(self, records: Sequence[ActionRecord]) -> None:
         """Bulk load (benchmarks, imports): inserts every record whose id is absent."""

@@ -19,28 +19,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page, State
+from effectgate.gateway.model.domain import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page, State
 from effectgate.gateway.store import rows
-from effectgate.gateway.store.base import RECOVERABLE_STATES, Store, StoreUnavailable
+from effectgate.gateway.store.base import Store, StoreUnavailable
 
 Row = Sequence[Any]
 
 
-def _literals(states: Sequence[State]) -> str:
+def _literals(states: frozenset[State]) -> str:
     # State names are constants of ours: literals (not parameters) let the planner use indexes.
-    return ", ".join(f"'{s.value}'" for s in states)
+    # In declaration order, so that a statement's text is the same in every process.
+    return ", ".join(f"'{s.value}'" for s in State if s in states)
 
 
-_OPEN = _literals((*RECOVERABLE_STATES, State.UNKNOWN))
-_RECOVERABLE = _literals(RECOVERABLE_STATES)
-_TERMINAL = _literals([s for s in State if s.terminal])
-
-# The due-work rule: PLANNED or DISPATCHED whose lease is free, UNKNOWN whose re-check is due
-# (and whose lease is free). Parameters: now, now.
-DUE = (
-    f"state IN ({_OPEN}) AND (lease_owner = '' OR lease_expires_at <= ?)"
-    f" AND (state IN ({_RECOVERABLE}) OR next_check_at <= ?)"
+# The due-work rule (`domain.DUE`): a free lease, and either RECOVERABLE or RECHECKED with its
+# re-check due (RECHECKED is DUE minus RECOVERABLE). Parameters: now, now.
+DUE_WHERE = (
+    f"state IN ({_literals(DUE)}) AND (lease_owner = '' OR lease_expires_at <= ?)"
+    f" AND (state IN ({_literals(RECOVERABLE)}) OR next_check_at <= ?)"
 )
+_TERMINAL = _literals(TERMINAL)
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,7 @@ class Statements:
         )
         # Parameters: now, now, limit, owner, expiry. Oldest change first, ties by id.
         self.claim = d.render(
-            f"WITH due AS (SELECT action_id FROM actions WHERE {DUE}"
+            f"WITH due AS (SELECT action_id FROM actions WHERE {DUE_WHERE}"
             f" ORDER BY updated_at, action_id LIMIT ?{d.skip_locked})"
             " UPDATE actions SET fence = fence + 1, lease_owner = ?, lease_expires_at = ?"
             f" WHERE action_id IN (SELECT action_id FROM due) RETURNING {rows.SELECTED}"
