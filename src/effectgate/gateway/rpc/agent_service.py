@@ -6,6 +6,7 @@ and size, turned into a domain command, and the answer back into messages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -40,9 +41,10 @@ class EffectGatewayService:
     """effectgate.v1.EffectGateway (registered by its generated `add_..._to_server`, which needs
     every method; not a subclass of the generated servicer because Execute may answer bytes)."""
 
-    def __init__(self, protocol: EffectProtocol, limits: Limits) -> None:
+    def __init__(self, protocol: EffectProtocol, limits: Limits, clock: Callable[[], float]) -> None:
         self.protocol = protocol
         self.limits = limits
+        self.clock = clock  # the protocol's: deadlines are compared with its time
         self.replays = ReplayAnswers()
 
     async def Execute(self, request: pb.ExecuteRequest, context: Context) -> pb.ExecuteResponse | bytes:
@@ -73,7 +75,7 @@ class EffectGatewayService:
                 payload=request.payload.value,
                 bypass=request.bypass,
             ),
-            deadline=deadline_of(context, self.protocol.tool_deadline(request.tool)),
+            deadline=deadline_of(context, self.protocol.tool_deadline(request.tool), self.clock),
         )
         if result.replayed:
             return self.replays.replayed(result.record)
