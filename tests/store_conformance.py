@@ -252,6 +252,28 @@ class StoreConformance:
         assert await reader.get("kept") == leased
         assert (await reader.insert_if_absent(record("new")))[1]
 
+    async def test_probe_writes_a_heartbeat_and_no_action(self, backend: Backend) -> None:
+        store, replica = await backend.store(), await backend.store()
+        kept = record("kept", state=State.CONFIRMED, created_at=0.0)
+        await insert_all(store, kept)
+        await store.probe(NOW)
+        await asyncio.gather(*(s.probe(NOW + i) for i in range(5) for s in (store, replica)))
+        await store.probe(NOW - 1)  # a clock that went back is no error
+        assert await store.get("kept") == kept
+        for tenant in ("", "acme"):
+            assert await list_all(store, ListQuery(tenant=tenant)) == (["kept"] if tenant else [])
+        assert await store.claim_due("rec", NOW + 1_000, 30.0, 100) == []
+        await backend.block_writes()
+        with pytest.raises(StoreUnavailable):
+            await store.probe(NOW + 10)
+        await backend.unblock_writes()
+        # PostgreSQL sessions opened while blocked stay read-only: a fresh instance probes.
+        await (await backend.store()).probe(NOW + 20)
+        assert await (await backend.store()).get("kept") == kept
+        await store.close()
+        with pytest.raises(StoreUnavailable):
+            await store.probe(NOW + 30)
+
     async def test_closed_store_is_unavailable(self, backend: Backend) -> None:
         store = await backend.store()
         await store.close()

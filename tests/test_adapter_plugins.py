@@ -101,7 +101,8 @@ def test_a_missing_provider_library_names_the_extra(
 ) -> None:
     # As if the extra were not installed: importing the library fails.
     monkeypatch.setitem(sys.modules, library, None)
-    monkeypatch.delitem(sys.modules, f"effectgate.adapters.{kind}", raising=False)
+    for name in [m for m in sys.modules if m.startswith(f"effectgate.adapters.{kind}")]:
+        monkeypatch.delitem(sys.modules, name)
     with pytest.raises(ConfigError) as err:
         build_adapter(kind, {"kind": kind, "host": "x"})
     assert str(err.value) == (

@@ -72,7 +72,7 @@ async def test_not_serving_while_another_process_holds_the_write_lock(tmp_path: 
 
 async def test_not_serving_when_the_reconciler_died(live: LiveGateway) -> None:
     await wait_for_status(live, SERVING)
-    reconciling = live.gateway._background[0]
+    reconciling = live.gateway.background.task("reconciler")
     reconciling.cancel()
     await wait_for_status(live, NOT_SERVING)
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import asyncpg
 
-from effectgate.gateway.model.domain import ListQuery, State
-from effectgate.gateway.store import codec, schema
+from effectgate.gateway.model.domain import ActionRecord, ListQuery, State
+from effectgate.gateway.store import codec, rows, schema
+from effectgate.gateway.store.sql import POSTGRES
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend, rich_record
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_548605c.sql"
@@ -78,6 +79,43 @@ async def test_rows_of_the_previous_version_load(backend: Backend) -> None:
     body = json.loads(await raw_body(backend, "legacy-leased"))
     assert body["schema_version"] == codec.SCHEMA_VERSION
     assert await (await backend.store()).get("legacy-leased") == moved
+
+
+# The row the readiness probe wrote into the actions table before migration 0004 gave it its own.
+OLD_PROBE = ActionRecord(
+    action_id="effectgate-readiness-probe",
+    tenant="",
+    run_id="",
+    step_id="",
+    tool="__readiness_probe__",
+    scope="",
+    payload_type="",
+    payload=b"",
+    fingerprint="",
+    state=State.CONFIRMED,
+    created_at=1000.0,
+    updated_at=1000.0,
+    fence=7,
+)
+
+
+async def test_the_old_probe_row_is_removed(backend: Backend) -> None:
+    await seed(backend)
+    marks = ", ".join("?" * len(rows.COLUMNS))
+    insert = f"INSERT INTO actions ({', '.join(rows.COLUMNS)}) VALUES ({marks})"
+    if isinstance(backend, SqliteBackend):
+        conn = sqlite3.connect(backend.path)
+        conn.execute(insert, rows.values(OLD_PROBE))
+        conn.commit()
+        conn.close()
+    else:
+        assert isinstance(backend, PostgresBackend)
+        pg = await asyncpg.connect(backend.dsn)
+        await pg.execute(POSTGRES.render(insert), *rows.values(OLD_PROBE))
+        await pg.close()
+    store = await backend.store()  # applies the migrations the old database lacks
+    assert await store.get(OLD_PROBE.action_id) is None
+    assert len((await store.list(ListQuery(tenant="acme"))).records) == 4  # the actions stay
 
 
 async def test_migrations_are_recorded_once_per_version(backend: Backend) -> None:

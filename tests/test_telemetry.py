@@ -160,7 +160,11 @@ async def test_a_lost_answer_settled_after_a_restart_links_to_its_first_trace(tm
         va = attrs(verify.attributes)
         assert va["effectgate.action_id"] == action_id and va["effectgate.tool"] == "charge_card"
         assert [(link.trace_id.hex(), link.span_id) for link in verify.links] == [(trace_id, origin[0].span_id)]
-        reconcile = [s for s in receiver.named("effectgate.reconcile") if s.trace_id == verify.trace_id]
+        # The re-check's root span ends after its read-back: it may come in a later export batch.
+        reconcile = await wait_for(
+            lambda: [s for s in receiver.named("effectgate.reconcile") if s.trace_id == verify.trace_id] or None,
+            "the re-check's root span",
+        )
         assert len(reconcile) == 1 and not reconcile[0].parent_span_id
         ra = attrs(reconcile[0].attributes)
         assert ra["effectgate.action_id"] == action_id and ra["effectgate.reason"] == "recheck"

@@ -27,6 +27,8 @@ class MemoryDatabase:
     writes_left: int | None = None
     # Calls by operation name, across every store on this database.
     calls: Counter[str] = field(default_factory=Counter)
+    # The readiness probe's last heartbeat (`Store.probe`), kept apart from the actions.
+    probed_at: float | None = None
 
     def fail_writes_after(self, n: int) -> None:
         self.writes_left = n
@@ -148,3 +150,7 @@ class MemoryStore(Store):
         for action_id in doomed:
             del self.db.rows[action_id]
         return len(doomed)
+
+    async def probe(self, now: float) -> None:
+        self._enter("probe", write=True)
+        self.db.probed_at = now

@@ -1,57 +1,26 @@
 """Health that means "ready": SERVING only while the store takes writes and the reconciler runs.
 
-A probe writes one tiny row every `interval` through the store's ordinary primitives (it takes
-and at once lets lapse the lease of a fixed record no tenant can see: tenant "" is never a
-principal's, its tool is never configured, its state is terminal so the reconciler and retention
-leave it alone). A store
-that cannot be written (SQLite locked by another process, PostgreSQL down or read-only) turns
-every health service NOT_SERVING within about one interval plus `timeout`; SERVING again once a
-probe succeeds.
+A probe writes the store's heartbeat (`Store.probe`: a row of its own table, never an action)
+every `interval`, as a job of the background runner. A store that cannot be written (SQLite
+locked by another process, PostgreSQL down or read-only) turns every health service NOT_SERVING
+within about one interval plus `timeout`; SERVING again once a probe succeeds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2
 
-from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.background.runner import Job
 from effectgate.gateway.store import Store
 
 log = logging.getLogger("effectgate.health")
-PROBE_ACTION_ID = "effectgate-readiness-probe"
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def probe_record(now: float) -> ActionRecord:
-    return ActionRecord(
-        action_id=PROBE_ACTION_ID,
-        tenant="",
-        run_id="",
-        step_id="",
-        tool="__readiness_probe__",
-        scope="",
-        payload_type="",
-        payload=b"",
-        fingerprint="",
-        state=State.CONFIRMED,
-        created_at=now,
-        updated_at=now,
-    )
-
-
-async def probe_store(store: Store) -> None:
-    """Writes the probe row (a lease that expires at once: the fence grows, a real row change that
-    must reach the disk); raises when the store cannot be written."""
-    now = time.time()
-    if await store.acquire_lease(PROBE_ACTION_ID, "readiness-probe", now, 0.0) is None:
-        await store.insert_if_absent(probe_record(now))  # the first probe of this store
 
 
 class Readiness:
@@ -63,9 +32,11 @@ class Readiness:
         *,
         interval: float,
         alive: Callable[[], bool],
+        clock: Callable[[], float],
         timeout: float = 3.0,
     ) -> None:
         self.store = store
+        self.clock = clock
         self.health = health
         self.services = tuple(services)
         self.interval = interval
@@ -80,7 +51,7 @@ class Readiness:
         A slow probe is never cancelled (cancelling a store call mid-transaction could leave it
         half open); the next check waits on the same probe instead of starting another."""
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(probe_store(self.store))
+            self._task = asyncio.create_task(self.store.probe(self.clock()))
         done, _ = await asyncio.wait({self._task}, timeout=self.timeout)
         if not done:
             return f"a store write did not finish within {self.timeout:g}s"
@@ -108,8 +79,6 @@ class Readiness:
             if not self._task.cancelled():
                 self._task.exception()  # retrieved: no "never retrieved" warning
 
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            await self.check()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+    def job(self) -> Job:
+        """Checks every `interval`; the server makes the first check itself, at start-up."""
+        return Job("readiness", self.check, self.interval, at_start=False, close=self.drain)

@@ -2,7 +2,8 @@
 
 At start-up and then every `interval` (or as soon as work is signalled) it leases due actions —
 PLANNED or DISPATCHED whose lease expired (a worker died), UNKNOWN whose re-check is due — and
-drives each one: a DISPATCHED action is verified before anything is sent again.
+drives each one: a DISPATCHED action is verified before anything is sent again. The background
+runner makes the passes (`Reconciler.job`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 
+from effectgate.gateway.background.runner import Job
 from effectgate.gateway.core.protocol import EffectProtocol
 from effectgate.gateway.model.domain import ActionRecord
 from effectgate.gateway.model.errors import GatewayError, GatewayUnavailable
@@ -25,7 +27,6 @@ class Reconciler:
         self.interval = interval
         self.batch = batch
         self._slots = asyncio.Semaphore(parallel)
-        self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run_once(self) -> int:
@@ -49,23 +50,31 @@ class Reconciler:
             except Exception:  # a bug in one action must not stop the others
                 log.exception("reconciling %s failed", action_id)
 
-    async def run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                claimed = await self.run_once()
-            except GatewayUnavailable as exc:  # the store may be down for a while: keep trying
-                metrics.store_error("reconciler")
-                log.warning("reconciler pass failed: %s", exc.message)
-                claimed = 0
-            except Exception:  # a bug must not stop recovery for good: log it and go on
-                log.exception("reconciler pass failed")
-                claimed = 0
-            if claimed >= self.batch:
-                continue  # more is due right now
-            await self.protocol.wait_for_work(self._stop, self.interval)
+    async def sweep(self) -> None:
+        """One pass: claims batch after batch while a full one comes back (more is due right now)."""
+        while await self.run_once() >= self.batch:
+            pass
+
+    def failed(self, exc: Exception) -> None:
+        if isinstance(exc, GatewayUnavailable):  # the store may be down for a while: keep trying
+            metrics.store_error("reconciler")
+            log.warning("reconciler pass failed: %s", exc.message)
+        else:  # a bug must not stop recovery for good: log it and go on
+            log.error("reconciler pass failed", exc_info=exc)
+
+    def job(self) -> Job:
+        """A pass at start-up, then after `interval` or as soon as the protocol signals work."""
+        return Job(
+            "reconciler",
+            self.sweep,
+            self.interval,
+            wait=self.protocol.wait_for_work,
+            on_error=self.failed,
+            close=self.stop,
+        )
 
     async def stop(self) -> None:
-        self._stop.set()
+        """Lets the drives it started finish."""
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task

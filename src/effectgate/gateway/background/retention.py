@@ -2,18 +2,18 @@
 
 Only terminal actions (CONFIRMED, REJECTED) are ever purged — `Store.purge` guarantees it — so
 an action still in flight or awaiting an operator survives any retention. Deletes go in batches
-so one purge never holds long locks or a long transaction.
+so one purge never holds long locks or a long transaction. The background runner makes the
+passes (`retention_job`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping
 
+from effectgate.gateway.background.runner import Job
 from effectgate.gateway.store.base import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -40,26 +40,25 @@ async def purge_once(store: Store, retentions: Mapping[str, float], now: float, 
     return total
 
 
-async def run_retention(
-    store: Store,
-    retentions: Mapping[str, float],
-    interval: float,
-    stop: asyncio.Event,
-    clock: Callable[[], float] = time.time,
-) -> None:
-    """Purges at start and then every `interval` seconds until `stop` is set.
+def retention_job(store: Store, retentions: Mapping[str, float], interval: float, clock: Callable[[], float]) -> Job:
+    """Purges at start and then every `interval` seconds.
 
     An unavailable store is logged and retried at the next tick: retention is housekeeping and
     must never take the gateway down."""
     check_retentions(retentions)
-    if interval <= 0:
+    if not interval > 0:
         raise ValueError("retention interval must be positive")
-    while not stop.is_set():
-        try:
-            deleted = await purge_once(store, retentions, clock())
-            if deleted:
-                log.info("retention purged %d actions", deleted)
-        except StoreUnavailable as exc:
-            log.warning("retention skipped: %s", exc)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+    async def purge() -> None:
+        deleted = await purge_once(store, retentions, clock())
+        if deleted:
+            log.info("retention purged %d actions", deleted)
+
+    return Job("retention", purge, interval, on_error=_failed)
+
+
+def _failed(exc: Exception) -> None:
+    if isinstance(exc, StoreUnavailable):
+        log.warning("retention skipped: %s", exc)
+    else:
+        log.error("retention failed", exc_info=exc)

@@ -1,11 +1,11 @@
-"""The UNKNOWN backlog, read from the store for the metrics' gauges."""
+"""The UNKNOWN backlog, read from the store for the metrics' gauges (a job of the background runner)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
+from effectgate.gateway.background.runner import Job
 from effectgate.gateway.model.domain import ListQuery, State
 from effectgate.gateway.observability.metrics import BACKLOG, MAX_PAGES, PAGE, Backlog, store_error
 from effectgate.gateway.store.base import Store
@@ -30,14 +30,18 @@ async def read_backlog(store: Store, tenants: Iterable[str]) -> Backlog:
     return Backlog(count, oldest, read=True)
 
 
-async def watch_backlog(store: Store, tenants: Iterable[str], interval: float, stop: Callable[[], bool]) -> None:
-    """Refreshes BACKLOG every `interval` seconds until `stop()` (or cancellation)."""
+def backlog_job(store: Store, tenants: Iterable[str], interval: float) -> Job:
+    """Refreshes BACKLOG at start and then every `interval` seconds."""
     names = list(tenants)
-    while not stop():
-        try:
-            fresh = await read_backlog(store, names)
-            BACKLOG.count, BACKLOG.oldest_created_at, BACKLOG.read = fresh.count, fresh.oldest_created_at, True
-        except Exception as exc:  # the store may be down for a while: count it, keep the last reading
-            store_error("backlog")
-            log.warning("reading the UNKNOWN backlog failed: %s", type(exc).__name__)
-        await asyncio.sleep(interval)
+
+    async def refresh() -> None:
+        fresh = await read_backlog(store, names)
+        BACKLOG.count, BACKLOG.oldest_created_at, BACKLOG.read = fresh.count, fresh.oldest_created_at, True
+
+    return Job("backlog", refresh, interval, on_error=_failed)
+
+
+def _failed(exc: Exception) -> None:
+    """The store may be down for a while: count it, keep the last reading."""
+    store_error("backlog")
+    log.warning("reading the UNKNOWN backlog failed: %s", type(exc).__name__)

@@ -6,6 +6,7 @@ and size, turned into a domain command, and the answer back into messages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -44,9 +45,10 @@ class EffectGatewayService:
     # no response serializer, so grpc sends the bytes as they are.
     ANSWERS_SERIALISED: ClassVar[frozenset[str]] = frozenset({"Execute"})
 
-    def __init__(self, protocol: EffectProtocol, limits: Limits) -> None:
+    def __init__(self, protocol: EffectProtocol, limits: Limits, clock: Callable[[], float]) -> None:
         self.protocol = protocol
         self.limits = limits
+        self.clock = clock  # the protocol's: deadlines are compared with its time
         protocol.answer_replays_with(replay_answer)
 
     async def Execute(self, request: pb.ExecuteRequest, context: Context) -> bytes:
@@ -80,7 +82,7 @@ class EffectGatewayService:
                 payload=request.payload.value,
                 bypass=request.bypass,
             ),
-            deadline=deadline_of(context, self.protocol.tool_deadline(request.tool)),
+            deadline=deadline_of(context, self.protocol.tool_deadline(request.tool), self.clock),
         )
         if result.answer is not None:
             return result.answer

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -21,7 +20,6 @@ from importlib.metadata import entry_points
 
 from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
-from effectgate.gateway.background.watchers import watch_backlog
 from effectgate.gateway.config.schema import ConfigError, load_config
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.observability.logging_setup import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging
@@ -67,17 +65,13 @@ async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_le
     provider_sdk_logs(config.telemetry.provider_sdk_logs)
     observability = telemetry_sdk.setup(config.telemetry, config.adapters)
     try:
-        gateway = await Gateway.start(config, shared_port=bool(worker_port))
+        # The UNKNOWN backlog gauges are read only when there are metrics to show them.
+        metrics_on = observability.meter_provider is not None
+        gateway = await Gateway.start(config, shared_port=bool(worker_port), watch_backlog=metrics_on)
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:  # the store: unreachable, refused, unwritable
         raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
-    backlog = None
-    if observability.meter_provider is not None:  # the UNKNOWN backlog gauges (metrics only)
-        tenants = sorted({p.tenant for p in config.principals} or {"dev"})
-        backlog = asyncio.create_task(
-            watch_backlog(gateway.store, tenants, config.telemetry.backlog_interval, lambda: False)
-        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -89,10 +83,6 @@ async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_le
     print(f"effectgate serving on port {gateway.port}", flush=True)
     await stop.wait()
     logging.getLogger("effectgate").info("shutting down gracefully")
-    if backlog is not None:
-        backlog.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await backlog
     await gateway.stop()
     await observability.shutdown()
     if watcher is not None:

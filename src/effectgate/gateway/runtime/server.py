@@ -1,22 +1,22 @@
 """Wiring: config -> store, adapters, protocol, services -> a grpc.aio server.
 
 Also the standard health service (following readiness: store writable, reconciler alive) and
-server reflection, the reconciler and retention loops, and a graceful shutdown that lets
-in-flight actions finish (or leaves them, leased and DISPATCHED, for the reconciler of the next
-start). The listener is exclusive: no SO_REUSEPORT, so a second gateway on the same port fails to
-start instead of silently sharing the agents' connections with another store.
+server reflection, the background work on one runner (reconciler, retention, readiness, the
+UNKNOWN backlog when metrics are on), and a graceful shutdown that lets in-flight actions finish
+(or leaves them, leased and DISPATCHED, for the reconciler of the next start). The listener is
+exclusive: no SO_REUSEPORT, so a second gateway on the same port fails to start instead of
+silently sharing the agents' connections with another store.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 import socket
 import ssl
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import _async as health_aio
@@ -25,10 +25,13 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway.background import retention
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
+from effectgate.gateway.background.retention import retention_job
+from effectgate.gateway.background.runner import Job, Runner
+from effectgate.gateway.background.watchers import backlog_job
 from effectgate.gateway.config.schema import Config, ConfigError
+from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings
 from effectgate.gateway.core.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol
@@ -168,6 +171,38 @@ async def check(config: Config) -> None:
         await close_adapters(adapters)
 
 
+def compose_background(
+    config: Config,
+    protocol: EffectProtocol,
+    store: Store,
+    health_servicer: health_aio.HealthServicer,
+    clock: Clock,
+    *,
+    watch_backlog: bool,
+) -> tuple[Runner, Readiness]:
+    """The gateway's background jobs on one runner, and the readiness they report through."""
+    reconciler = Reconciler(protocol, interval=config.reconcile_interval)
+    readiness = Readiness(
+        store,
+        health_servicer,
+        ("", *SERVICE_NAMES),
+        interval=config.gateway.health_interval,
+        alive=lambda: runner.alive("reconciler"),
+        clock=clock,
+    )
+    retentions = {name: tool.retention for name, tool in config.tools.items()}
+    try:
+        retention = retention_job(store, retentions, config.retention_interval, clock)
+    except ValueError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from None
+    jobs: list[Job] = [reconciler.job(), retention, readiness.job()]
+    if watch_backlog:  # the UNKNOWN backlog gauges (metrics only)
+        tenants = sorted({p.tenant for p in config.principals} or {"dev"})
+        jobs.append(backlog_job(store, tenants, config.telemetry.backlog_interval))
+    runner = Runner(clock, jobs)
+    return runner, readiness
+
+
 @dataclass
 class Gateway:
     """A running gateway. `await Gateway.start(config)`, then `await gateway.stop()`."""
@@ -178,15 +213,13 @@ class Gateway:
     protocol: EffectProtocol
     server: grpc.aio.Server
     health: health_aio.HealthServicer
-    reconciler: Reconciler
-    readiness: Readiness
+    background: Runner
     port: int
-    _background: list[asyncio.Task[None]] = field(default_factory=list)
-    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
-    async def start(cls, config: Config, *, shared_port: bool = False) -> Gateway:
-        """`shared_port`: one of the workers of `effectgate serve --workers N` (gateway/workers.py)."""
+    async def start(cls, config: Config, *, shared_port: bool = False, watch_backlog: bool = False) -> Gateway:
+        """`shared_port`: one of the workers of `effectgate serve --workers N` (gateway/workers.py);
+        `watch_backlog`: read the UNKNOWN backlog for the metrics' gauges."""
         adapters = build_adapters(config)  # config errors surface before anything is opened
         try:
             store = open_configured_store(config)
@@ -195,14 +228,17 @@ class Gateway:
             raise
         try:
             await store.open()
-            return await cls._serve(config, store, adapters, shared_port)
+            return await cls._serve(config, store, adapters, shared_port, watch_backlog)
         except BaseException:
             await store.close()
             await close_adapters(adapters)
             raise
 
     @classmethod
-    async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter], shared_port: bool) -> Gateway:
+    async def _serve(
+        cls, config: Config, store: Store, adapters: dict[str, Adapter], shared_port: bool, watch_backlog: bool
+    ) -> Gateway:
+        clock = SystemClock()
         tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         protocol = EffectProtocol(
@@ -214,6 +250,8 @@ class Gateway:
                 recheck_min=config.recheck_min,
                 recheck_max=config.recheck_max,
             ),
+            clock=clock,
+            sleep=clock.sleep,
         )
         auth = Authenticator(config.principals)
         if auth.dev_mode:
@@ -240,7 +278,7 @@ class Gateway:
         )
         admission = Admission(auth)
         admission.register(
-            server, gateway_pb2_grpc.add_EffectGatewayServicer_to_server, EffectGatewayService(protocol, limits)
+            server, gateway_pb2_grpc.add_EffectGatewayServicer_to_server, EffectGatewayService(protocol, limits, clock)
         )
         admission.register(
             server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(Operations(protocol), limits)
@@ -249,54 +287,27 @@ class Gateway:
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         port = _listen(server, config, shared_port)
-        reconciler = Reconciler(protocol, interval=config.reconcile_interval)
-        reconciling = asyncio.create_task(reconciler.run())
-        readiness = Readiness(
-            store,
-            health_servicer,
-            ("", *SERVICE_NAMES),
-            interval=config.gateway.health_interval,
-            alive=lambda: not reconciling.done(),
+        background, readiness = compose_background(
+            config, protocol, store, health_servicer, clock, watch_backlog=watch_backlog
         )
-        gateway = cls(config, store, adapters, protocol, server, health_servicer, reconciler, readiness, port)
-        gateway._background.append(reconciling)
+        background.start()
         try:
             await server.start()
             await readiness.check()
         except BaseException:
-            await gateway._stop_background()
+            await background.stop()
             await server.stop(0)
             raise
-        gateway._background.append(asyncio.create_task(gateway._retention()))
-        gateway._background.append(asyncio.create_task(readiness.run(gateway._stopping)))
         log.info("effectgate listening on port %d (store %s)", port, store.describe())
-        return gateway
-
-    async def _retention(self) -> None:
-        await retention.run_retention(
-            self.store,
-            {name: tool.retention for name, tool in self.config.tools.items()},
-            interval=self.config.retention_interval,
-            stop=self._stopping,
-        )
+        return cls(config, store, adapters, protocol, server, health_servicer, background, port)
 
     async def stop(self) -> None:
         """Graceful: refuse new calls, let in-flight actions finish within the grace period;
         whatever is still running stays DISPATCHED under a lease for the next reconciler."""
         await self.health.enter_graceful_shutdown()
-        self._stopping.set()
         grace = self.config.shutdown_grace
         await self.server.stop(grace)
         await self.protocol.drain(grace)
-        await self._stop_background()
+        await self.background.stop()
         await close_adapters(self.adapters)
         await self.store.close()
-
-    async def _stop_background(self) -> None:
-        self._stopping.set()
-        await self.reconciler.stop()
-        for task in self._background:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.readiness.drain()

@@ -66,6 +66,11 @@ class Store(ABC):
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
         """Deletes up to `limit` terminal actions (`domain.TERMINAL`) of `tool` created before `before`."""
 
+    @abstractmethod
+    async def probe(self, now: float) -> None:
+        """The readiness probe: durably writes a heartbeat (`now`) into a table of its own,
+        touching no action. Raises StoreUnavailable when the store cannot be written."""
+
     async def insert_many(self, records: Sequence[ActionRecord]) -> None:
         """Bulk load (benchmarks, imports): inserts every record whose id is absent."""
         for record in records:

@@ -97,6 +97,11 @@ class Statements:
             "DELETE FROM actions WHERE action_id IN (SELECT action_id FROM actions"
             f" WHERE tool = ? AND created_at < ? AND state IN ({_TERMINAL}) LIMIT ?{d.skip_locked})"
         )
+        # Parameters: now. The probe's own row (migration 0004), never an action.
+        self.probe = d.render(
+            "INSERT INTO probes (name, probed_at) VALUES ('readiness', ?)"
+            " ON CONFLICT (name) DO UPDATE SET probed_at = excluded.probed_at"
+        )
 
     def list(self, query: ListQuery, size: int) -> tuple[str, list[Any]]:
         """One tenant's actions in (created_at, action_id) order after the cursor, `size + 1` rows."""
@@ -193,3 +198,6 @@ class SqlStore(Store):
         if limit <= 0:
             return 0
         return await self._write_count(self.statements.purge, (tool, before, limit))
+
+    async def probe(self, now: float) -> None:
+        await self._write_count(self.statements.probe, (now,))
