@@ -15,7 +15,9 @@ import logging
 import os
 import socket
 import ssl
+import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import grpc
@@ -185,24 +187,44 @@ class Gateway:
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
-    async def start(cls, config: Config, *, shared_port: bool = False) -> Gateway:
-        """`shared_port`: one of the workers of `effectgate serve --workers N` (gateway/workers.py)."""
-        adapters = build_adapters(config)  # config errors surface before anything is opened
+    async def start(
+        cls,
+        config: Config,
+        *,
+        shared_port: bool = False,
+        store: Store | None = None,
+        adapters: Mapping[str, Adapter] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> Gateway:
+        """`shared_port`: one of the workers of `effectgate serve --workers N` (gateway/workers.py).
+        `store`, `adapters`, `clock`, `sleep`: parts to serve instead of the config's (the
+        in-process gateway of `effectgate.testing`); the gateway opens and closes them as its own."""
+        # Config errors surface before anything is opened.
+        adapters = dict(adapters) if adapters is not None else build_adapters(config)
         try:
-            store = open_configured_store(config)
+            store = store if store is not None else open_configured_store(config)
         except BaseException:
             await close_adapters(adapters)
             raise
         try:
             await store.open()
-            return await cls._serve(config, store, adapters, shared_port)
+            return await cls._serve(config, store, adapters, shared_port, clock, sleep)
         except BaseException:
             await store.close()
             await close_adapters(adapters)
             raise
 
     @classmethod
-    async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter], shared_port: bool) -> Gateway:
+    async def _serve(
+        cls,
+        config: Config,
+        store: Store,
+        adapters: dict[str, Adapter],
+        shared_port: bool,
+        clock: Callable[[], float],
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> Gateway:
         tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         protocol = EffectProtocol(
@@ -214,6 +236,8 @@ class Gateway:
                 recheck_min=config.recheck_min,
                 recheck_max=config.recheck_max,
             ),
+            clock=clock,
+            sleep=sleep,
         )
         auth = Authenticator(config.principals)
         if auth.dev_mode:
