@@ -1,6 +1,6 @@
 """The production wheel is lean: `pip install .` in a fresh virtualenv brings no simulator, chaos
-harness, demo or benchmark, and no provider library (nor aiohttp, which the Stripe extra
-brings); an adapter whose library is missing names the extra to install, in one line."""
+harness, demo or benchmark, no provider library (nor aiohttp, which the Stripe extra brings) and
+no test runner; an adapter whose library is missing names the extra to install, in one line."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ ABSENT = (
     "stripe",
     "aiosmtplib",
     "asyncpg",
+    "pytest",
 )
 
 
@@ -35,9 +36,31 @@ def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
         [*install, str(ROOT / "clients" / "python"), str(ROOT)], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    probe = "import importlib.util as u, sys; print(' '.join(m for m in sys.argv[1:] if u.find_spec(m)))"
+    # find_spec of a submodule imports its parent: an absent parent (effectgate_lab) means absent.
+    probe = (
+        "import importlib.util as u, sys\n"
+        "def found(m):\n"
+        "    try:\n"
+        "        return u.find_spec(m) is not None\n"
+        "    except ModuleNotFoundError:\n"
+        "        return False\n"
+        "print(' '.join(m for m in sys.argv[1:] if found(m)))"
+    )
     present = subprocess.run([str(python), "-c", probe, *ABSENT], capture_output=True, text=True, check=True)
     assert present.stdout.strip() == ""
+    # The test kit ships with the gateway and needs no test runner; a store backend whose driver
+    # is missing names its extra.
+    kit = (
+        "import effectgate.testing\n"
+        "from effectgate.gateway.store import open_store\n"
+        "try:\n"
+        "    open_store('postgresql://eg@127.0.0.1/eg')\n"
+        "except ValueError as exc:\n"
+        "    print(exc)"
+    )
+    lean = subprocess.run([str(python), "-c", kit], capture_output=True, text=True, timeout=120)
+    assert lean.returncode == 0, lean.stderr[-3000:]
+    assert "pip install 'effectgate[postgres]'" in lean.stdout
 
     config = write_config(
         {

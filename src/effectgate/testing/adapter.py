@@ -41,6 +41,8 @@ class Hang:
 
 @dataclass(frozen=True)
 class Effect:
+    """One effect the provider model applied (what a provider's ledger would show)."""
+
     action_id: str
     provider_key: str
     receipt: Receipt
@@ -85,12 +87,15 @@ class ScriptedAdapter(Adapter):
         return self._capabilities
 
     def script_execute(self, *steps: Any) -> None:
+        """Answers of the next `execute` calls, in order (then the normal behaviour)."""
         self.execute_script.extend(steps)
 
     def script_verify(self, *steps: Any) -> None:
+        """Answers of the next `verify` calls, in order (then reads of the provider model)."""
         self.verify_script.extend(steps)
 
     def effects_of(self, action_id: str) -> list[Effect]:
+        """The effects applied for one action (more than one is a duplicate)."""
         return [e for e in self.effects if e.action_id == action_id]
 
     async def execute(self, call: ActionCall) -> Receipt:

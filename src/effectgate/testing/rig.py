@@ -36,6 +36,7 @@ def command(
     call: str = "call-1",
     tenant: str = TENANT,
 ) -> ExecuteCommand:
+    """An Execute of the `charge_card` tool (the `CHARGE` payload unless given)."""
     return ExecuteCommand(
         identity=ActionIdentity(tenant, run, step, TOOL, scope, tool_call_id=call),
         payload_type_url=f"type.googleapis.com/{payload.DESCRIPTOR.full_name}",
@@ -46,6 +47,8 @@ def command(
 
 @dataclass
 class Rig:
+    """The parts of one in-process "gateway" without gRPC; `rig()` builds one."""
+
     clock: FakeClock
     adapter: ScriptedAdapter
     store: MemoryStore
@@ -91,6 +94,8 @@ async def rig(
     recheck_max: float = 3600.0,
     **tool_settings: Any,
 ) -> Rig:
+    """A protocol on a FakeClock, a ScriptedAdapter and a MemoryStore (each new unless given),
+    serving the `charge_card` tool; `tool_settings` are its `[tools.charge_card]` keys."""
     clock = clock or FakeClock()
     adapter = adapter or ScriptedAdapter(clock)
     if tool is None:

@@ -20,6 +20,8 @@ from effectgate.gateway.store.rows import decode_cursor
 
 @dataclass
 class MemoryDatabase:
+    """The rows (action id -> JSON document) and the faults, shared by the stores on it."""
+
     rows: dict[str, str] = field(default_factory=dict)
     down: bool = False
     read_only: bool = False
@@ -47,6 +49,8 @@ class MemoryDatabase:
 
 
 class MemoryStore(Store):
+    """A `Store` on a `MemoryDatabase` (a new one by default)."""
+
     def __init__(self, db: MemoryDatabase | None = None) -> None:
         self.db = db if db is not None else MemoryDatabase()
         self._open = False

@@ -14,6 +14,7 @@ import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,8 +41,14 @@ __all__ = [
     "parse_duration",
 ]
 
-STORE_SCHEMES = ("sqlite", "postgresql", "postgres")
+# Store backends are plug-ins, found by URL scheme in this entry-point group (store/registry.py).
+STORE_GROUP = "effectgate.stores"
 ROLES = ("agent", "operator", "observer")
+
+
+def store_schemes() -> list[str]:
+    """The store URL schemes installed now (read afresh: a backend installed meanwhile counts)."""
+    return sorted({ep.name for ep in entry_points(group=STORE_GROUP)})
 
 
 class OnRepeat(enum.Enum):
@@ -153,9 +160,11 @@ class StoreSection(_Table):
     @classmethod
     def _scheme(cls, value: str) -> str:
         scheme = value.split(":", 1)[0].lower() if ":" in value else ""
-        if scheme not in STORE_SCHEMES:
+        installed = store_schemes()
+        if scheme not in installed:
             raise ValueError(
-                f"unsupported scheme {scheme or value!r} (allowed: sqlite:///PATH, postgresql://USER@HOST/DB)"
+                f"unsupported scheme {scheme or value!r} (installed: {', '.join(installed) or 'none'}; "
+                "e.g. sqlite:///PATH, postgresql://USER@HOST/DB)"
             )
         return value
 

@@ -16,6 +16,7 @@ import os
 import socket
 import ssl
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -217,18 +218,30 @@ class Gateway:
     port: int
 
     @classmethod
-    async def start(cls, config: Config, *, shared_port: bool = False, watch_backlog: bool = False) -> Gateway:
-        """`shared_port`: one of the workers of `effectgate serve --workers N` (gateway/workers.py);
-        `watch_backlog`: read the UNKNOWN backlog for the metrics' gauges."""
-        adapters = build_adapters(config)  # config errors surface before anything is opened
+    async def start(
+        cls,
+        config: Config,
+        *,
+        shared_port: bool = False,
+        watch_backlog: bool = False,
+        store: Store | None = None,
+        adapters: Mapping[str, Adapter] | None = None,
+        clock: Clock | None = None,
+    ) -> Gateway:
+        """`shared_port`: one of the workers of `effectgate serve --workers N` (runtime/workers.py);
+        `watch_backlog`: read the UNKNOWN backlog for the metrics' gauges. `store`, `adapters`,
+        `clock`: parts to serve instead of the config's and the system clock (the in-process gateway
+        of `effectgate.testing`); the gateway opens and closes them as its own."""
+        # Config errors surface before anything is opened.
+        adapters = dict(adapters) if adapters is not None else build_adapters(config)
         try:
-            store = open_configured_store(config)
+            store = store if store is not None else open_configured_store(config)
         except BaseException:
             await close_adapters(adapters)
             raise
         try:
             await store.open()
-            return await cls._serve(config, store, adapters, shared_port, watch_backlog)
+            return await cls._serve(config, store, adapters, shared_port, watch_backlog, clock or SystemClock())
         except BaseException:
             await store.close()
             await close_adapters(adapters)
@@ -236,9 +249,14 @@ class Gateway:
 
     @classmethod
     async def _serve(
-        cls, config: Config, store: Store, adapters: dict[str, Adapter], shared_port: bool, watch_backlog: bool
+        cls,
+        config: Config,
+        store: Store,
+        adapters: dict[str, Adapter],
+        shared_port: bool,
+        watch_backlog: bool,
+        clock: Clock,
     ) -> Gateway:
-        clock = SystemClock()
         tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         protocol = EffectProtocol(

@@ -26,6 +26,12 @@ class StoreUnavailable(StoreError):
 class Store(ABC):
     """Durable home of action records. All times are Unix seconds (float)."""
 
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        """Builds (does not open) the store for `url`: what a backend found by its URL scheme
+        (the `effectgate.stores` entry points, see registry.py) implements."""
+        raise NotImplementedError(f"{cls.__name__} is not built from a URL")
+
     @abstractmethod
     async def open(self) -> None:
         """Connects and applies schema migrations (safe to call from several replicas)."""

@@ -1,0 +1,66 @@
+"""Finding store backends: each is an entry point in the `effectgate.stores` group, named after
+the URL scheme it serves, like adapters are found by kind (adapters/registry.py).
+
+A backend ships as its own package by declaring, in its pyproject.toml:
+
+    [project.entry-points."effectgate.stores"]
+    mydb = "my_package.store:MyStore"
+
+where `MyStore` is a `Store` whose `from_url` builds it from `mydb://…`. The built-in ones are
+`sqlite` and `postgresql` (alias `postgres`).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint, entry_points
+
+from effectgate.gateway.config.schema import STORE_GROUP
+from effectgate.gateway.store.base import Store
+
+GROUP = STORE_GROUP
+
+# The drivers of the built-in backends come with an extra of the effectgate package.
+EXTRAS = {"asyncpg": "postgres"}
+
+
+def installed() -> dict[str, EntryPoint]:
+    """The store URL schemes installed now, by scheme (read afresh at each call)."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=GROUP):
+        found.setdefault(ep.name, ep)  # the first on sys.path wins, like imports do
+    return found
+
+
+def store_class(scheme: str) -> type[Store]:
+    """The store class serving `scheme` (only its entry point is loaded); a ValueError names the
+    installed schemes, or the extra that brings a missing driver."""
+    available = installed()
+    ep = available.get(scheme)
+    if ep is None:
+        names = ", ".join(sorted(available)) or "none"
+        raise ValueError(
+            f"unsupported store URL scheme {scheme!r} (installed: {names}): use sqlite:/// or postgresql://, "
+            f"or install the package that declares {scheme!r} in the {GROUP!r} entry-point group"
+        )
+    try:
+        cls = ep.load()
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").partition(".")[0]
+        extra = EXTRAS.get(root)
+        if extra is not None:
+            raise ValueError(
+                f"the {scheme!r} store needs the {root!r} package: pip install 'effectgate[{extra}]'"
+            ) from None
+        raise ValueError(f"the {scheme!r} store ({ep.value}) needs the missing module {exc.name!r}") from None
+    except Exception as exc:  # an import error in a plugin must name the plugin
+        raise ValueError(f"the {scheme!r} store ({ep.value}) failed to load: {exc!r}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Store)):
+        raise ValueError(f"the {scheme!r} store ({ep.value}) is not an effectgate Store subclass")
+    return cls
+
+
+def open_store(url: str) -> Store:
+    """Builds (does not open) the store for `url` (`sqlite:///…`, `postgresql://…`, or a plug-in's
+    scheme) with its backend's `from_url`."""
+    scheme = url.split(":", 1)[0].lower()
+    return store_class(scheme).from_url(url)

@@ -1,0 +1,74 @@
+"""docs/testing.md runs as written. Every Python block is a complete file named by its first line
+(`# ledger.py`); all are written into one folder, and each test file among them is run there in
+a child process the way its text says (`python -m unittest` for unittest, else pytest), as a
+reader would run it: it must pass, every test of it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "testing.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+NAME = re.compile(r"# (\w+\.py)\n")
+
+
+def files() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for code in BLOCK.findall(PAGE.read_text()):
+        named = NAME.match(code)
+        assert named, f"a Python block of docs/testing.md does not start with its file name: {code[:60]!r}"
+        found[named.group(1)] = code
+    return found
+
+
+FILES = files()
+TESTS = sorted(name for name in FILES if name.startswith("test_"))
+
+
+def test_the_page_has_its_examples() -> None:
+    assert {"ledger.py", "agent.py"} <= set(FILES)
+    assert TESTS == ["test_agent.py", "test_ledger_conformance.py", "test_ledger_gateway.py"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("testing-docs")
+    for name, code in FILES.items():
+        (where / name).write_text(code)
+    return where
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_the_example_passes(name: str, folder: Path) -> None:
+    code = FILES[name]
+    if "import unittest" in code:
+        argv = [sys.executable, "-m", "unittest", "-v", name.removesuffix(".py")]
+    else:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", name]
+    # A reader's shell: nothing of ours (no EFFECTGATE_* settings, not this repository's pytest config).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EFFECTGATE_", "PYTEST_"))}
+    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, f"{name} failed:\n{out}"
+    defined = len(re.findall(r"^    (?:async )?def test_|^(?:async )?def test_", code, re.M))
+    if "import unittest" in code:
+        assert f"Ran {defined} tests" in out and "\nOK" in out, out
+    else:
+        ran = re.search(r"(\d+) passed", out)
+        assert ran and "skipped" not in out and "failed" not in out, out
+        assert int(ran.group(1)) >= defined, out
+
+
+def test_the_examples_type_check(folder: Path) -> None:
+    # The kit, the adapter API and the client are typed (py.typed): a reader's mypy --strict
+    # checks code written against them.
+    argv = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", os.devnull, *sorted(FILES)]
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
