@@ -4,11 +4,12 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 
+COPY clients/protos /app/clients/protos
 COPY clients/python /app/clients/python
 COPY pyproject.toml README.md LICENSE constraints.txt /app/
 COPY src /app/src
 # Every adapter, store and exporter (the `all` extra), at the versions CI tested (constraints.txt).
-RUN pip install --upgrade pip && pip install -c /app/constraints.txt /app/clients/python "/app[all]" \
+RUN pip install --upgrade pip && pip install -c /app/constraints.txt /app/clients/protos /app/clients/python "/app[all]" \
     && useradd --system --uid 10001 --home-dir /var/lib/effectgate --create-home effectgate
 
 USER effectgate

@@ -1,5 +1,6 @@
 """Regenerate the client code for proto/ (or check it is current): Python into
-clients/python/src, TypeScript into clients/typescript/src/gen.
+clients/protos/src (the effectgate-protos distribution, which the gateway and the Python client
+both depend on), TypeScript into clients/typescript/src/gen.
 
 Usage: python scripts/gen_protos.py [--check]
 
@@ -24,7 +25,7 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
-OUT_DIR = ROOT / "clients" / "python" / "src"
+OUT_DIR = ROOT / "clients" / "protos" / "src"
 GENERATED_PACKAGES = ("effectgate/v1", "effectgate/tools/v1")
 TS_DIR = ROOT / "clients" / "typescript"
 TS_GEN = Path("src") / "gen"
@@ -53,7 +54,8 @@ def generate(out: Path) -> None:
         marker.touch()
         (out / package / "__init__.py").touch()
     # effectgate/ and effectgate/tools/ stay namespace packages (PEP 420): the gateway
-    # distribution adds effectgate.gateway and effectgate.adapters beside them.
+    # distribution adds effectgate.gateway and effectgate.adapters beside them, the client
+    # distribution effectgate.client.
 
 
 def typescript_ready() -> bool:

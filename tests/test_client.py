@@ -5,6 +5,7 @@ runtimes need (stable steps, subagents inherit the run, asyncio tasks carry the 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,11 +69,16 @@ def test_stable_step_ids() -> None:
 
 
 def test_client_installs_alone(tmp_path: Path) -> None:
-    """A fresh virtualenv gets the client, its operator CLI and its four dependencies (ranges, never
-    `==` pins that would clash with agent frameworks) and nothing of the gateway."""
+    """A fresh virtualenv gets the client, its operator CLI and its five dependencies (the generated
+    stubs of effectgate-protos; ranges, never `==` pins that would clash with agent frameworks) and
+    nothing of the gateway. The client and the stubs ship disjoint parts of the namespace."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(ROOT / "clients" / "python")]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    for name in ("protos", "python"):  # as a checkout has them: setuptools would ship a stale build/lib
+        source = tmp_path / name
+        shutil.copytree(ROOT / "clients" / name, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        pip.append(str(source))
     subprocess.run(pip, check=True, timeout=300, capture_output=True)
     probe = (
         "import importlib.metadata as m, importlib.util as u, re\n"
@@ -82,11 +88,15 @@ def test_client_installs_alone(tmp_path: Path) -> None:
         "reqs = [r for r in m.requires('effectgate-client') if 'extra ==' not in r]  # framework extras\n"
         "assert not any('==' in r for r in reqs), reqs\n"
         "print(sorted(re.split('[<>=!~ ]', r)[0] for r in reqs))\n"
+        "def parts(d): return sorted({'/'.join(f.parts[:2]) for f in m.files(d) if f.suffix == '.py'})\n"
+        "assert parts('effectgate-client') == ['effectgate/client'], parts('effectgate-client')\n"
+        "assert parts('effectgate-protos') == ['effectgate/tools', 'effectgate/v1'], parts('effectgate-protos')\n"
     )
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.strip() == "['googleapis-common-protos', 'grpcio', 'grpcio-status', 'protobuf']"
+    want = "['effectgate-protos', 'googleapis-common-protos', 'grpcio', 'grpcio-status', 'protobuf']"
+    assert done.stdout.strip() == want
     help_text = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "effectgate.client.cli", "actions", "--help"],
         capture_output=True, text=True, timeout=60, check=True,

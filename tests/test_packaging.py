@@ -33,7 +33,10 @@ def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
     python = venv / "bin" / "python"
     install = [str(python), "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt")]
     done = subprocess.run(
-        [*install, str(ROOT / "clients" / "python"), str(ROOT)], capture_output=True, text=True, timeout=600
+        [*install, str(ROOT / "clients" / "protos"), str(ROOT / "clients" / "python"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     # find_spec of a submodule imports its parent: an absent parent (effectgate_lab) means absent.
@@ -61,6 +64,10 @@ def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
     lean = subprocess.run([str(python), "-c", kit], capture_output=True, text=True, timeout=120)
     assert lean.returncode == 0, lean.stderr[-3000:]
     assert "pip install 'effectgate[postgres]'" in lean.stdout
+    # The stubs come from effectgate-protos and the client from effectgate-client, never twice.
+    shipped = "import importlib.metadata as m; print(*sorted({'/'.join(f.parts[:2]) for f in m.files('effectgate')}))"
+    parts = subprocess.run([str(python), "-c", shipped], capture_output=True, text=True, check=True).stdout.split()
+    assert not {"effectgate/client", "effectgate/v1", "effectgate/tools"} & set(parts), parts
 
     config = write_config(
         {

@@ -1,5 +1,5 @@
-"""effectgate client: async and sync clients, typed errors, the run-context helper and the
-generated stubs (effectgate.v1, effectgate.tools.v1)."""
+"""effectgate client: async and sync clients, typed errors and the run-context helper. The
+generated stubs (effectgate.v1, effectgate.tools.v1) come from the effectgate-protos distribution."""
 
 from effectgate.client.client import EffectGateClient
 from effectgate.client.context import RunContext, current, run, stable_step_id, step, subagent

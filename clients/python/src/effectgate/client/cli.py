@@ -18,9 +18,9 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from effectgate.client.calls import RESOLUTIONS
 from effectgate.client.client import EffectGateClient
 from effectgate.client.errors import EffectGateError
-from effectgate.client.requests import RESOLUTIONS
 from effectgate.client.states import State
 from effectgate.v1 import gateway_pb2 as pb
 

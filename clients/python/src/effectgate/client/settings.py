@@ -11,10 +11,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+class Connection(TypedDict, total=False):
+    """The keyword arguments of Settings.resolve (and of both clients) that say how to connect."""
+
+    token: str | None
+    tls: bool | None
+    ca_file: str | None
+    cert_file: str | None
+    key_file: str | None
 
 
 @dataclass(frozen=True)

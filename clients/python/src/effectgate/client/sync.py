@@ -1,53 +1,60 @@
 """The blocking client, with the same surface as EffectGateClient, for code without an event
-loop (scripts, threads, sync agent frameworks). Thread-safe: one channel shared by all calls."""
+loop (scripts, threads, sync agent frameworks). Thread-safe: one channel shared by all calls.
+What the calls send, how they retry and how errors map is shared with the asyncio client
+(core.py); this module only blocks where that one awaits."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import TypeVar
+from typing import Concatenate, ParamSpec, TypeVar, Unpack, cast
 
 import grpc
-from google.protobuf.message import Message
 
-from effectgate.client import requests
-from effectgate.client.context import RunContext
-from effectgate.client.errors import from_rpc_error
-from effectgate.client.retry import RetryPolicy, as_policy
-from effectgate.client.settings import CHANNEL_OPTIONS, Settings
+from effectgate.client import calls
+from effectgate.client.calls import Call, Listing
+from effectgate.client.core import ClientCore, Options, signed_as
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 
+P = ParamSpec("P")
 T = TypeVar("T")
-log = logging.getLogger("effectgate.client")
 
 
-class SyncEffectGateClient:
-    """See EffectGateClient: same arguments, same environment variables, same errors."""
+def _unary(build: Callable[P, Call[T]]) -> Callable[Concatenate[SyncEffectGateClient, P], T]:
+    def method(self: SyncEffectGateClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._send(build(*args, **kwargs))
 
-    def __init__(
-        self,
-        target: str | None = None,
-        *,
-        token: str | None = None,
-        tls: bool | None = None,
-        ca_file: str | None = None,
-        cert_file: str | None = None,
-        key_file: str | None = None,
-        retry: RetryPolicy | bool | None = None,
-        timeout: float | None = 30.0,
-    ) -> None:
-        self.settings = Settings.resolve(
-            target, token=token, tls=tls, ca_file=ca_file, cert_file=cert_file, key_file=key_file
-        )
-        self.retry = as_policy(retry)
-        self.timeout = timeout
+    return signed_as(method, build)
+
+
+def _pages(
+    build: Callable[P, Listing],
+) -> Callable[Concatenate[SyncEffectGateClient, P], Iterator[pb.ListActionsResponse]]:
+    def method(self: SyncEffectGateClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[pb.ListActionsResponse]:
+        yield from self._walk(build(*args, **kwargs))
+
+    return signed_as(method, build)
+
+
+def _actions(build: Callable[P, Listing]) -> Callable[Concatenate[SyncEffectGateClient, P], Iterator[pb.Action]]:
+    def method(self: SyncEffectGateClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[pb.Action]:
+        for page in self._walk(build(*args, **kwargs)):
+            yield from page.actions
+
+    return signed_as(method, build, "list")
+
+
+class SyncEffectGateClient(ClientCore[gateway_pb2_grpc.EffectGatewayStub, gateway_pb2_grpc.OperatorStub]):
+    """See EffectGateClient: same arguments (but no channel as `target`), same environment
+    variables, same errors."""
+
+    def __init__(self, target: str | None = None, **options: Unpack[Options]) -> None:
+        super().__init__(target, **options)
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
-        self._stubs: tuple[gateway_pb2_grpc.EffectGatewayStub, gateway_pb2_grpc.OperatorStub] | None = None
 
     def __enter__(self) -> SyncEffectGateClient:
         return self
@@ -64,107 +71,33 @@ class SyncEffectGateClient:
     def _ensure(self) -> tuple[gateway_pb2_grpc.EffectGatewayStub, gateway_pb2_grpc.OperatorStub]:
         with self._lock:
             if self._stubs is None:
-                credentials = self.settings.credentials()
-                target = self.settings.target
-                self._channel = (
-                    grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
-                    if credentials is not None
-                    else grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-                )
-                self._stubs = (
-                    gateway_pb2_grpc.EffectGatewayStub(self._channel),
-                    gateway_pb2_grpc.OperatorStub(self._channel),
-                )
+                self._channel = self._dial(grpc.secure_channel, grpc.insecure_channel)
+                self._stubs = self._on(self._channel)
             return self._stubs
 
-    @property
-    def stub(self) -> gateway_pb2_grpc.EffectGatewayStub:
-        return self._ensure()[0]
-
-    @property
-    def operator(self) -> gateway_pb2_grpc.OperatorStub:
-        return self._ensure()[1]
-
-    @property
-    def metadata(self) -> tuple[tuple[str, str | bytes], ...]:
-        return self.settings.call_metadata
-
-    def _call(self, send: Callable[[float | None], T], timeout: float | None, retry: bool) -> T:
-        policy = self.retry if retry else None
-        started, attempt = time.monotonic(), 0
+    def _send(self, call: Call[T]) -> T:
+        attempts = self._attempts(call, time.monotonic)
         while True:
-            attempt += 1
             try:
-                return send(timeout if timeout is not None else self.timeout)
+                return cast(T, self._start(call))
             except grpc.RpcError as raw:
-                error = from_rpc_error(raw)
-                wait = policy.delay(error, attempt, time.monotonic() - started) if policy else None
-                if wait is None:
-                    raise error from None
-                log.info("retrying in %.2fs (attempt %d): %s", wait, attempt + 1, error)
+                wait = attempts.failed(raw)
             time.sleep(wait)
 
-    def execute(
-        self,
-        tool: str,
-        payload: Message,
-        *,
-        scope: str,
-        tool_call_id: str = "",
-        context: RunContext | None = None,
-        timeout: float | None = None,
-        bypass: bool = False,
-    ) -> pb.ExecuteResponse:
-        request = requests.execute(tool, payload, scope, tool_call_id, context, bypass)
-        return self._call(lambda t: self.stub.Execute(request, timeout=t, metadata=self.metadata), timeout, True)
-
-    def verify(
-        self,
-        action_id: str | None = None,
-        *,
-        tool: str = "",
-        scope: str = "",
-        context: RunContext | None = None,
-        timeout: float | None = None,
-    ) -> pb.VerifyResponse:
-        request = requests.verify(action_id, tool, scope, context)
-        return self._call(lambda t: self.stub.Verify(request, timeout=t, metadata=self.metadata), timeout, True)
-
-    def get(self, action_id: str, *, timeout: float | None = None) -> pb.Action:
-        request = pb.GetActionRequest(action_id=action_id)
-        return self._call(lambda t: self.stub.GetAction(request, timeout=t, metadata=self.metadata), timeout, True)
-
-    def pages(
-        self, *, state: int = 0, run_id: str = "", tool: str = "", page_size: int = 100
-    ) -> Iterator[pb.ListActionsResponse]:
-        token = ""
-        while True:
-            request = requests.list_actions(state, run_id, tool, page_size, token)
-            page = self._call(self._lister(request), None, True)
+    def _walk(self, listing: Listing) -> Iterator[pb.ListActionsResponse]:
+        call: Call[pb.ListActionsResponse] | None = listing.page()
+        while call is not None:
+            page = self._send(call)
             yield page
-            token = page.next_page_token
-            if not token:
-                return
+            call = listing.after(page)
 
-    def _lister(self, request: pb.ListActionsRequest) -> Callable[[float | None], pb.ListActionsResponse]:
-        return lambda t: self.stub.ListActions(request, timeout=t, metadata=self.metadata)
+    # -- the calls (calls.py); operator calls are never retried automatically -------------------
 
-    def list(self, *, state: int = 0, run_id: str = "", tool: str = "", page_size: int = 100) -> Iterator[pb.Action]:
-        for page in self.pages(state=state, run_id=run_id, tool=tool, page_size=page_size):
-            yield from page.actions
-
-    def approve(self, action_id: str, *, note: str, timeout: float | None = None) -> pb.Action:
-        request = pb.ApproveRequest(action_id=action_id, note=note)
-        return self._call(lambda t: self.operator.Approve(request, timeout=t, metadata=self.metadata), timeout, False)
-
-    def reconcile(
-        self, action_id: str, *, resolution: int | str, note: str, external_id: str = "", timeout: float | None = None
-    ) -> pb.Action:
-        request = requests.reconcile(action_id, resolution, note, external_id)
-        return self._call(lambda t: self.operator.Reconcile(request, timeout=t, metadata=self.metadata), timeout, False)
-
-    def grant_bypass(self, action_id: str, *, note: str, timeout: float | None = None) -> pb.Action:
-        request = pb.GrantBypassRequest(action_id=action_id, note=note)
-        return self._call(
-            lambda t: self.operator.GrantBypass(request, timeout=t, metadata=self.metadata), timeout, False
-        )
+    execute = _unary(calls.execute)
+    verify = _unary(calls.verify)
+    get = _unary(calls.get)
+    pages = _pages(calls.pages)
+    list = _actions(calls.actions)
+    approve = _unary(calls.approve)
+    reconcile = _unary(calls.reconcile)
+    grant_bypass = _unary(calls.grant_bypass)
