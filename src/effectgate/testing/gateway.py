@@ -10,6 +10,7 @@ pointed at `gw.target`.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -125,9 +126,28 @@ async def gateway(
         else:
             raise ValueError(f"store must be 'memory', 'sqlite' or a Store instance, not {store!r}")
         config = _config(adapters, tools, url, settings, shutdown_grace)
-        server = await Gateway.start(config, store=instance, adapters=adapters, clock=clock)
+        background = None if clock is None else _Observing(clock)
+        server = await Gateway.start(
+            config, store=instance, adapters=adapters, clock=clock, background_clock=background
+        )
         stack.push_async_callback(server.stop)
         target = f"127.0.0.1:{server.port}"
         client = _client(target)
         stack.push_async_callback(client.close)
         yield InProcessGateway(target, client, server, server.store, server.adapters, clock)
+
+
+class _Observing:
+    """The background jobs' view of a FakeClock: its time, but idle waits in real time.
+
+    A FakeClock's sleep advances its time at once; the jobs' interval waits would then race the
+    virtual time ahead of the calls under test (a caller's deadline would pass in a blink)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+
+    def __call__(self) -> float:
+        return self._clock()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(min(max(seconds, 0.0), 0.5))

@@ -52,10 +52,12 @@ class Readiness:
         half open); the next check waits on the same probe instead of starting another."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self.store.probe(self.clock()))
-        done, _ = await asyncio.wait({self._task}, timeout=self.timeout)
+        # This check's own probe: a concurrent check may start the next one while we wait.
+        task = self._task
+        done, _ = await asyncio.wait({task}, timeout=self.timeout)
         if not done:
             return f"a store write did not finish within {self.timeout:g}s"
-        error = self._task.exception()
+        error = task.exception()
         return f"the store cannot be written ({type(error).__name__})" if error else ""
 
     async def check(self) -> bool:

@@ -227,11 +227,14 @@ class Gateway:
         store: Store | None = None,
         adapters: Mapping[str, Adapter] | None = None,
         clock: Clock | None = None,
+        background_clock: Clock | None = None,
     ) -> Gateway:
         """`shared_port`: one of the workers of `effectgate serve --workers N` (runtime/workers.py);
         `watch_backlog`: read the UNKNOWN backlog for the metrics' gauges. `store`, `adapters`,
         `clock`: parts to serve instead of the config's and the system clock (the in-process gateway
-        of `effectgate.testing`); the gateway opens and closes them as its own."""
+        of `effectgate.testing`); the gateway opens and closes them as its own. `background_clock`:
+        the background jobs' clock when it must differ from `clock` (a virtual clock whose sleeps
+        advance time would let the jobs' idle waits race it ahead)."""
         # Config errors surface before anything is opened.
         adapters = dict(adapters) if adapters is not None else build_adapters(config)
         try:
@@ -241,7 +244,10 @@ class Gateway:
             raise
         try:
             await store.open()
-            return await cls._serve(config, store, adapters, shared_port, watch_backlog, clock or SystemClock())
+            clock = clock or SystemClock()
+            return await cls._serve(
+                config, store, adapters, shared_port, watch_backlog, clock, background_clock or clock
+            )
         except BaseException:
             await store.close()
             await close_adapters(adapters)
@@ -256,6 +262,7 @@ class Gateway:
         shared_port: bool,
         watch_backlog: bool,
         clock: Clock,
+        background_clock: Clock,
     ) -> Gateway:
         tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -306,7 +313,7 @@ class Gateway:
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         port = _listen(server, config, shared_port)
         background, readiness = compose_background(
-            config, protocol, store, health_servicer, clock, watch_backlog=watch_backlog
+            config, protocol, store, health_servicer, background_clock, watch_backlog=watch_backlog
         )
         background.start()
         try:
