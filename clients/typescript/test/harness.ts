@@ -69,7 +69,7 @@ export class LiveGateway {
 
   static async start(options: { tls?: Tls; mutual?: boolean; simLatency?: number } = {}): Promise<LiveGateway> {
     const dir = mkdtempSync(join(tmpdir(), "effectgate-ts-"));
-    const simArgs = ["-m", "effectgate.simulators", "stripe", "--api-key", API_KEY, "--search-lag", "0.3"];
+    const simArgs = ["-m", "effectgate_lab.simulators", "stripe", "--api-key", API_KEY, "--search-lag", "0.3"];
     if (options.simLatency) {
       simArgs.push("--latency", String(options.simLatency));
     }
@@ -87,7 +87,7 @@ export class LiveGateway {
     );
     try {
       const [gateway, found] = await startChild(
-        ["-m", "effectgate.gateway.cli", "--log-level", "WARNING", "serve", "--config", config],
+        ["-m", "effectgate.gateway", "--log-level", "WARNING", "serve", "--config", config],
         /serving on port (\d+)/,
         { EG_TS_STRIPE_KEY: API_KEY },
       );
