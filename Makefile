@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-services test-ts lint proto proto-check bench chaos venv clean
+.PHONY: demo run test test-services test-ts lint proto proto-check bench chaos venv clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ venv: $(STAMP)
 ## demo: gateway on SQLite + provider simulators + a demo agent that re-plans under faults
 demo: $(STAMP)
 	$(PY) -m effectgate_lab.demo
+
+## run: a gateway on SQLite + the provider simulators, until Ctrl-C (try the client example against it)
+run: $(STAMP)
+	$(PY) -m effectgate_lab.dev
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
 test: $(STAMP) test-services lint proto-check test-ts

@@ -1,4 +1,4 @@
-"""The effect protocol in-process and in virtual time (tests/kit): the write path, replays,
+"""The effect protocol in-process and in virtual time (effectgate.testing): the write path, replays,
 single flight, lease loss, a store failing mid-flight, read-backs that hang or fail, and the
 edges of the consistency window. Each test is exact: one outcome, counted effects and writes."""
 

@@ -1,5 +1,5 @@
 """Per-tool policies, refusals before acting (rate limits) and operator verbs, in-process and in
-virtual time (tests/kit)."""
+virtual time (effectgate.testing)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The protocol's verbs besides Execute (Verify, drain, leases for operators) and the driver's
-guard rails, in-process and in virtual time (tests/kit)."""
+guard rails, in-process and in virtual time (effectgate.testing)."""
 
 from __future__ import annotations
 

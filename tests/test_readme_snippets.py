@@ -59,7 +59,7 @@ def test_the_quick_start_snippets_are_marked_runnable() -> None:
 
 @pytest.fixture
 async def demo_gateway(tmp_path: Path) -> AsyncIterator[tuple[str, StripeSimulator]]:
-    """The gateway as lab/src/effectgate/demo.py starts it: no principals (development mode),
+    """The gateway as lab/src/effectgate_lab/demo.py starts it: no principals (development mode),
     SQLite, the Stripe simulator behind charge_card."""
     os.environ["DEMO_STRIPE_KEY"] = DEMO_KEY
     sim = StripeSimulator(api_key=DEMO_KEY, search_lag=0.4)

@@ -2,7 +2,7 @@
 
 effectgate chaos --json run.json        # the default run (every table), recorded
 effectgate chaos report run.json        # render a recorded run again
-effectgate chaos report docs/chaos-run.json --write README.md docs/chaos.md
+effectgate chaos report docs/chaos-run.json --write docs/chaos.md
 effectgate chaos --parts headline --seeds 10 --methods wrapper,effectgate
 effectgate chaos --crash --methods effectgate --parts headline --seeds 10
 """

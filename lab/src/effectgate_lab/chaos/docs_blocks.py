@@ -1,6 +1,6 @@
 """Tables embedded in Markdown between `<!-- chaos:NAME -->` and `<!-- /chaos:NAME -->`.
 
-`effectgate chaos report RUN --write README.md docs/chaos.md` rewrites every such block from the
+`effectgate chaos report RUN --write docs/chaos.md` rewrites every such block from the
 recorded run; tests/test_chaos.py renders them again and compares, so the docs cannot drift.
 Blocks named `crash_NAME` come from the recorded `--crash` run (`--prefix crash_`), the others
 from the default run.

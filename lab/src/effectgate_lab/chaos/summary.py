@@ -1,5 +1,5 @@
 """The prose findings of a recorded run, generated from its rows so that every sentence in the
-README and docs/chaos.md is a number of the committed run (nothing typed by hand)."""
+findings of docs/chaos.md is a number of the committed run (nothing typed by hand)."""
 
 from __future__ import annotations
 

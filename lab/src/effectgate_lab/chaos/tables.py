@@ -1,5 +1,5 @@
 """The named tables of a recorded run, as Markdown: what `effectgate chaos report` prints and what
-README.md and docs/chaos.md embed between `<!-- chaos:NAME -->` markers (see docs_blocks.py)."""
+docs/chaos.md embeds between `<!-- chaos:NAME -->` markers (see docs_blocks.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,152 @@
+"""Every gateway error line the docs quote is the gateway's own: each case below provokes one
+start-up failure in a real `effectgate check` (or `serve`) process, and every quote in the docs
+(the start-up error table, and any inline code that starts with `effectgate: `) must be found in
+one of the real lines, `…` standing for any text. A case no quote uses fails too, so the table
+and the cases stay one list."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = re.compile(r"<!-- startup-errors -->\n(.*?)<!-- /startup-errors -->", re.S)
+INLINE = re.compile(r"`(effectgate: [^`]+)`")
+ADAPTER = '[adapters.stripe]\napi_base = "http://127.0.0.1:9"\napi_key_env = "STRIPE_API_KEY"\n'
+TOOL = '[tools.charge_card]\nadapter = "stripe"\n'
+BASE = ADAPTER + TOOL
+DIGEST = "04c0640f7450894700e902676917cbb0b82a50a12161f41e756ad3c541b4ad4d"
+BUSY_PORT = 50051  # the documented example; held by this test (or by another program: the same line)
+
+
+@dataclass(frozen=True)
+class Case:
+    config: str
+    argv: tuple[str, ...] = ("check", "--config", "effectgate.toml")
+    env: dict[str, str | None] = field(default_factory=dict)
+
+
+def principal(name: str) -> str:
+    return f'[[principals]]\nname = "{name}"\ntenant = "acme"\ntoken_sha256 = "{DIGEST}"\n'
+
+
+CASES = {
+    "typo": Case('[gateway]\nlease_tll = "30s"\n' + BASE),
+    "section": Case("[serve]\nx = 1\n" + BASE),
+    "duration": Case('[gateway]\nrecheck_min = "soon"\n' + BASE),
+    "no file": Case(BASE, argv=("check", "--config", "/etc/effectgate.toml")),
+    "toml": Case("[gateway\n" + BASE),
+    "scheme": Case('[store]\nurl = "mysql://db/effectgate"\n' + BASE),
+    "tls file": Case(
+        '[server.tls]\ncert_file = "/etc/effectgate/tls.crt"\nkey_file = "/etc/effectgate/tls.key"\n' + BASE
+    ),
+    "plaintext": Case('[server]\nlisten = "0.0.0.0:50051"\n' + principal("bot") + BASE),
+    "dev mode": Case('[server]\nlisten = "0.0.0.0:50051"\n' + BASE),
+    "same token": Case(principal("bot") + principal("bob") + BASE),
+    "adapter table": Case(ADAPTER + '[tools.charge_card]\nadapter = "strip"\n'),
+    "secret": Case(BASE, env={"STRIPE_API_KEY": None}),
+    "adapter setting": Case(ADAPTER + 'timeout = "fast"\n' + TOOL),
+    "adapter kind": Case('[adapters.acme]\nx = 1\n[tools.charge_card]\nadapter = "acme"\n'),
+    "database": Case('[store]\nurl = "postgresql://effectgate:secret@127.0.0.1:9/effectgate"\n' + BASE),
+    "port": Case(f'[server]\nlisten = "127.0.0.1:{BUSY_PORT}"\n' + BASE, argv=("serve", "--config", "effectgate.toml")),
+    "option": Case(BASE, argv=("--log-level", "verbose", "check", "--config", "effectgate.toml")),
+}
+
+
+def quotes() -> list[str]:
+    found: list[str] = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text()
+        for table in TABLE.findall(text):
+            for row in table.splitlines()[2:]:
+                first = row.split("|")[1].strip()
+                assert first.startswith("`") and first.endswith("`"), f"{path.name}: {row}"
+                found.append(first.strip("`"))
+        found += INLINE.findall(text)
+    return sorted(set(found))
+
+
+def says(line: str, quote: str) -> bool:
+    """`quote` is in `line`, `…` standing for any text."""
+    position = 0
+    for piece in (p.strip() for p in quote.split("…")):
+        position = line.find(piece, position)
+        if position < 0:
+            return False
+        position += len(piece)
+    return True
+
+
+@contextmanager
+def port_in_use(port: int) -> Iterator[None]:
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+    except OSError:
+        pass  # someone else holds it: the gateway's line is the same
+    try:
+        yield
+    finally:
+        sock.close()
+
+
+async def real_line(name: str, case: Case, tmp_path: Path) -> str:
+    folder = tmp_path / name.replace(" ", "-")
+    folder.mkdir()
+    (folder / "effectgate.toml").write_text(case.config)
+    env = {**os.environ, "STRIPE_API_KEY": "sk_test_docs"}
+    for key, value in case.env.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "effectgate.gateway", *case.argv,
+        cwd=folder, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 90)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 2 and lines, f"{name}: exit {proc.returncode}\n{err.decode()}"
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def real_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    assert not Path("/etc/effectgate.toml").exists()
+    tmp_path = tmp_path_factory.mktemp("errors")
+
+    async def provoke() -> list[str]:
+        return list(await asyncio.gather(*(real_line(n, c, tmp_path) for n, c in CASES.items())))
+
+    with port_in_use(BUSY_PORT):
+        return dict(zip(CASES, asyncio.run(provoke()), strict=True))
+
+
+QUOTES = quotes()
+
+
+def test_the_docs_quote_the_start_up_errors() -> None:
+    assert len(QUOTES) >= len(CASES), QUOTES
+
+
+@pytest.mark.parametrize("quote", QUOTES)
+def test_every_quoted_error_is_the_gateways_own(quote: str, real_lines: dict[str, str]) -> None:
+    matches = [name for name, line in real_lines.items() if says(line, quote)]
+    assert matches, f"no real error line contains the quote:\n  {quote}\nreal lines:\n  " + "\n  ".join(
+        real_lines.values()
+    )
+
+
+def test_every_case_is_quoted(real_lines: dict[str, str]) -> None:
+    unquoted = {name: line for name, line in real_lines.items() if not any(says(line, q) for q in QUOTES)}
+    assert not unquoted, f"provoked but quoted nowhere in the docs: {unquoted}"
