@@ -19,15 +19,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from effectgate_lab.chaos import docs_blocks
 from effectgate_lab.chaos.cli import block
 from effectgate_lab.chaos.model import LEVELS, METHODS, Result
 from effectgate_lab.chaos.progress import Progress
-from effectgate_lab.chaos.record import document, load, results_of, save
-from effectgate_lab.chaos.report import summarize
+from effectgate_lab.chaos.reporting import docs_blocks
+from effectgate_lab.chaos.reporting.record import document, load, results_of, save
+from effectgate_lab.chaos.reporting.report import summarize
+from effectgate_lab.chaos.reporting.stats import mcnemar_exact, percentile, wilson
+from effectgate_lab.chaos.reporting.tables import TABLES
 from effectgate_lab.chaos.runner import CRM, Options, Part, run_matrix
-from effectgate_lab.chaos.stats import mcnemar_exact, percentile, wilson
-from effectgate_lab.chaos.tables import TABLES
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from effectgate_lab.simulators.faults import FaultPlan
 

@@ -24,8 +24,8 @@ import grpc
 import httpx
 
 from effectgate.client import EffectGateClient, run, step, subagent
-from effectgate.gateway.config.schema import parse_config
-from effectgate.gateway.runtime.server import Gateway
+from effectgate.gateway.config import parse_config
+from effectgate.gateway.runtime import Gateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from effectgate.adapters.base import Receipt
-from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model import ActionRecord, State
 from effectgate.gateway.store import Store, open_store
 
 BACKENDS = ("sqlite-full", "sqlite-normal", "postgres")

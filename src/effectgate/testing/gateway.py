@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from effectgate.adapters.base import Adapter
 from effectgate.client import EffectGateClient
-from effectgate.gateway.config.schema import Config, parse_config
-from effectgate.gateway.runtime.server import Gateway
+from effectgate.gateway.config import Config, parse_config
+from effectgate.gateway.runtime import Gateway
 from effectgate.gateway.store import Store
 from effectgate.testing.clock import FakeClock
 from effectgate.testing.store import MemoryStore

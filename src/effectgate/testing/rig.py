@@ -7,15 +7,21 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from effectgate.gateway.background.reconciler import Reconciler
-from effectgate.gateway.config.schema import ToolConfig
-from effectgate.gateway.core.driver import DriverSettings, policy_of
-from effectgate.gateway.core.operator import Operations
-from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult
-from effectgate.gateway.core.replay_cache import ReplayCache
-from effectgate.gateway.core.tools import BoundTool, ToolSet
-from effectgate.gateway.core.transitions import Policy
-from effectgate.gateway.model.domain import ActionIdentity, ActionRecord
+from effectgate.gateway.background import Reconciler
+from effectgate.gateway.config import ToolConfig
+from effectgate.gateway.core import (
+    BoundTool,
+    DriverSettings,
+    EffectProtocol,
+    ExecuteCommand,
+    ExecuteResult,
+    Operations,
+    Policy,
+    ReplayCache,
+    ToolSet,
+    policy_of,
+)
+from effectgate.gateway.model import ActionIdentity, ActionRecord
 from effectgate.testing.adapter import ScriptedAdapter
 from effectgate.testing.clock import FakeClock
 from effectgate.testing.store import MemoryDatabase, MemoryStore

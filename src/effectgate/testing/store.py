@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from effectgate.gateway.model.domain import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page
-from effectgate.gateway.store import codec, rows
-from effectgate.gateway.store.base import Store, StoreUnavailable
-from effectgate.gateway.store.rows import decode_cursor
+from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page
+from effectgate.gateway.store import Store, StoreUnavailable, codec, decode_cursor, rows
 
 
 @dataclass

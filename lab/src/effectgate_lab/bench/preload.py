@@ -8,8 +8,7 @@ import time
 from collections.abc import Iterator
 
 from effectgate.adapters.base import Receipt
-from effectgate.gateway.model import keys
-from effectgate.gateway.model.domain import ActionRecord, NextStep, State
+from effectgate.gateway.model import ActionRecord, NextStep, State, keys
 from effectgate.gateway.store import open_store
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 
-from effectgate_lab.chaos.method import Answer, Method, Run
+from effectgate_lab.chaos.methods.method import Answer, Method, Run
 from effectgate_lab.chaos.model import MAX_REPLANS, Told
 
 THINK = 0.05  # the model's turn between a failed call and the re-planned one

@@ -19,12 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from effectgate_lab.chaos import docs_blocks
 from effectgate_lab.chaos.model import DEFAULT_LAG, LEVELS, MARGIN, METHODS, Result
-from effectgate_lab.chaos.record import document, load, machine, results_of, save
+from effectgate_lab.chaos.reporting import docs_blocks
+from effectgate_lab.chaos.reporting.record import document, load, machine, results_of, save
+from effectgate_lab.chaos.reporting.summary import summary
+from effectgate_lab.chaos.reporting.tables import TABLES, meta_line
 from effectgate_lab.chaos.runner import Options, default_parts, run_matrix
-from effectgate_lab.chaos.summary import summary
-from effectgate_lab.chaos.tables import TABLES, meta_line
 
 
 def _list(value: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:

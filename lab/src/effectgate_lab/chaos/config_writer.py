@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.config import parse_config
 
 NAMED_SECTIONS = ("adapters", "tools")
 

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 import httpx
 
 from effectgate_lab.chaos.agent import run_agents
-from effectgate_lab.chaos.direct import Baseline, RetriesOnly
-from effectgate_lab.chaos.method import Method, Run
+from effectgate_lab.chaos.methods.direct import Baseline, RetriesOnly
+from effectgate_lab.chaos.methods.method import Method, Run
+from effectgate_lab.chaos.methods.stable_key import StableKey
+from effectgate_lab.chaos.methods.via_gateway import ViaGateway
+from effectgate_lab.chaos.methods.wrapper import IdempotencyOnly, Wrapper
 from effectgate_lab.chaos.model import (
     BEHAVIOURS,
     DEFAULT_LAG,
@@ -37,9 +40,6 @@ from effectgate_lab.chaos.model import (
 )
 from effectgate_lab.chaos.progress import Progress
 from effectgate_lab.chaos.scenarios import SCENARIOS
-from effectgate_lab.chaos.stable_key import StableKey
-from effectgate_lab.chaos.via_gateway import ViaGateway
-from effectgate_lab.chaos.wrapper import IdempotencyOnly, Wrapper
 from effectgate_lab.simulators.faults import STUDY_LEVELS, Fault, FaultPlan
 
 EPISODE_BUDGET = 30.0  # seconds for the agents of one episode, and again for settling it

@@ -1,1 +1,18 @@
 """Work nobody asks for: recovery (the reconciler), retention, readiness, metric watchers."""
+
+from __future__ import annotations
+
+from effectgate.gateway.background.readiness import Readiness
+from effectgate.gateway.background.reconciler import Reconciler
+from effectgate.gateway.background.retention import retention_job
+from effectgate.gateway.background.runner import Job, Runner
+from effectgate.gateway.background.watchers import backlog_job
+
+__all__ = [
+    "Job",
+    "Readiness",
+    "Reconciler",
+    "Runner",
+    "backlog_job",
+    "retention_job",
+]

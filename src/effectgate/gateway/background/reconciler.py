@@ -13,9 +13,8 @@ import contextlib
 import logging
 
 from effectgate.gateway.background.runner import Job
-from effectgate.gateway.core.protocol import EffectProtocol
-from effectgate.gateway.model.domain import ActionRecord
-from effectgate.gateway.model.errors import GatewayError, GatewayUnavailable
+from effectgate.gateway.core import EffectProtocol
+from effectgate.gateway.model import ActionRecord, GatewayError, GatewayUnavailable
 from effectgate.gateway.observability import metrics, telemetry
 
 log = logging.getLogger("effectgate.reconciler")

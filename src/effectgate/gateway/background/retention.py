@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from effectgate.gateway.background.runner import Job
-from effectgate.gateway.store.base import Store, StoreUnavailable
+from effectgate.gateway.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

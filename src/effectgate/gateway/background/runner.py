@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from effectgate.gateway.core.clock import Clock
+from effectgate.gateway.core import Clock
 
 log = logging.getLogger("effectgate.background")
 

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Iterable
 
 from effectgate.gateway.background.runner import Job
-from effectgate.gateway.model.domain import ListQuery, State
-from effectgate.gateway.observability.metrics import BACKLOG, MAX_PAGES, PAGE, Backlog, store_error
-from effectgate.gateway.store.base import Store
+from effectgate.gateway.model import ListQuery, State
+from effectgate.gateway.observability import BACKLOG, MAX_PAGES, PAGE, Backlog, store_error
+from effectgate.gateway.store import Store
 
 log = logging.getLogger("effectgate.metrics")
 

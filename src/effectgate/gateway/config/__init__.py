@@ -1,1 +1,35 @@
 """The configuration: the TOML file parsed into typed settings, with errors a person can act on."""
+
+from __future__ import annotations
+
+from effectgate.gateway.config.schema import (
+    ROLES,
+    STORE_GROUP,
+    Approval,
+    Bypass,
+    Config,
+    ConfigError,
+    OnMismatch,
+    OnRepeat,
+    Principal,
+    ToolConfig,
+    load_config,
+    parse_config,
+)
+from effectgate.gateway.config.telemetry import TelemetryConfig
+
+__all__ = [
+    "ROLES",
+    "STORE_GROUP",
+    "Approval",
+    "Bypass",
+    "Config",
+    "ConfigError",
+    "OnMismatch",
+    "OnRepeat",
+    "Principal",
+    "TelemetryConfig",
+    "ToolConfig",
+    "load_config",
+    "parse_config",
+]

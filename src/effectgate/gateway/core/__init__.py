@@ -1,1 +1,28 @@
 """The effect core: the state machine, the moves, the driver, the effect protocol and its operator verbs."""
+
+from __future__ import annotations
+
+from effectgate.gateway.core.clock import Clock, SystemClock
+from effectgate.gateway.core.driver import DriverSettings, policy_of
+from effectgate.gateway.core.operator import Operations
+from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
+from effectgate.gateway.core.replay_cache import ReplayCache
+from effectgate.gateway.core.tools import BoundTool, ToolSet
+from effectgate.gateway.core.transitions import IllegalTransition, Policy
+
+__all__ = [
+    "BoundTool",
+    "Clock",
+    "DriverSettings",
+    "EffectProtocol",
+    "ExecuteCommand",
+    "ExecuteResult",
+    "IllegalTransition",
+    "Operations",
+    "Policy",
+    "ReplayCache",
+    "SystemClock",
+    "ToolSet",
+    "policy_of",
+    "validate_context",
+]

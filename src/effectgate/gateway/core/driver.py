@@ -34,11 +34,9 @@ from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move
 from effectgate.gateway.core.tools import BoundTool
-from effectgate.gateway.model.domain import ActionRecord, State
-from effectgate.gateway.model.errors import ProviderRateLimited
-from effectgate.gateway.model.keys import provider_key
+from effectgate.gateway.model import ActionRecord, ProviderRateLimited, State, provider_key
 from effectgate.gateway.observability import telemetry
-from effectgate.gateway.store.base import Store
+from effectgate.gateway.store import Store
 
 log = logging.getLogger("effectgate.driver")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from effectgate.adapters.base import Observation, Receipt
-from effectgate.gateway.model.domain import ActionIdentity, State
+from effectgate.gateway.model import ActionIdentity, State
 
 
 @dataclass(frozen=True)

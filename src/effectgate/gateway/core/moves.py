@@ -9,7 +9,7 @@ from typing import Literal
 
 from effectgate.adapters.base import Observation, Outcome
 from effectgate.gateway.core.transitions import RETRY_PAUSE, Policy, RefusedBeforeActing, window_end
-from effectgate.gateway.model.domain import IN_DOUBT, UNSENT, ActionRecord, State
+from effectgate.gateway.model import IN_DOUBT, UNSENT, ActionRecord, State
 
 # Never start a provider call with less than this much of the lease or deadline left.
 MIN_CALL_BUDGET = 0.05

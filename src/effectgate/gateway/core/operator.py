@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
-from effectgate.gateway.config.schema import Bypass
+from effectgate.gateway.config import Bypass
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.protocol import EffectProtocol
-from effectgate.gateway.model.domain import ActionRecord, State
-from effectgate.gateway.model.errors import InFlight, InvalidRequest, PolicyConflict
+from effectgate.gateway.model import ActionRecord, InFlight, InvalidRequest, PolicyConflict, State
 
 APPROVAL_RACE_POLLS = 200
 RESOLUTIONS = tuple(t.RESOLUTIONS)

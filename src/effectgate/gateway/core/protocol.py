@@ -25,26 +25,30 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from effectgate.adapters.base import Observation
-from effectgate.gateway.config.schema import Approval, OnMismatch, OnRepeat, ToolConfig
+from effectgate.gateway.config import Approval, OnMismatch, OnRepeat, ToolConfig
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, policy_of
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET
 from effectgate.gateway.core.replay_cache import ReplayCache, RequestKey, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
-from effectgate.gateway.model import keys
-from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, ListQuery, Page, State
-from effectgate.gateway.model.errors import (
+from effectgate.gateway.model import (
+    ActionIdentity,
     ActionNotFound,
+    ActionRecord,
     AlreadyExecuted,
     GatewayUnavailable,
     InFlight,
     InvalidRequest,
+    ListQuery,
+    Page,
     PayloadMismatch,
     PolicyConflict,
+    State,
+    keys,
 )
 from effectgate.gateway.observability import audit_log, metrics, telemetry
-from effectgate.gateway.store.base import Store, StoreUnavailable
+from effectgate.gateway.store import Store, StoreUnavailable
 
 log = logging.getLogger("effectgate.protocol")
 T = TypeVar("T")

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from effectgate.gateway.core.ttl_cache import TtlCache
-from effectgate.gateway.model.domain import TERMINAL, ActionRecord
+from effectgate.gateway.model import TERMINAL, ActionRecord
 
 CAPACITY = 10_000
 TTL = 10.0

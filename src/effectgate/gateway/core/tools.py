@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError, Message
 
 from effectgate.adapters.base import Adapter, InvalidPayload
-from effectgate.gateway.config.schema import ToolConfig
-from effectgate.gateway.model.errors import InvalidRequest
+from effectgate.gateway.config import ToolConfig
+from effectgate.gateway.model import InvalidRequest
 
 
 @dataclass(frozen=True)

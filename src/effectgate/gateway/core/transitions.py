@@ -32,7 +32,7 @@ from effectgate.gateway.core.events import (
     RefusedBeforeActing,
     UseBypass,
 )
-from effectgate.gateway.model.domain import ActionRecord, NextStep, State
+from effectgate.gateway.model import ActionRecord, NextStep, State
 
 __all__ = [
     "EDGES",

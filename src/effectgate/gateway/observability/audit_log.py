@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from effectgate.gateway.model.domain import REPORTED, ActionRecord
+from effectgate.gateway.model import REPORTED, ActionRecord
 from effectgate.gateway.observability import metrics, telemetry
 
 audit = logging.getLogger("effectgate.audit")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model import ActionRecord, State
 
 log = logging.getLogger("effectgate.metrics")
 meter = metrics.get_meter("effectgate")

@@ -29,8 +29,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
-from effectgate.gateway.model.domain import REPORTED, ActionRecord, State
-from effectgate.gateway.model.errors import GatewayError
+from effectgate.gateway.model import REPORTED, ActionRecord, GatewayError, State
 from effectgate.gateway.observability import metrics
 
 tracer = trace.get_tracer("effectgate")

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from effectgate.gateway.config.telemetry import TelemetryConfig
+from effectgate.gateway.config import TelemetryConfig
 
 log = logging.getLogger("effectgate.telemetry")
 SANITIZE_ENV = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
@@ -111,7 +111,7 @@ def setup(config: TelemetryConfig, adapters: Mapping[str, Mapping[str, Any]] | N
     try:
         from opentelemetry.sdk.resources import Resource
     except ImportError:
-        from effectgate.gateway.config.schema import ConfigError
+        from effectgate.gateway.config import ConfigError
 
         raise ConfigError(
             "telemetry: an exporter is configured (OTEL_EXPORTER_OTLP_*ENDPOINT, [telemetry]) but the "

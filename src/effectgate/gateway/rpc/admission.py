@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeAlias, cast
 import grpc
 from google.protobuf.message import DecodeError
 
-from effectgate.gateway.model.errors import InvalidRequest, PermissionDenied
+from effectgate.gateway.model import InvalidRequest, PermissionDenied
 from effectgate.gateway.observability import telemetry
 from effectgate.gateway.rpc.auth import Authenticator, set_current_principal
 from effectgate.gateway.rpc.status import ANSWERED, to_status

@@ -12,9 +12,8 @@ from typing import Any, ClassVar
 
 import grpc
 
-from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, validate_context
-from effectgate.gateway.model.domain import ActionIdentity, ListQuery
-from effectgate.gateway.model.errors import InvalidRequest
+from effectgate.gateway.core import EffectProtocol, ExecuteCommand, validate_context
+from effectgate.gateway.model import ActionIdentity, InvalidRequest, ListQuery
 from effectgate.gateway.observability import audit_log
 from effectgate.gateway.rpc.auth import Authenticator, current_principal
 from effectgate.gateway.rpc.handlers import deadline_of

@@ -11,8 +11,8 @@ import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 
-from effectgate.gateway.config.schema import ROLES, Principal
-from effectgate.gateway.model.errors import PermissionDenied, Unauthenticated
+from effectgate.gateway.config import ROLES, Principal
+from effectgate.gateway.model import PermissionDenied, Unauthenticated
 
 DEV_PRINCIPAL = Principal.model_construct(
     name="dev", tenant="dev", token_sha256="", roles=frozenset(ROLES), tools=frozenset()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
-from effectgate.gateway.model.errors import InvalidRequest
+from effectgate.gateway.model import InvalidRequest
 
 # Clients (grpc's default) accept 4 MiB: a page stays well under it whatever the server allows.
 CLIENT_RECEIVE_LIMIT = 4 << 20

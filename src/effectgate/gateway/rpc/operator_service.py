@@ -9,8 +9,8 @@ from typing import Any
 
 import grpc
 
-from effectgate.gateway.core.operator import Operations
-from effectgate.gateway.model.errors import InvalidRequest
+from effectgate.gateway.core import Operations
+from effectgate.gateway.model import InvalidRequest
 from effectgate.gateway.observability import audit_log
 from effectgate.gateway.rpc.auth import current_principal
 from effectgate.gateway.rpc.limits import Limits

@@ -10,8 +10,8 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from effectgate.gateway.core.transitions import IllegalTransition
-from effectgate.gateway.model.errors import (
+from effectgate.gateway.core import IllegalTransition
+from effectgate.gateway.model import (
     ActionNotFound,
     AlreadyExecuted,
     GatewayError,

@@ -7,8 +7,7 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.model.domain import ActionRecord, NextStep, State
-from effectgate.gateway.model.keys import provider_key
+from effectgate.gateway.model import ActionRecord, NextStep, State, provider_key
 from effectgate.v1 import gateway_pb2 as pb
 
 STATE_TO_PB = {

@@ -20,9 +20,8 @@ from importlib.metadata import entry_points
 
 from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
-from effectgate.gateway.config.schema import ConfigError, load_config
-from effectgate.gateway.observability import telemetry_sdk
-from effectgate.gateway.observability.logging_setup import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging
+from effectgate.gateway.config import ConfigError, load_config
+from effectgate.gateway.observability import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging, telemetry_sdk
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2

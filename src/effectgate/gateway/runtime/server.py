@@ -26,22 +26,10 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway.background.readiness import Readiness
-from effectgate.gateway.background.reconciler import Reconciler
-from effectgate.gateway.background.retention import retention_job
-from effectgate.gateway.background.runner import Job, Runner
-from effectgate.gateway.background.watchers import backlog_job
-from effectgate.gateway.config.schema import Config, ConfigError
-from effectgate.gateway.core.clock import Clock, SystemClock
-from effectgate.gateway.core.driver import DriverSettings
-from effectgate.gateway.core.operator import Operations
-from effectgate.gateway.core.protocol import EffectProtocol
-from effectgate.gateway.core.tools import BoundTool, ToolSet
-from effectgate.gateway.rpc.admission import Admission
-from effectgate.gateway.rpc.agent_service import EffectGatewayService
-from effectgate.gateway.rpc.auth import Authenticator
-from effectgate.gateway.rpc.limits import Limits
-from effectgate.gateway.rpc.operator_service import OperatorService
+from effectgate.gateway.background import Job, Readiness, Reconciler, Runner, backlog_job, retention_job
+from effectgate.gateway.config import Config, ConfigError
+from effectgate.gateway.core import BoundTool, Clock, DriverSettings, EffectProtocol, Operations, SystemClock, ToolSet
+from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.store import Store, open_store
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 

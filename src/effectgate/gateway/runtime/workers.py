@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 
-from effectgate.gateway.config.schema import Config, ConfigError
+from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.runtime.server import check
 
 log = logging.getLogger("effectgate.workers")

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from effectgate.gateway.store.base import Store, StoreError, StoreUnavailable
 from effectgate.gateway.store.registry import open_store
+from effectgate.gateway.store.rows import decode_cursor
 from effectgate.gateway.store.urls import redact_url
 
-__all__ = ["Store", "StoreError", "StoreUnavailable", "open_store", "redact_url"]
+__all__ = [
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "decode_cursor",
+    "open_store",
+    "redact_url",
+]

@@ -12,7 +12,7 @@ import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page
+from effectgate.gateway.model import ActionRecord, ListQuery, Page
 
 
 class StoreError(Exception):

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.model.domain import ActionRecord, NextStep, State
+from effectgate.gateway.model import ActionRecord, NextStep, State
 from effectgate.gateway.store.base import StoreError
 
 SCHEMA_VERSION = 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
 
-from effectgate.gateway.config.schema import STORE_GROUP
+from effectgate.gateway.config import STORE_GROUP
 from effectgate.gateway.store.base import Store
 
 GROUP = STORE_GROUP

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from effectgate.gateway.model.domain import ActionRecord, ListQuery, Page
+from effectgate.gateway.model import ActionRecord, ListQuery, Page
 from effectgate.gateway.store import codec
 from effectgate.gateway.store.base import decode_cursor, encode_cursor
 

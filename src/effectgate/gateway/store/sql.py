@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from effectgate.gateway.model.domain import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page, State
+from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page, State
 from effectgate.gateway.store import rows
 from effectgate.gateway.store.base import Store, StoreUnavailable
 

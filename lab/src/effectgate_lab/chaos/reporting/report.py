@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from effectgate_lab.chaos.model import Result, Told
-from effectgate_lab.chaos.stats import percentile, wilson
+from effectgate_lab.chaos.reporting.stats import percentile, wilson
 
 KEYS = ("part", "level", "scenario", "behaviour", "margin", "method")
 RATES = ("duplicates", "success_at_fault_stop", "success_final", "false_success", "false_failure", "unknown_final")

@@ -16,10 +16,10 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from effectgate_lab.chaos.method import Answer, Method, Run
+from effectgate_lab.chaos.methods.method import Answer, Method, Run
+from effectgate_lab.chaos.methods.wrapper import verified
 from effectgate_lab.chaos.model import Told
 from effectgate_lab.chaos.scenarios import Check
-from effectgate_lab.chaos.wrapper import verified
 
 
 @dataclass

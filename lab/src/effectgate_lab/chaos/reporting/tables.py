@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from effectgate_lab.chaos.model import METHODS, Result
-from effectgate_lab.chaos.report import fmt_count, fmt_rate, fmt_time, summarize, table
-from effectgate_lab.chaos.stats import mcnemar_exact
+from effectgate_lab.chaos.reporting.report import fmt_count, fmt_rate, fmt_time, summarize, table
+from effectgate_lab.chaos.reporting.stats import mcnemar_exact
 
 # The study's published duplicate-effect rates (%), baseline and verified wrapper, 25 seeds per
 # cell: "Verified Tool Calls Improve LLM Agent Reliability Under Non-Atomic Failures" (2026),

@@ -19,7 +19,7 @@ from effectgate.client import EffectGateClient
 from effectgate.client.context import RunContext
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.chaos.config_writer import write_config
-from effectgate_lab.chaos.method import Answer, Method, Run
+from effectgate_lab.chaos.methods.method import Answer, Method, Run
 from effectgate_lab.chaos.model import Told
 from effectgate_lab.chaos.process import ChildGateway, free_port
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from effectgate_lab.chaos.method import DEFINITIVE, Answer, Method, Run, ok
+from effectgate_lab.chaos.methods.method import DEFINITIVE, Answer, Method, Run, ok
 from effectgate_lab.chaos.model import Told
 
 MAX_RETRIES = 2

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from effectgate_lab.chaos.model import Episode, Result, Told, Truth
-from effectgate_lab.chaos.report import summarize
+from effectgate_lab.chaos.reporting.report import summarize
 
 SCHEMA = 1
 COLUMNS = (

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from effectgate_lab.chaos.model import Result
-from effectgate_lab.chaos.report import fmt_rate, summarize
-from effectgate_lab.chaos.tables import CONDITIONS, methods_in, part, sweep_runs
+from effectgate_lab.chaos.reporting.report import fmt_rate, summarize
+from effectgate_lab.chaos.reporting.tables import CONDITIONS, methods_in, part, sweep_runs
 
 
 def _by_method(results: Sequence[Result]) -> dict[str, dict[str, Any]]:

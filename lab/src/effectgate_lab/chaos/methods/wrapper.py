@@ -25,8 +25,8 @@ import math
 import time
 from typing import Any
 
-from effectgate_lab.chaos.direct import Retrying
-from effectgate_lab.chaos.method import DEFINITIVE, Answer, Method, Run, ok
+from effectgate_lab.chaos.methods.direct import Retrying
+from effectgate_lab.chaos.methods.method import DEFINITIVE, Answer, Method, Run, ok
 from effectgate_lab.chaos.model import Told
 from effectgate_lab.chaos.scenarios import Check, Reply, Scenario
 

@@ -1,0 +1,1 @@
+"""A run recorded, summarised with intervals, and rendered into tables and docs."""

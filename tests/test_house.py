@@ -1,0 +1,66 @@
+"""The house rules that import-linter cannot state: faces, and rooms a newcomer can take in.
+
+The layers themselves (a wing imports only the wings below it) are import-linter contracts in
+pyproject.toml, run by `make lint`."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WINGS = [
+    f"effectgate.gateway.{wing}"
+    for wing in ("model", "config", "observability", "store", "core", "background", "rpc", "runtime")
+]
+PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "postmark", "smtp", "http")]
+SOURCES = [ROOT / "src", ROOT / "lab" / "src", ROOT / "clients" / "python" / "src"]
+
+
+def _module(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _wing(module: str) -> str | None:
+    return next((w for w in WINGS if module == w or module.startswith(w + ".")), None)
+
+
+@pytest.mark.parametrize("package", [*WINGS, *PROVIDERS, "effectgate.adapters", "effectgate.testing"])
+def test_every_wing_has_a_public_face(package: str) -> None:
+    face = importlib.import_module(package)
+    assert face.__doc__, f"{package}: say in its docstring what lives there"
+    names = getattr(face, "__all__", None)
+    assert names, f"{package}: no __all__"
+    assert all(getattr(face, name, None) is not None for name in names), package
+
+
+def test_other_wings_import_a_wing_through_its_face() -> None:
+    # `from effectgate.gateway.core import EffectProtocol`, never `...core.protocol import ...`
+    # from outside core: a wing's modules are its own to rearrange.
+    leaks = []
+    for src in SOURCES:
+        for path in src.rglob("*.py"):
+            here = _module(path, src)
+            if here == "effectgate.gateway.__main__":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    target = _wing(node.module)
+                    if target and node.module != target and _wing(here) != target:
+                        leaks.append(f"{path.relative_to(ROOT)}:{node.lineno} from {node.module}")
+    assert not leaks, "\n".join(leaks)
+
+
+def test_no_folder_is_a_hall() -> None:
+    # A room a newcomer finds by its name: no package holds more than 15 modules.
+    halls = {}
+    for src in SOURCES:
+        for folder in [src, *[p for p in src.rglob("*") if p.is_dir() and p.name != "__pycache__"]]:
+            modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+            if len(modules) > 15:
+                halls[str(folder.relative_to(ROOT))] = len(modules)
+    assert not halls, halls
