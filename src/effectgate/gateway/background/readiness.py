@@ -1,4 +1,5 @@
-"""Health that means "ready": SERVING only while the store takes writes and the reconciler runs.
+"""Health that means "ready": SERVING only while the store takes writes, the reconciler runs and
+this replica's clock is within bound of the store's (background/clock_watch.py).
 
 A probe writes one tiny row every `interval` through the store's ordinary primitives (it takes
 and at once lets lapse the lease of a fixed record no tenant can see: tenant "" is never a
@@ -46,10 +47,10 @@ def probe_record(now: float) -> ActionRecord:
     )
 
 
-async def probe_store(store: Store) -> None:
+async def probe_store(store: Store, clock: Callable[[], float] = time.time) -> None:
     """Writes the probe row (a lease that expires at once: the fence grows, a real row change that
-    must reach the disk); raises when the store cannot be written."""
-    now = time.time()
+    must reach the disk); raises when the store cannot be written. `clock`: the protocol's."""
+    now = clock()
     if await store.acquire_lease(PROBE_ACTION_ID, "readiness-probe", now, 0.0) is None:
         await store.insert_if_absent(probe_record(now))  # the first probe of this store
 
@@ -64,6 +65,8 @@ class Readiness:
         interval: float,
         alive: Callable[[], bool],
         timeout: float = 3.0,
+        clock: Callable[[], float] = time.time,
+        clock_problem: Callable[[], str] = lambda: "",
     ) -> None:
         self.store = store
         self.health = health
@@ -71,6 +74,9 @@ class Readiness:
         self.interval = interval
         self.timeout = timeout
         self.alive = alive
+        self.clock = clock
+        # Why this replica's clock is not trusted ("" when it is): background/clock_watch.py.
+        self.clock_problem = clock_problem
         self.serving: bool | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -80,7 +86,7 @@ class Readiness:
         A slow probe is never cancelled (cancelling a store call mid-transaction could leave it
         half open); the next check waits on the same probe instead of starting another."""
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(probe_store(self.store))
+            self._task = asyncio.create_task(probe_store(self.store, self.clock))
         done, _ = await asyncio.wait({self._task}, timeout=self.timeout)
         if not done:
             return f"a store write did not finish within {self.timeout:g}s"
@@ -89,7 +95,7 @@ class Readiness:
 
     async def check(self) -> bool:
         """Probes once and publishes the result; True when ready."""
-        problem = "the reconciler task stopped" if not self.alive() else await self._probe()
+        problem = "the reconciler task stopped" if not self.alive() else self.clock_problem() or await self._probe()
         ready = not problem
         if ready != self.serving:
             if ready:

@@ -80,7 +80,7 @@ class EffectGatewayService:
                 payload=request.payload.value,
                 bypass=request.bypass,
             ),
-            deadline=deadline_of(context, self.protocol.tool_deadline(request.tool)),
+            deadline=deadline_of(context, self.protocol.tool_deadline(request.tool), self.protocol.now()),
         )
         if result.answer is not None:
             return result.answer

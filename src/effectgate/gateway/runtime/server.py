@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
 from effectgate.gateway.background import retention
+from effectgate.gateway.background.clock_watch import ClockWatch, watch_clock
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
 from effectgate.gateway.config.schema import Config, ConfigError
@@ -39,6 +40,7 @@ from effectgate.gateway.rpc.auth import Authenticator
 from effectgate.gateway.rpc.limits import Limits
 from effectgate.gateway.rpc.operator_service import OperatorService
 from effectgate.gateway.store import Store, open_store
+from effectgate.gateway.store.clock import StoreClock
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 
 log = logging.getLogger("effectgate.server")
@@ -156,14 +158,20 @@ def _listen(server: grpc.aio.Server, config: Config, shared: bool) -> int:
     return port
 
 
-async def check(config: Config) -> None:
-    """What `effectgate check` does: load every adapter (secrets resolved), open and close the store."""
+async def check(config: Config) -> StoreClock:
+    """What `effectgate check` does: load every adapter (secrets resolved), open the store, measure
+    its clock's offset to this host's (the probed clock is returned), close the store."""
     adapters = build_adapters(config)
     try:
         _credentials(config)
         store = open_configured_store(config)
         await store.open()
-        await store.close()
+        try:
+            clock = StoreClock(store)
+            await clock.probe()
+        finally:
+            await store.close()
+        return clock
     finally:
         await close_adapters(adapters)
 
@@ -205,6 +213,10 @@ class Gateway:
     async def _serve(cls, config: Config, store: Store, adapters: dict[str, Adapter], shared_port: bool) -> Gateway:
         tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # One clock for every replica of the store (store/clock.py), anchored before any work.
+        clock = StoreClock(store)
+        watch = ClockWatch(clock, config.clock_skew_bound)
+        await watch.check()
         protocol = EffectProtocol(
             store,
             tools,
@@ -214,6 +226,8 @@ class Gateway:
                 recheck_min=config.recheck_min,
                 recheck_max=config.recheck_max,
             ),
+            clock=clock,
+            clock_problem=watch,
         )
         auth = Authenticator(config.principals)
         if auth.dev_mode:
@@ -257,9 +271,20 @@ class Gateway:
             ("", *SERVICE_NAMES),
             interval=config.gateway.health_interval,
             alive=lambda: not reconciling.done(),
+            clock=clock,
+            clock_problem=watch,
         )
         gateway = cls(config, store, adapters, protocol, server, health_servicer, reconciler, readiness, port)
         gateway._background.append(reconciling)
+
+        async def clock_changed() -> None:  # health follows at once; the reconciler resumes at once
+            await readiness.check()
+            protocol.wake_reconciler()
+
+        watch.on_change = clock_changed
+        gateway._background.append(
+            asyncio.create_task(watch_clock(watch, config.clock_probe_interval, gateway._stopping))
+        )
         try:
             await server.start()
             await readiness.check()
@@ -278,6 +303,7 @@ class Gateway:
             {name: tool.retention for name, tool in self.config.tools.items()},
             interval=self.config.retention_interval,
             stop=self._stopping,
+            clock=self.protocol.now,
         )
 
     async def stop(self) -> None:
