@@ -85,7 +85,7 @@ class SimulatorServer:
         # Processing time before a write commits; keyed requests hold their key meanwhile.
         self.latency = latency
         # Extra processing time of each fresh write, drawn uniformly from (low, high) seconds by a
-        # generator of its own (seeded, so a run repeats): writes that land 0.4–1.6 s after they
+        # generator of its own (seeded, so a run repeats): writes that land 0.4-1.6 s after they
         # were sent, in an order that differs from the order they were sent in.
         self.write_delay: tuple[float, float] | None = None
         self._delays = random.Random(0)
