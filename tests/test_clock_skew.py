@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -124,7 +127,7 @@ async def test_a_skewed_replica_refuses_work_and_nothing_is_doubled_or_lost(
     # The store's clock minus C's: -15 s when C is 15 s ahead.
     assert abs(metric + float(offset.removesuffix("s"))) < 1.0, metric
     assert log.count(SKEW_LINE) == 1, log  # one line, said once
-    assert f"this host's clock is {offset[0]}15." in log, log
+    assert re.search(rf"this host's clock is \{offset[0]}1[45]\.\d+s off the store's \(bound 1s\)", log), log
     # C took nothing: every call it got was refused as CLOCK_SKEW, and each was served elsewhere.
     assert agent.refusals[("C", "CLOCK_SKEW")] == 8, agent.refusals
     assert {name for name, _ in agent.refusals} == {"C"}, agent.refusals
@@ -242,3 +245,17 @@ async def test_a_partition_from_the_store_doubles_and_loses_nothing(
     rows = kit.invoices_at_provider(crm)
     assert {r: rows[f"inv_{r}"] for r in runs} == dict.fromkeys(runs, 1), rows
     assert all(action.state == pb.EFFECT_STATE_CONFIRMED for action in final), final
+
+
+# -- 5. `effectgate check` reports the offset --------------------------------------------------------
+
+
+async def test_check_reports_the_offset_to_the_store_clock(tmp_path: Path, pg_dsn: str, crm: CrmSimulator) -> None:
+    config = kit.replica_config(tmp_path / "c.toml", pg_dsn, crm)
+    env = {**os.environ, **kit.faketime_env("+15s")}
+    cmd = [sys.executable, "-m", "effectgate.gateway", "check", "--config", str(config)]
+    done = await asyncio.to_thread(subprocess.run, cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert re.search(
+        r"clock: this host's clock is \+1[45]\.\d+s off the store's .*bound 1s\): OUT OF BOUND", done.stdout
+    )
