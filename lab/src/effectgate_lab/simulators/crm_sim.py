@@ -27,6 +27,10 @@ non-atomic write finishing late, as a Stripe `processing` intent settles); None 
 `delayed_visibility`: reads (GET) show the write only after the plan's `visibility_lag`; until
 then they show the previous state. The injected `conflict` is a 409.
 
+Knobs of a slow, lagging provider (not faults: every write takes them): `write_delay=(low, high)`
+holds each write a uniform draw of that many seconds before it lands; `read_lag` keeps every
+write out of reads for that long after it landed.
+
 Ledger: `{"kind": "activate_customer" | "invoice", "params", "fault", "at"}`.
 """
 
@@ -79,11 +83,16 @@ class CrmSimulator(SimulatorServer):
         latency: float = 0.0,
         settle_seconds: float | None = None,
         echo_credentials: bool = False,
+        read_lag: float = 0.0,
+        write_delay: tuple[float, float] | None = None,
     ) -> None:
         super().__init__(faults=faults, visibility_lag=visibility_lag, latency=latency)
         self.api_key = api_key
         self.echo_credentials = echo_credentials
         self.settle_seconds = settle_seconds
+        # Every write shows in reads only this long after it landed (a lagging read replica).
+        self.read_lag = read_lag
+        self.write_delay = write_delay
         self.customers: dict[str, list[_Version]] = {}
         # Every invoice row ever written, duplicates included, each with its visibility.
         self.invoices: list[_Version] = []
@@ -137,7 +146,7 @@ class CrmSimulator(SimulatorServer):
 
     def _half(self, whole: JsonDict, missing: str, fault: Fault | None, now: float) -> _Version:
         """The stored version of a write; a `partial` one lacks `missing` (maybe until it settles)."""
-        visible_at = now + self.visibility_delay(fault)
+        visible_at = now + self.visibility_delay(fault, self.read_lag)
         if fault is not Fault.PARTIAL:
             return _Version(whole, visible_at)
         half = dict(whole, **{missing: None})

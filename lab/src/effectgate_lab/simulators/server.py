@@ -8,6 +8,7 @@ in one shared order:
     decide fault -> (latency) -> conflict? answer 409, no effect
                  -> rate_limit? answer 429 (or 503) with Retry-After, no effect
                  -> drop_before_commit? close the connection, no effect
+                 (latency: `latency` plus a draw from `write_delay`, when set)
                  -> commit(fault)            # the subclass applies the effect, records the ledger
                  -> error_after_commit? the answer becomes a 500
                  -> slot.complete(answer)    # idempotency store keeps what the client should get
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -82,6 +84,11 @@ class SimulatorServer:
         self.visibility_lag = visibility_lag
         # Processing time before a write commits; keyed requests hold their key meanwhile.
         self.latency = latency
+        # Extra processing time of each fresh write, drawn uniformly from (low, high) seconds by a
+        # generator of its own (seeded, so a run repeats): writes that land 0.4-1.6 s after they
+        # were sent, in an order that differs from the order they were sent in.
+        self.write_delay: tuple[float, float] | None = None
+        self._delays = random.Random(0)
         self.base_url = ""
         # Provider API requests received (admin /_sim/ routes excluded): proves "no provider call".
         self.request_count = 0
@@ -168,8 +175,9 @@ class SimulatorServer:
         fault = self.injector.decide()
         completed = False
         try:
-            if self.latency > 0:
-                await asyncio.sleep(self.latency)
+            delay = self.latency + (self._delays.uniform(*self.write_delay) if self.write_delay else 0.0)
+            if delay > 0:
+                await asyncio.sleep(delay)
             if fault is Fault.CONFLICT:
                 # No effect, and nothing stored under the key: a retry later may succeed.
                 return self.render(self.error_response(409, "conflict", "Injected conflict."))

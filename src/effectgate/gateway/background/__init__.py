@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from effectgate.gateway.background.clock_watch import ClockWatch
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
 from effectgate.gateway.background.retention import retention_job
@@ -9,6 +10,7 @@ from effectgate.gateway.background.runner import Job, Runner
 from effectgate.gateway.background.watchers import backlog_job
 
 __all__ = [
+    "ClockWatch",
     "Job",
     "Readiness",
     "Reconciler",

@@ -1,4 +1,5 @@
-"""Health that means "ready": SERVING only while the store takes writes and the reconciler runs.
+"""Health that means "ready": SERVING only while the store takes writes, the reconciler runs and
+this replica's clock is within bound of the store's (background/clock_watch.py).
 
 A probe writes the store's heartbeat (`Store.probe`: a row of its own table, never an action)
 every `interval`, as a job of the background runner. A store that cannot be written (SQLite
@@ -34,6 +35,7 @@ class Readiness:
         alive: Callable[[], bool],
         clock: Callable[[], float],
         timeout: float = 3.0,
+        clock_problem: Callable[[], str] = lambda: "",
     ) -> None:
         self.store = store
         self.clock = clock
@@ -42,6 +44,8 @@ class Readiness:
         self.interval = interval
         self.timeout = timeout
         self.alive = alive
+        # Why this replica's clock is not trusted ("" when it is): background/clock_watch.py.
+        self.clock_problem = clock_problem
         self.serving: bool | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -62,7 +66,7 @@ class Readiness:
 
     async def check(self) -> bool:
         """Probes once and publishes the result; True when ready."""
-        problem = "the reconciler task stopped" if not self.alive() else await self._probe()
+        problem = "the reconciler task stopped" if not self.alive() else self.clock_problem() or await self._probe()
         ready = not problem
         if ready != self.serving:
             if ready:

@@ -169,6 +169,10 @@ class StoreSection(_Table):
         return value
 
 
+# The derived clock-skew bound's share of the lease's safety margin (see `Config.clock_skew_bound`).
+SKEW_FRACTION = 0.25
+
+
 class GatewaySection(_Table):
     # How long a worker may drive an action before others take over.
     lease_ttl: Duration = 30.0
@@ -179,6 +183,9 @@ class GatewaySection(_Table):
     retention_interval: Duration = 3600.0
     # The readiness probe (a tiny store write) runs this often; health follows it.
     health_interval: Duration = 2.0
+    # How far this host's clock may be from the store's before the replica stops claiming and
+    # sending; unset: `Config.clock_skew_bound` derives it from the lease and the attempt budgets.
+    max_clock_skew: Duration | None = None
     # Size limits of caller-supplied identifiers (run_id, step_id, scope, …) and operator notes.
     max_id_bytes: int = Field(default=256, ge=16, le=4096)
     max_note_bytes: int = Field(default=4096, ge=64, le=65536)
@@ -238,6 +245,23 @@ class Config(_Table):
     @property
     def recheck_max(self) -> float:
         return self.gateway.recheck_max
+
+    @property
+    def clock_skew_bound(self) -> float:
+        """The clock skew (host vs store) above which a replica refuses work (docs/protocol.md,
+        "Clocks"): `gateway.max_clock_skew`, else SKEW_FRACTION of the lease's safety margin,
+        lease_ttl minus the longest attempt_timeout (the time a takeover waits beyond a call that
+        may still be in flight)."""
+        if self.gateway.max_clock_skew is not None:
+            return self.gateway.max_clock_skew
+        longest = max((tool.attempt_timeout for tool in self.tools.values()), default=0.0)
+        return SKEW_FRACTION * max(self.lease_ttl - longest, 0.0)
+
+    @property
+    def clock_probe_interval(self) -> float:
+        """How often a replica re-measures its offset to the store's clock: at least once per
+        reconcile interval (and per health interval)."""
+        return min(self.reconcile_interval, self.gateway.health_interval)
 
     @property
     def retention_interval(self) -> float:

@@ -34,7 +34,7 @@ from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move
 from effectgate.gateway.core.tools import BoundTool
-from effectgate.gateway.model import ActionRecord, ProviderRateLimited, State, provider_key
+from effectgate.gateway.model import ActionRecord, ClockSkewed, ProviderRateLimited, State, provider_key
 from effectgate.gateway.observability import telemetry
 from effectgate.gateway.store import Store
 
@@ -75,11 +75,13 @@ class Driver:
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock_problem: Callable[[], str] = lambda: "",
     ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
         self.sleep = sleep
+        self.clock_problem = clock_problem
 
     async def drive(
         self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False
@@ -95,6 +97,7 @@ class Driver:
         refusals = 0
         if unsent:
             sends_left -= 1
+            await self._refuse_if_skewed(record, policy, recorded=True)
             record, refusal = await self._send(record, tool, deadline, policy)
             refusals += refusal is not None
         while True:
@@ -116,6 +119,7 @@ class Driver:
             if move.pause:
                 await self.sleep(move.pause)
             if move.kind == "send":
+                await self._refuse_if_skewed(record, policy, recorded=False)
                 sends_left -= 1
                 record = await self._write(t.apply(record, t.Dispatch(), self.clock(), policy), policy)
                 failpoints.hit("after_dispatched")
@@ -145,6 +149,18 @@ class Driver:
             if record.state is State.DISPATCHED:  # inside the window: not proof of absence
                 record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
         return await self.release(record), observation
+
+    async def _refuse_if_skewed(self, record: ActionRecord, policy: t.Policy, *, recorded: bool) -> None:
+        """Sends nothing while this replica's clock is not trusted: stops and lets the lease go.
+        `recorded`: the record already says DISPATCHED for a send that is not made; NotSent
+        writes that nothing left, so the next holder's verification starts its window now."""
+        problem = self.clock_problem()
+        if not problem:
+            return
+        if recorded:
+            record = await self._write(t.apply(record, t.NotSent(), self.clock(), policy), policy)
+        await self.release(record)
+        raise ClockSkewed(f"{problem}: {record.action_id} was not sent; another replica takes it over")
 
     # -- calls -------------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from effectgate.gateway.model import (
     ActionNotFound,
     ActionRecord,
     AlreadyExecuted,
+    ClockSkewed,
     GatewayUnavailable,
     InFlight,
     InvalidRequest,
@@ -107,13 +108,17 @@ class EffectProtocol:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         cache: ReplayCache | None = None,
+        clock_problem: Callable[[], str] = lambda: "",
     ) -> None:
         self._store = store
         self._tools = tools
         self._settings = settings
         self._clock = clock
         self._sleep = sleep
-        self._driver = Driver(store, settings, clock=clock, sleep=sleep)
+        # "" while this replica's clock may be trusted (store.clock.skew_problem), else why not:
+        # then it claims nothing and sends nothing (docs/protocol.md, "Clocks").
+        self._clock_problem = clock_problem
+        self._driver = Driver(store, settings, clock=clock, sleep=sleep, clock_problem=clock_problem)
         self._cache = cache if cache is not None else ReplayCache()
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.
@@ -144,6 +149,7 @@ class EffectProtocol:
         return ExecuteResult(kept.record, True, answer if answer is not None else self._cache.answer(kept))
 
     async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
+        self.refuse_if_skewed()  # before anything is read, stored or sent
         who = cmd.identity
         validate_context(who.run_id, who.step_id, who.tool)
         tool = self._tools.get(who.tool)
@@ -293,6 +299,12 @@ class EffectProtocol:
 
     # -- verbs for the RPC layer -----------------------------------------------------------------
 
+    def refuse_if_skewed(self) -> None:
+        """Raises ClockSkewed while this replica's clock is too far from the store's."""
+        problem = self._clock_problem()
+        if problem:
+            raise ClockSkewed(f"{problem}: this replica takes no work until it is back; another replica may")
+
     def now(self) -> float:
         """The protocol's clock (the reconciler measures its lag with it)."""
         return self._clock()
@@ -371,12 +383,18 @@ class EffectProtocol:
     async def claim_due(self, limit: int) -> builtins.list[ActionRecord]:
         """Leases up to `limit` actions that need the reconciler (see `Store.claim_due`)."""
         settings = self._settings
+        if self._clock_problem():  # paused: the watcher logs it once and wakes us when it ends
+            return []
         return await self._guard(self._store.claim_due(settings.owner, self._clock(), settings.lease_ttl, limit))
 
     async def drive_leased(self, record: ActionRecord) -> ActionRecord:
         """For the reconciler: drive an action it claimed, with the tool's own deadline."""
         tool = self._tools.get(record.tool)
         return await self._run(record, tool, self._clock() + tool.config.deadline)
+
+    def wake_reconciler(self) -> None:
+        """Work may be due now (e.g. the clock is trusted again after a skew)."""
+        self._work_ready.set()
 
     async def wait_for_work(self, stop: asyncio.Event, timeout: float) -> None:
         """Returns when work is signalled, `stop` is set, or after `timeout`."""

@@ -19,6 +19,7 @@ from effectgate.gateway.model.domain import (
 from effectgate.gateway.model.errors import (
     ActionNotFound,
     AlreadyExecuted,
+    ClockSkewed,
     GatewayError,
     GatewayUnavailable,
     InFlight,
@@ -42,6 +43,7 @@ __all__ = [
     "ActionNotFound",
     "ActionRecord",
     "AlreadyExecuted",
+    "ClockSkewed",
     "GatewayError",
     "GatewayUnavailable",
     "InFlight",

@@ -117,3 +117,11 @@ class ProviderRateLimited(GatewayError):
         )
         self.action_id = action_id
         self.retry_after = retry_after
+
+
+class ClockSkewed(GatewayUnavailable):
+    """This replica's clock is too far from the store's: it claims and sends nothing until the
+    skew is back within bound (refused before anything is stored or sent; another replica may
+    serve the call at once)."""
+
+    reason = "CLOCK_SKEW"

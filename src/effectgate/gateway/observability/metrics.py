@@ -141,3 +141,34 @@ meter.create_observable_gauge(
     unit="s",
     description="Age (since creation) of the oldest UNKNOWN action; 0 when there is none",
 )
+
+
+# -- clock offset ------------------------------------------------------------------------------
+
+
+@dataclass
+class ClockOffset:
+    """The last measured offset of the store's clock to this host's (seconds, store minus host;
+    set by background/clock_watch.py, reported by the gauge)."""
+
+    seconds: float = 0.0
+    measured: bool = False
+
+
+CLOCK = ClockOffset()
+
+
+def clock_offset(seconds: float) -> None:
+    CLOCK.seconds, CLOCK.measured = seconds, True
+
+
+def _observe_offset(options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(CLOCK.seconds)] if CLOCK.measured else []
+
+
+meter.create_observable_gauge(
+    "effectgate.clock.offset",
+    [_observe_offset],
+    unit="s",
+    description="The store's clock minus this host's, at the last probe (0 on SQLite: one host, one clock)",
+)

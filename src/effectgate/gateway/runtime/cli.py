@@ -22,6 +22,7 @@ from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
 from effectgate.gateway.config import ConfigError, load_config
 from effectgate.gateway.observability import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging, telemetry_sdk
+from effectgate.gateway.store import skew_problem
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2
@@ -94,7 +95,7 @@ async def check(config_path: str) -> int:
 
     config = load_config(config_path)
     try:
-        await server.check(config)
+        clock = await server.check(config)
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:
@@ -104,6 +105,15 @@ async def check(config_path: str) -> int:
     print(
         f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
         f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
+    )
+    bound = config.clock_skew_bound
+    if not clock.shared:
+        print(f"clock: the store has no clock of its own; this host's is used (skew bound {bound:g}s unused)")
+        return 0
+    verdict = "OUT OF BOUND: a replica here would refuse work" if skew_problem(clock, bound) else "within bound"
+    print(
+        f"clock: this host's clock is {-clock.offset:+.3f}s off the store's (probe round trip "
+        f"{clock.rtt * 1000:.1f} ms; bound {bound:g}s): {verdict}"
     )
     return 0
 

@@ -26,11 +26,11 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway.background import Job, Readiness, Reconciler, Runner, backlog_job, retention_job
+from effectgate.gateway.background import ClockWatch, Job, Readiness, Reconciler, Runner, backlog_job, retention_job
 from effectgate.gateway.config import Config, ConfigError
-from effectgate.gateway.core import BoundTool, Clock, DriverSettings, EffectProtocol, Operations, SystemClock, ToolSet
+from effectgate.gateway.core import BoundTool, Clock, DriverSettings, EffectProtocol, Operations, ToolSet
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
-from effectgate.gateway.store import Store, open_store
+from effectgate.gateway.store import Store, StoreClock, open_store
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 
 log = logging.getLogger("effectgate.server")
@@ -148,16 +148,26 @@ def _listen(server: grpc.aio.Server, config: Config, shared: bool) -> int:
     return port
 
 
-async def check(config: Config) -> None:
-    """What `effectgate check` does: load every adapter (secrets resolved), open and close the store."""
+async def check(config: Config) -> StoreClock:
+    """What `effectgate check` does: load every adapter (secrets resolved), open the store, measure
+    its clock's offset to this host's (the probed clock is returned), close the store."""
     adapters = build_adapters(config)
     try:
         _credentials(config)
         store = open_configured_store(config)
         await store.open()
-        await store.close()
+        try:
+            clock = StoreClock(store)
+            await clock.probe()
+        finally:
+            await store.close()
+        return clock
     finally:
         await close_adapters(adapters)
+
+
+def _no_problem() -> str:
+    return ""
 
 
 def compose_background(
@@ -166,6 +176,7 @@ def compose_background(
     store: Store,
     health_servicer: health_aio.HealthServicer,
     clock: Clock,
+    watch: ClockWatch | None,
     *,
     watch_backlog: bool,
 ) -> tuple[Runner, Readiness]:
@@ -178,6 +189,7 @@ def compose_background(
         interval=config.gateway.health_interval,
         alive=lambda: runner.alive("reconciler"),
         clock=clock,
+        clock_problem=watch or _no_problem,
     )
     retentions = {name: tool.retention for name, tool in config.tools.items()}
     try:
@@ -185,6 +197,14 @@ def compose_background(
     except ValueError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     jobs: list[Job] = [reconciler.job(), retention, readiness.job()]
+    if watch is not None:  # re-anchors the store clock; a skewed replica takes no work
+
+        async def clock_changed() -> None:  # health follows at once; the reconciler resumes at once
+            await readiness.check()
+            protocol.wake_reconciler()
+
+        watch.on_change = clock_changed
+        jobs.append(Job("clock", watch.check, config.clock_probe_interval, at_start=False))
     if watch_backlog:  # the UNKNOWN backlog gauges (metrics only)
         tenants = sorted({p.tenant for p in config.principals} or {"dev"})
         jobs.append(backlog_job(store, tenants, config.telemetry.backlog_interval))
@@ -219,8 +239,9 @@ class Gateway:
     ) -> Gateway:
         """`shared_port`: one of the workers of `effectgate serve --workers N` (runtime/workers.py);
         `watch_backlog`: read the UNKNOWN backlog for the metrics' gauges. `store`, `adapters`,
-        `clock`: parts to serve instead of the config's and the system clock (the in-process gateway
-        of `effectgate.testing`); the gateway opens and closes them as its own. `background_clock`:
+        `clock`: parts to serve instead of the config's and the store's clock (the in-process
+        gateway of `effectgate.testing`; no clock-skew watch then); the gateway opens and closes
+        them as its own. `background_clock`:
         the background jobs' clock when it must differ from `clock` (a virtual clock whose sleeps
         advance time would let the jobs' idle waits race it ahead)."""
         # Config errors surface before anything is opened.
@@ -232,10 +253,7 @@ class Gateway:
             raise
         try:
             await store.open()
-            clock = clock or SystemClock()
-            return await cls._serve(
-                config, store, adapters, shared_port, watch_backlog, clock, background_clock or clock
-            )
+            return await cls._serve(config, store, adapters, shared_port, watch_backlog, clock, background_clock)
         except BaseException:
             await store.close()
             await close_adapters(adapters)
@@ -249,11 +267,19 @@ class Gateway:
         adapters: dict[str, Adapter],
         shared_port: bool,
         watch_backlog: bool,
-        clock: Clock,
-        background_clock: Clock,
+        clock: Clock | None,
+        background_clock: Clock | None,
     ) -> Gateway:
         tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        watch: ClockWatch | None = None
+        if clock is None:
+            # One clock for every replica of the store (store/clock.py), anchored before any work.
+            store_clock = StoreClock(store)
+            watch = ClockWatch(store_clock, config.clock_skew_bound)
+            await watch.check()
+            clock = store_clock
+        background_clock = background_clock or clock
         protocol = EffectProtocol(
             store,
             tools,
@@ -265,6 +291,7 @@ class Gateway:
             ),
             clock=clock,
             sleep=clock.sleep,
+            clock_problem=watch or _no_problem,
         )
         auth = Authenticator(config.principals)
         if auth.dev_mode:
@@ -301,7 +328,7 @@ class Gateway:
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         port = _listen(server, config, shared_port)
         background, readiness = compose_background(
-            config, protocol, store, health_servicer, background_clock, watch_backlog=watch_backlog
+            config, protocol, store, health_servicer, background_clock, watch, watch_backlog=watch_backlog
         )
         background.start()
         try:

@@ -82,6 +82,12 @@ class Store(ABC):
         for record in records:
             await self.insert_if_absent(record)
 
+    async def clock(self) -> float | None:
+        """The store's own time now (Unix seconds), read in one round trip; None when the store
+        has no clock of its own (SQLite: its clock is this host's). `store.clock.StoreClock`
+        anchors the gateway's clock on it, so that replicas on one store share one clock."""
+        return None
+
     def redacted_url(self) -> str:
         """The store's URL with any password masked: safe to log and to put in errors."""
         return ""

@@ -45,6 +45,7 @@ async def _reset(conn: Any) -> None:
     to reset. (The pool itself still rolls back an interrupted transaction before calling this.)"""
 
 
+_CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 # Query options the gateway reads itself (see `PostgresStore.from_url`).
 _STORE_OPTIONS = frozenset({"pool_min", "pool_max", "connect_timeout", "command_timeout", "statement_cache_size"})
 
@@ -134,6 +135,11 @@ class PostgresStore(SqlStore):
         except _IO_ERRORS as exc:
             # The message names the error class only: server text can quote row data.
             raise StoreUnavailable(f"PostgreSQL unavailable: {type(exc).__name__}") from exc
+
+    async def clock(self) -> float | None:
+        # clock_timestamp(), not now(): now() is the start of the transaction.
+        async with self._conn() as conn:
+            return float(await conn.fetchval(_CLOCK))
 
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
         async with self._conn() as conn:
