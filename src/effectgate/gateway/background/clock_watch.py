@@ -52,7 +52,12 @@ class ClockWatch:
             return self.problem
         metrics.clock_offset(self.clock.offset)
         problem = skew_problem(self.clock, self.bound)
-        if bool(problem) != bool(self.problem):
+        changed = bool(problem) != bool(self.problem)
+        self.problem = problem
+        if changed:
+            # Health and the reconciler follow first, so whoever reads the line sees them changed.
+            if self.on_change is not None:
+                await self.on_change()
             if problem:
                 log.warning("clock skew: %s; not claiming or sending, health NOT_SERVING", problem)
             else:
@@ -61,11 +66,6 @@ class ClockWatch:
                     -self.clock.offset,
                     self.bound,
                 )
-            self.problem = problem
-            if self.on_change is not None:
-                await self.on_change()
-        else:
-            self.problem = problem
         return problem
 
 

@@ -48,6 +48,7 @@ class Readiness:
         self.clock_problem = clock_problem
         self.serving: bool | None = None
         self._task: asyncio.Task[None] | None = None
+        self._checking = asyncio.Lock()
 
     async def _probe(self) -> str:
         """ "" when a store write succeeded within `timeout`, else what is wrong.
@@ -65,8 +66,17 @@ class Readiness:
         return f"the store cannot be written ({type(error).__name__})" if error else ""
 
     async def check(self) -> bool:
-        """Probes once and publishes the result; True when ready."""
-        problem = "the reconciler task stopped" if not self.alive() else self.clock_problem() or await self._probe()
+        """Probes once and publishes the result; True when ready.
+
+        Checks run one at a time (the job's, and one the clock watch asks for when the clock's
+        verdict changes), and the clock's verdict is read after the probe: a check that started
+        before the verdict changed cannot publish the old one over the new."""
+        async with self._checking:
+            problem = "the reconciler task stopped" if not self.alive() else await self._probe()
+            problem = problem or self.clock_problem()
+            return await self._publish(problem)
+
+    async def _publish(self, problem: str) -> bool:
         ready = not problem
         if ready != self.serving:
             if ready:
