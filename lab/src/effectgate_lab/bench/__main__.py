@@ -25,6 +25,9 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-tracing", action="store_true", help="skip the tracing on/off comparison")
     parser.add_argument("--workers", type=int, default=2, help="serve --workers N against one process (0 = skip)")
+    parser.add_argument(
+        "--no-clock", action="store_true", help="skip the store clock / host clock comparison (PostgreSQL)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that every path works")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = parser.parse_args(argv)
@@ -37,6 +40,7 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
         postgres=not args.no_postgres,
         tracing=not args.no_tracing,
         workers=args.workers,
+        clock=not args.no_clock,
     )
     if args.quick:
         opts = replace(opts, n=40, small=200, scale=2000, rss_requests=400)

@@ -20,18 +20,20 @@ from effectgate_lab.bench.run import Options, Results, scale_label
 class Target:
     name: str
     value: float | None
-    limit: float
+    limit: float | None  # None: a figure reported and compared across runs, with no target
     higher_is_better: bool
 
     @property
     def met(self) -> bool | None:
-        if self.value is None:
+        if self.value is None or self.limit is None:
             return None
         return self.value >= self.limit if self.higher_is_better else self.value <= self.limit
 
     def line(self) -> str:
-        sign = ">=" if self.higher_is_better else "<="
         shown = "n/a" if self.value is None else f"{self.value:.2f}"
+        if self.limit is None:
+            return f"{self.name:62} {shown:>8} (reported, no target)"
+        sign = ">=" if self.higher_is_better else "<="
         verdict = {True: "met", False: "MISSED", None: "not measured"}[self.met]
         return f"{self.name:62} {shown:>8} (target {sign} {self.limit:g})  {verdict}"
 
@@ -60,7 +62,8 @@ def targets(results: Results, opts: Options) -> list[Target]:
     overhead = None
     if new1 and direct1 and echo1:
         overhead = (new1.p50_ms - direct1.p50_ms) / echo1.p50_ms
-    out.append(Target("new p50 overhead over direct, in echo round trips, c=1", overhead, 3.0, False))
+    # The former target of 3 echo round trips at c=1 was withdrawn: the figure is kept to compare runs.
+    out.append(Target("new p50 overhead over direct, in echo round trips, c=1", overhead, None, False))
     floor = min(echo16.per_s, direct16.per_s) if echo16 and direct16 else None
     out.append(
         Target(
@@ -83,6 +86,12 @@ def targets(results: Results, opts: Options) -> list[Target]:
             off, on = results.find(path, c, "tracing off"), results.find(path, c, "tracing on")
             drop = None if off is None or on is None else 1 - on.per_s / off.per_s
             out.append(Target(f"{path} calls/s drop with OTLP tracing on, c={c}", drop, 0.10, False))
+    for c in (1, 16):
+        host, store = results.find("new", c, "host clock"), results.find("new", c, "store clock")
+        drop = None if host is None or store is None else 1 - store.per_s / host.per_s
+        out.append(
+            Target(f"new calls/s drop with the store's clock vs the host's (PostgreSQL), c={c}", drop, 0.05, False)
+        )
     growth = results.rss.get("growth")
     out.append(Target(f"RSS growth over {opts.rss_requests} requests", growth, 0.10, False))
     return out

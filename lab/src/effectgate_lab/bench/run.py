@@ -37,6 +37,7 @@ class Options:
     postgres: bool = True
     tracing: bool = True  # the same gateway with and without OTLP export, side by side
     workers: int = 2  # `serve --workers N` against one process, side by side (0 = skip)
+    clock: bool = True  # on PostgreSQL: the store's clock against the host's, side by side
     gateway_env: dict[str, str] = field(default_factory=dict)  # e.g. OTEL_* for a traced run
 
 
@@ -258,6 +259,8 @@ async def run(opts: Options) -> Results:
             await preload(pg.dsn, opts.small)
             setup = f"postgres, {scale_label(opts.small)} stored"
             await measure_store(results, opts, pg.dsn, sim_url, workdir, setup, opts.concurrency)
+            if opts.clock:
+                await measure_clock(results, opts, pg.dsn, sim_url, workdir)
 
         if opts.scale:
             await measure_scale(results, opts, sim_url, workdir)
@@ -297,6 +300,22 @@ async def measure_tracing(results: Results, opts: Options, sim_url: str, workdir
         results.notes.append(f"OTLP receiver got {await targets.sink_stats(endpoint)}")
     finally:
         await sink.stop()
+
+
+async def measure_clock(results: Results, opts: Options, dsn: str, sim_url: str, workdir: Path) -> None:
+    """On one PostgreSQL: the gateway as shipped (every time it compares read from the database's
+    clock, re-anchored by a periodic probe) against the same gateway reading this host's clock
+    (`bench/host_clock.py`), interleaved at c=1 and 16: the database clock's cost on an action."""
+    children = [
+        targets.gateway(dsn, sim_url, workdir, "clock-store", env=opts.gateway_env),
+        targets.gateway(dsn, sim_url, workdir, "clock-host", env=opts.gateway_env, module=HOST_CLOCK),
+    ]
+    async with running(children) as ports:
+        setups = ("store clock: postgres", "host clock: postgres")
+        await measure_gateways(results, opts, served(ports, setups, children), (1, 16), duplicates=False)
+
+
+HOST_CLOCK = "effectgate_lab.bench.host_clock"
 
 
 async def measure_workers(results: Results, opts: Options, sim_url: str, workdir: Path) -> None:

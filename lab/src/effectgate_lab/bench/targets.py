@@ -40,9 +40,16 @@ def simulator(logs: Path) -> Child:
 
 
 def gateway(
-    store_url: str, sim_url: str, workdir: Path, name: str, env: dict[str, str] | None = None, workers: int = 0
+    store_url: str,
+    sim_url: str,
+    workdir: Path,
+    name: str,
+    env: dict[str, str] | None = None,
+    workers: int = 0,
+    module: str = "effectgate.gateway",
 ) -> Child:
-    """`effectgate serve` (with `--workers N` processes sharing its port when `workers`)."""
+    """`effectgate serve` (with `--workers N` processes sharing its port when `workers`; `module`:
+    another entry, e.g. the host-clock gateway of the clock comparison)."""
     doc = {
         "server": {"listen": f"127.0.0.1:{free_port()}"},
         "store": {"url": store_url},
@@ -51,7 +58,7 @@ def gateway(
     }
     config = write_config(doc, workdir / f"{name}.toml")
     return Child(
-        "effectgate.gateway",
+        module,
         ["--log-level", "ERROR", "serve", "--config", str(config), *(["--workers", str(workers)] if workers else [])],
         announce=r"serving on port (\d+)",
         env={KEY_ENV: API_KEY, **(env or {})},

@@ -1,0 +1,16 @@
+"""`effectgate` as it ran before the store clock, for the bench's side-by-side comparison only.
+
+PostgreSQL's `Store.clock` is replaced by the base class's (no clock of its own), so `StoreClock`
+falls back to this host's clock and the skew watch has nothing to measure: the gateway reads
+`time.time()` where the shipped one reads the database's clock. Never a way to run a replica.
+"""
+
+import sys
+
+from effectgate.gateway.runtime.cli import main
+from effectgate.gateway.store.base import Store
+from effectgate.gateway.store.postgres import PostgresStore
+
+PostgresStore.clock = Store.clock  # type: ignore[method-assign]
+
+sys.exit(main())
