@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
-from tests.test_execute import CHARGE, details, effects, request
+from tests.test_execute import details, effects, request
 
 TOKENS = {"bot": "bot-token-1", "alice": "alice-token-2", "bob": "bob-token-3", "carol": "carol-token-4"}
 TOKENS |= {"watcher": "watcher-token-5", "mallory": "mallory-token-6"}
@@ -68,6 +69,9 @@ class Served:
         return self.client.operator
 
 
+_configs = itertools.count()
+
+
 @asynccontextmanager
 async def serve(
     tmp_path: Path, sim: StripeSimulator, *, store: str = "", crash_at: str = "", **tool: Any
@@ -77,7 +81,7 @@ async def serve(
         principals=PRINCIPALS,
         **stripe_tools(sim.base_url, approval="required", **tool),
     )
-    path = write_config(doc, tmp_path / f"effectgate-{len(list(tmp_path.iterdir()))}.toml")
+    path = write_config(doc, tmp_path / f"effectgate-{next(_configs)}.toml")
     process = GatewayProcess(path, crash_at=crash_at)
     served: Served | None = None
     try:
