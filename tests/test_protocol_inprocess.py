@@ -11,7 +11,7 @@ import pytest
 
 from effectgate.adapters.base import AmbiguousError, Observation
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.model.domain import ActionRecord, NextStep, State
+from effectgate.gateway.model.domain import ActionEvent, ActionRecord, NextStep, State
 from effectgate.gateway.model.errors import GatewayUnavailable, InFlight
 from effectgate.testing import CHARGE, Hang, Lost, ScriptedAdapter, command, rig
 from effectgate.testing.clock import FakeClock
@@ -80,8 +80,8 @@ async def test_a_duplicate_waits_on_a_claim_still_being_acknowledged(monkeypatch
     r = await rig()
     plain = r.store.insert_if_absent
 
-    async def acknowledged_later(record: ActionRecord) -> tuple[ActionRecord, bool]:
-        result = await plain(record)
+    async def acknowledged_later(record: ActionRecord, event: ActionEvent | None = None) -> tuple[ActionRecord, bool]:
+        result = await plain(record, event)
         for _ in range(3):
             await asyncio.sleep(0)
         return result

@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 from tests.store_conformance import StoreConformance
+from tests.store_story_conformance import StoryConformance
 
 
 class TestStoreConformance(StoreConformance):
+    pass
+
+
+class TestStoryConformance(StoryConformance):
     pass

@@ -18,6 +18,7 @@ from effectgate.gateway.store import StoreUnavailable
 from effectgate.gateway.store.sql import SQLITE, Statements
 from effectgate.gateway.store.sqlite import SqliteStore
 from effectgate.gateway.store.sqlite_io import Writer
+from effectgate.gateway.store.story import StorySql
 from tests.store_backends import record
 
 NOW = 10_000.0
@@ -203,9 +204,15 @@ async def test_hot_statements_use_indexes(tmp_path: Path) -> None:
         q.list(ListQuery(tenant="acme", after=cursor), 50),
         q.list(ListQuery(tenant="acme", state=State.UNKNOWN, after=cursor), 50),
         q.list(ListQuery(tenant="acme", run_id="r", tool="t"), 50),
+        # The approval expiry, the story and the watch (migration 0005).
+        (q.doomed, ("tool", NOW, 10)),
+        (q.awaiting, ("tool", NOW, 10)),
+        (q.history, ("a",)),
+        StorySql.changes(ListQuery(tenant="acme", after=cursor), 50),
+        StorySql.changes(ListQuery(tenant="acme", state=State.AWAITING_APPROVAL, after=cursor), 50),
     ]
     for sql, params in statements:
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
-        scans = [step for step in plan if step.startswith("SCAN actions")]
+        scans = [step for step in plan if step.startswith(("SCAN actions", "SCAN action_events"))]
         assert not scans, (sql, plan)
     conn.close()

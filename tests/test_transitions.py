@@ -82,6 +82,8 @@ P, D, C, R, N, U, A = (
 )
 NO_READ_API = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, has_read_api=False)
 
+TWO_PEOPLE = t.Policy(lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, approvals=2)
+
 CASES = {
     "claim-planned": Case(None, claim(), P, {"attempts": 0, "lease_owner": "w1", "lease_expires_at": NOW + 30}),
     "claim-dispatched": Case(
@@ -91,6 +93,27 @@ CASES = {
         None, claim(approval=True, send_now=True), A, {"next_step": NextStep.APPROVE, "lease_owner": ""}
     ),
     "approve": Case(A, t.Approve("ops", "ok"), P, {"reason": "approved by ops", "notes": ("approved by ops: ok",)}),
+    # Two people: the first of two approvals counts and the action keeps waiting.
+    "approve-one-of-two": Case(
+        A,
+        t.Approve("ops", "ok"),
+        A,
+        {"approvals": ("ops",), "next_step": NextStep.APPROVE},
+        {"next_step": NextStep.APPROVE},
+        TWO_PEOPLE,
+    ),
+    "deny": Case(
+        A, t.Deny("ops", "wrong customer"), R, {"reason": "denied by ops: wrong customer", "next_step": NextStep.NONE}
+    ),
+    "expire": Case(A, t.Expire(600.0), R, {"reason": "approval expired after 10m", "next_step": NextStep.NONE}),
+    # Approved under a policy the tool no longer has, not yet sent: it waits for a new approval.
+    "reapprove": Case(
+        P,
+        t.Reapprove("pv_new"),
+        A,
+        {"approvals": (), "policy_version": "pv_new", "next_step": NextStep.APPROVE},
+        {"approvals": ("ops",), "policy_version": "pv_old"},
+    ),
     "dispatch-planned": Case(P, t.Dispatch(), D, {"attempts": 1, "dispatched_at": NOW, "checks": 0}),
     "dispatch-not-found": Case(N, t.Dispatch(), D, {"attempts": 2, "next_step": NextStep.NONE}),
     "dispatch-same-key": Case(D, t.Dispatch(), D, {"attempts": 2, "dispatched_at": NOW}),
@@ -364,3 +387,14 @@ def test_after_a_crash_the_window_counts_from_the_end_of_the_calls_budget() -> N
     assert t.window_start(orphan, SLOW_CALLS) == NOW - 2 and t.window_end(orphan, SLOW_CALLS) == NOW + 3
     assert t.apply(orphan, t.Observed(MISSING, read_at=NOW), NOW, SLOW_CALLS).state is State.DISPATCHED
     assert t.apply(orphan, t.Observed(MISSING, read_at=NOW + 3), NOW + 3, SLOW_CALLS).state is State.NOT_FOUND
+
+
+def test_the_same_principal_twice_counts_once_and_a_new_policy_restarts_the_count() -> None:
+    once = t.apply(base(A, next_step=NextStep.APPROVE), t.Approve("ops", "ok"), NOW, TWO_PEOPLE)
+    twice = t.apply(once, t.Approve("ops", "again"), NOW, TWO_PEOPLE)
+    assert twice.state is A and twice.approvals == ("ops",)
+    # The tool's policy changed while it waited: approvals under the old one no longer count.
+    rebound = t.apply(twice.evolve(policy_version="pv_old"), t.Approve("eve", "ok", "pv_new"), NOW, TWO_PEOPLE)
+    assert rebound.state is A and rebound.approvals == ("eve",) and rebound.policy_version == "pv_new"
+    done = t.apply(rebound, t.Approve("ops", "ok", "pv_new"), NOW, TWO_PEOPLE)
+    assert done.state is P and done.approvals == ("eve", "ops")

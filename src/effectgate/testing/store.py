@@ -9,10 +9,11 @@ all with `StoreUnavailable`, as a real backend that cannot persist.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
-from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page
+from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionEvent, ActionRecord, ListQuery, Page, State
 from effectgate.gateway.store import Store, StoreUnavailable, codec, decode_cursor, rows
 
 
@@ -29,6 +30,8 @@ class MemoryDatabase:
     calls: Counter[str] = field(default_factory=Counter)
     # The readiness probe's last heartbeat (`Store.probe`), kept apart from the actions.
     probed_at: float | None = None
+    # Every action's story, in the order it was written (`ActionEvent.seq` is the index + 1).
+    events: list[ActionEvent] = field(default_factory=list)
 
     def fail_writes_after(self, n: int) -> None:
         self.writes_left = n
@@ -39,7 +42,7 @@ class MemoryDatabase:
 
     @property
     def writes(self) -> int:
-        return sum(n for op, n in self.calls.items() if op not in ("get", "list"))
+        return sum(n for op, n in self.calls.items() if op not in ("get", "list", "history", "awaiting", "changes"))
 
     def record(self, action_id: str) -> ActionRecord | None:
         text = self.rows.get(action_id)
@@ -76,15 +79,19 @@ class MemoryStore(Store):
     def _load(self, action_id: str) -> ActionRecord | None:
         return self.db.record(action_id)
 
-    def _save(self, record: ActionRecord) -> None:
+    def _save(self, record: ActionRecord, event: ActionEvent | None = None) -> None:
         self.db.rows[record.action_id] = codec.encode(record)
+        if event is not None:
+            self.db.events.append(dataclasses.replace(event, seq=len(self.db.events) + 1))
 
-    async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+    async def insert_if_absent(
+        self, record: ActionRecord, event: ActionEvent | None = None
+    ) -> tuple[ActionRecord, bool]:
         self._enter("insert_if_absent", write=True)
         existing = self._load(record.action_id)
         if existing is not None:
             return existing, False
-        self._save(record)
+        self._save(record, event)
         return record, True
 
     async def get(self, action_id: str) -> ActionRecord | None:
@@ -100,13 +107,43 @@ class MemoryStore(Store):
         self._save(leased)
         return leased
 
-    async def update(self, record: ActionRecord) -> bool:
+    async def update(self, record: ActionRecord, event: ActionEvent | None = None) -> bool:
         self._enter("update", write=True)
         current = self._load(record.action_id)
         if current is None or current.fence != record.fence:
             return False
-        self._save(record)
+        self._save(record, event)
         return True
+
+    async def history(self, action_id: str) -> list[ActionEvent]:
+        self._enter("history", write=False)
+        return [e for e in self.db.events if e.action_id == action_id]
+
+    async def awaiting(self, tool: str, created_before: float, limit: int) -> list[ActionRecord]:
+        self._enter("awaiting", write=False)
+        found = [
+            r
+            for r in map(codec.decode, self.db.rows.values())
+            if r.state is State.AWAITING_APPROVAL and r.tool == tool and r.created_at < created_before
+        ]
+        return sorted(found, key=lambda r: (r.created_at, r.action_id))[: max(limit, 0)]
+
+    async def changes(self, query: ListQuery) -> list[ActionRecord]:
+        self._enter("changes", write=False)
+        after = decode_cursor(query.after) if query.after else None
+        found = sorted(
+            (
+                r
+                for r in map(codec.decode, self.db.rows.values())
+                if r.tenant == query.tenant
+                and (query.state is None or r.state is query.state)
+                and (not query.run_id or r.run_id == query.run_id)
+                and (not query.tool or r.tool == query.tool)
+                and (after is None or (r.updated_at, r.action_id) > after)
+            ),
+            key=lambda r: (r.updated_at, r.action_id),
+        )
+        return found[: rows.page_size(query)]
 
     async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
         self._enter("claim_due", write=True)
@@ -151,6 +188,8 @@ class MemoryStore(Store):
         ][:limit]
         for action_id in doomed:
             del self.db.rows[action_id]
+        gone = set(doomed)
+        self.db.events = [e for e in self.db.events if e.action_id not in gone]
         return len(doomed)
 
     async def probe(self, now: float) -> None:

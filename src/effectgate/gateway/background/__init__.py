@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.background.clock_watch import ClockWatch
+from effectgate.gateway.background.expiry import expiry_job
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
 from effectgate.gateway.background.retention import retention_job
@@ -16,5 +17,6 @@ __all__ = [
     "Reconciler",
     "Runner",
     "backlog_job",
+    "expiry_job",
     "retention_job",
 ]

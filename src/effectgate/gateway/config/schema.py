@@ -10,7 +10,9 @@ model opinion: agents cannot change them per call.
 from __future__ import annotations
 
 import enum
+import hashlib
 import ipaddress
+import json
 import re
 import tomllib
 from collections.abc import Mapping
@@ -94,6 +96,20 @@ class ToolConfig(_Table):
     attempt_timeout: Duration = 10.0
     # Terminal actions older than this are purged (must outlive the provider's key retention).
     retention: Duration = 30 * 86400.0
+    # With approval = "required": how long an action may wait before it expires into REJECTED
+    # (None: never), and how many distinct principals must approve it.
+    approval_ttl: Duration | None = None
+    approvals: int = Field(default=1, ge=1, le=10)
+    # Payload fields masked when operators and observers read an action (None: the payload
+    # type's default, e.g. ChargeCard's payment_method).
+    sensitive: tuple[str, ...] | None = None
+
+    @property
+    def policy_version(self) -> str:
+        """A digest of this tool's policy as loaded: an approval binds to it, and a change of the
+        tool's table while an action waits requires a new approval (docs/states.md)."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return "pv_" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 Role = Literal["agent", "operator", "observer"]
@@ -316,6 +332,8 @@ def _cross_checks(config: Config) -> list[str]:
                 f"{where} adapter: {tool.adapter!r} is not an [adapters.*] table"
                 f"{did_you_mean(tool.adapter, adapters)} (configured: {', '.join(adapters) or 'none'})"
             )
+        if tool.approval_ttl is not None and tool.approval_ttl <= 0:
+            problems.append(f"{where} approval_ttl: must be a positive duration")
         if tool.attempt_timeout >= config.lease_ttl:
             problems.append(f"{where} attempt_timeout: must be shorter than [gateway] lease_ttl")
     seen: dict[str, str] = {}

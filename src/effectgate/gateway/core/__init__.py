@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
+from effectgate.gateway.core.inbox import Watch, masked_payload
 from effectgate.gateway.core.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
 from effectgate.gateway.core.replay_cache import ReplayCache
@@ -23,6 +24,8 @@ __all__ = [
     "ReplayCache",
     "SystemClock",
     "ToolSet",
+    "Watch",
+    "masked_payload",
     "policy_of",
     "validate_context",
 ]

@@ -30,7 +30,7 @@ from effectgate.adapters.base import (
     Observation,
     RateLimited,
 )
-from effectgate.gateway.core import failpoints
+from effectgate.gateway.core import failpoints, history
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move
 from effectgate.gateway.core.tools import BoundTool
@@ -64,6 +64,7 @@ def policy_of(tool: BoundTool, settings: DriverSettings) -> t.Policy:
         has_read_api=caps.has_read_api,
         dedups_on_key=caps.dedups_on_key,
         key_retention=caps.key_retention,
+        approvals=tool.config.approvals,
     )
 
 
@@ -121,7 +122,7 @@ class Driver:
             if move.kind == "send":
                 await self._refuse_if_skewed(record, policy, recorded=False)
                 sends_left -= 1
-                record = await self._write(t.apply(record, t.Dispatch(), self.clock(), policy), policy)
+                record = await self.step(record, t.Dispatch(), policy)
                 failpoints.hit("after_dispatched")
                 record, refusal = await self._send(record, tool, deadline, policy)
                 refusals = refusals + 1 if refusal is not None else 0
@@ -129,14 +130,12 @@ class Driver:
             elif move.kind == "check":
                 read_at = self.clock()
                 observed = await self.read_back(record, tool, deadline)
-                record = await self._write(
-                    t.apply(record, t.Observed(observed, read_at=read_at), self.clock(), policy), policy
-                )
+                record = await self.step(record, t.Observed(observed, read_at=read_at), policy)
                 refusal = None
             elif move.kind == "wait":
                 observed = None  # check again after the pause
             else:  # park
-                record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
+                record = await self.step(record, t.Park(), policy)
 
     async def observe(self, record: ActionRecord, tool: BoundTool) -> tuple[ActionRecord, Observation]:
         """One read-back applied to a leased record, never a dispatch (the Verify RPC)."""
@@ -144,10 +143,9 @@ class Driver:
         read_at = self.clock()
         observation = await self.read_back(record, tool, deadline=read_at + tool.config.attempt_timeout)
         if t.allows(record.state, t.Observed.name):
-            event = t.Observed(observation, read_at=read_at)
-            record = await self._write(t.apply(record, event, self.clock(), policy), policy)
+            record = await self.step(record, t.Observed(observation, read_at=read_at), policy)
             if record.state is State.DISPATCHED:  # inside the window: not proof of absence
-                record = await self._write(t.apply(record, t.Park(), self.clock(), policy), policy)
+                record = await self.step(record, t.Park(), policy)
         return await self.release(record), observation
 
     async def _refuse_if_skewed(self, record: ActionRecord, policy: t.Policy, *, recorded: bool) -> None:
@@ -158,7 +156,7 @@ class Driver:
         if not problem:
             return
         if recorded:
-            record = await self._write(t.apply(record, t.NotSent(), self.clock(), policy), policy)
+            record = await self.step(record, t.NotSent(), policy)
         await self.release(record)
         raise ClockSkewed(f"{problem}: {record.action_id} was not sent; another replica takes it over")
 
@@ -172,11 +170,11 @@ class Driver:
         timeout = min(tool.config.attempt_timeout, self._left(record, deadline))
         if timeout < MIN_CALL_BUDGET:
             # The write below proves nothing was sent yet; verification will say NOT_FOUND.
-            return await self._write(t.apply(record, t.NotSent(), self.clock(), policy), policy), None
+            return await self.step(record, t.NotSent(), policy), None
         event = await self._call(record, tool, timeout)
         if isinstance(event, t.Answered):
             failpoints.hit("after_provider_commit")
-        record = await self._write(t.apply(record, event, self.clock(), policy), policy)
+        record = await self.step(record, event, policy)
         return record, event if isinstance(event, t.RefusedBeforeActing) else None
 
     async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:
@@ -234,17 +232,24 @@ class Driver:
         """Time left for work: the caller's deadline, and never past our own lease."""
         return min(deadline, record.lease_expires_at) - self.clock()
 
-    async def _write(self, record: ActionRecord, policy: t.Policy) -> ActionRecord:
+    async def step(self, record: ActionRecord, event: t.Event, policy: t.Policy) -> ActionRecord:
+        """Applies `event` to a leased record and writes it, with its entry in the action's story."""
+        return await self._write(t.apply(record, event, self.clock(), policy), policy, event)
+
+    async def _write(self, record: ActionRecord, policy: t.Policy, event: t.Event | None = None) -> ActionRecord:
         """Writes under our lease (renewed, or released when the action settled)."""
-        fresh = t.stamped(record, self.clock(), policy)
-        if not await self.store.update(fresh):
+        now = self.clock()
+        fresh = t.stamped(record, now, policy)
+        if not await self.store.update(fresh, None if event is None else history.entry(event, fresh, now)):
             raise LeaseLost(record.action_id)
         return fresh
 
-    async def release(self, record: ActionRecord) -> ActionRecord:
-        if not record.lease_owner:
+    async def release(self, record: ActionRecord, event: t.Event | None = None) -> ActionRecord:
+        """Lets the lease go; `event`: the change (already applied) this write records."""
+        if not record.lease_owner and event is None:
             return record  # released by the write that settled it
-        released = t.released(record, self.clock())
-        if not await self.store.update(released):
+        now = self.clock()
+        released = t.released(record, now)
+        if not await self.store.update(released, None if event is None else history.entry(event, released, now)):
             raise LeaseLost(record.action_id)
         return released

@@ -31,6 +31,8 @@ class Claim(Event):
     send_now: bool = False
     # W3C traceparent of the Execute that creates the action: later spans link back to it.
     trace_parent: str = ""
+    # The tool's policy version when the action is created (what an approval binds to).
+    policy_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,38 @@ class Park(Event):
 
 @dataclass(frozen=True)
 class Approve(Event):
+    """One principal signs off; the action leaves AWAITING_APPROVAL once the tool's number of
+    distinct principals have. `policy_version`: the tool's policy now (it may re-bind the action)."""
+
     name: ClassVar[str] = "approve"
     who: str
     note: str
+    policy_version: str = ""
+
+
+@dataclass(frozen=True)
+class Deny(Event):
+    """A person says no: the action is REJECTED with their reason and never sent."""
+
+    name: ClassVar[str] = "deny"
+    who: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Expire(Event):
+    """Nobody decided within the tool's approval_ttl: REJECTED, never sent."""
+
+    name: ClassVar[str] = "expire"
+    ttl: float
+
+
+@dataclass(frozen=True)
+class Reapprove(Event):
+    """Approved under a policy the tool no longer has, and not yet sent: it waits for a new approval."""
+
+    name: ClassVar[str] = "reapprove"
+    policy_version: str
 
 
 @dataclass(frozen=True)

@@ -1,46 +1,41 @@
-"""What operators do to actions: approve, reconcile an UNKNOWN, grant a bypass.
+"""What operators do to actions: approve or deny (core/decisions.py), reconcile an UNKNOWN,
+grant a bypass.
 
-Each is idempotent where it can be (a second approval returns the same record) and recorded as a
-note on the action. Each takes the action's lease first, so it cannot race a worker driving it;
-the change itself is a transition (`transitions.Approve`, `Reconcile`, `GrantBypass`) committed
-by the protocol in the write that releases the lease. Which states allow each act is the
-transition table's (`transitions.allows`), checked on the read and again under the lease: the
-answers here name the refusal for people; `apply` would only raise IllegalTransition.
+Each is idempotent where it can be (a second approval by the same principal returns the same
+record) and recorded as a note on the action and an entry in its story. Each takes the action's
+lease first, so it cannot race a worker driving it; the change itself is a transition
+(`transitions.Approve`, `Deny`, `Reconcile`, `GrantBypass`) committed by the protocol in the
+write that releases the lease. Which states allow each act is the transition table's
+(`transitions.allows`), checked on the read and again under the lease: the answers here name
+the refusal for people; `apply` would only raise IllegalTransition.
 """
 
 from __future__ import annotations
 
-import asyncio
-
 from effectgate.gateway.config import Bypass
 from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.decisions import Decisions
 from effectgate.gateway.core.protocol import EffectProtocol
-from effectgate.gateway.model import ActionRecord, InFlight, InvalidRequest, PolicyConflict, State
+from effectgate.gateway.model import ActionRecord, InvalidRequest, PolicyConflict, State
 
-APPROVAL_RACE_POLLS = 200
 RESOLUTIONS = tuple(t.RESOLUTIONS)
 
 
 class Operations:
     def __init__(self, protocol: EffectProtocol) -> None:
         self.protocol = protocol
+        self.decisions = Decisions(protocol)
 
-    async def approve(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
-        # Two clicks may race: the loser waits for the winner's short write, then sees the
-        # action approved and changes nothing.
-        for _ in range(APPROVAL_RACE_POLLS):
-            record = await self.protocol.get(tenant, action_id)
-            if not t.allows(record.state, t.Approve.name):
-                return record  # approving twice (or after the fact) changes nothing
-            leased = await self.protocol.try_lease(action_id)
-            if leased is not None:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise InFlight(action_id, retry_after=0.5)
-        if not t.allows(leased.state, t.Approve.name):
-            return await self.protocol.release(leased)
-        return await self.protocol.commit(leased, t.Approve(who=who, note=note))
+    async def approve(
+        self, tenant: str, action_id: str, who: str, note: str, *, fingerprint: str = "", policy_version: str = ""
+    ) -> ActionRecord:
+        record, _ = await self.decisions.approve(
+            tenant, action_id, who, note, fingerprint=fingerprint, policy_version=policy_version
+        )
+        return record
+
+    async def deny(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
+        return await self.decisions.deny(tenant, action_id, who, note)
 
     async def reconcile(
         self, tenant: str, action_id: str, resolution: State, who: str, note: str, external_id: str

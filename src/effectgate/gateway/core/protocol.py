@@ -26,13 +26,14 @@ from typing import TypeVar
 
 from effectgate.adapters.base import Observation
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat, ToolConfig
-from effectgate.gateway.core import failpoints
+from effectgate.gateway.core import failpoints, history
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, policy_of
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET
 from effectgate.gateway.core.replay_cache import ReplayCache, RequestKey, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import (
+    ActionEvent,
     ActionIdentity,
     ActionNotFound,
     ActionRecord,
@@ -182,8 +183,10 @@ class EffectProtocol:
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
             send_now=deadline - now >= MIN_CALL_BUDGET,
             trace_parent=telemetry.traceparent(),
+            policy_version=tool.policy_version,
         )
-        record, inserted = await self._claim(t.create(claim, now, self._policy(tool)))
+        created = t.create(claim, now, self._policy(tool))
+        record, inserted = await self._claim(created, history.entry(claim, created, now))
         if not inserted:  # another caller claimed it between our read and our insert
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
         if record.state is State.AWAITING_APPROVAL:
@@ -194,14 +197,14 @@ class EffectProtocol:
             self._cache.learn(request_key(cmd), action_id)
         return ExecuteResult(settled, replayed=False)
 
-    async def _claim(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+    async def _claim(self, record: ActionRecord, entry: ActionEvent) -> tuple[ActionRecord, bool]:
         """Inserts the claim. While the insert commits, a duplicate in this process that already
         sees the claimed row waits on `_claiming` instead of polling: the future resolves when the
         insert returns, and by the time its waiters run, the drive is registered in `_inflight`."""
         claiming = asyncio.get_running_loop().create_future()
         self._claiming.setdefault(record.action_id, claiming)
         try:
-            return await self._guard(self._store.insert_if_absent(record))
+            return await self._guard(self._store.insert_if_absent(record, entry))
         finally:
             if self._claiming.get(record.action_id) is claiming:
                 del self._claiming[record.action_id]
@@ -258,7 +261,10 @@ class EffectProtocol:
         leased = await self.lease(record.action_id)
         if not leased.bypass_granted:  # used by another caller between our read and our lease
             raise PolicyConflict(f"action {record.action_id} has no operator bypass grant", reason="BYPASS_NOT_GRANTED")
-        fresh = t.apply(leased, t.UseBypass(), self._clock(), self._policy(tool))
+        try:  # written with its entry in the story before the new generation is sent
+            fresh = await self._guard(self._driver.step(leased, t.UseBypass(), self._policy(tool)))
+        except LeaseLost:
+            raise InFlight(record.action_id, retry_after=1.0) from None
         return ExecuteResult(await self._run(fresh, tool, deadline), replayed=False)
 
     async def _run(
@@ -281,6 +287,10 @@ class EffectProtocol:
 
     async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float, unsent: bool) -> ActionRecord:
         try:
+            if _approved_under_another_policy(record, tool):  # nothing is sent: it asks again
+                event = t.Reapprove(tool.policy_version)
+                changed = t.apply(record, event, self._clock(), self._policy(tool))
+                return await self._driver.release(changed, event)
             return audit_log.settled(
                 await self._driver.drive(record, tool, deadline, unsent=unsent and record.state is State.DISPATCHED)
             )
@@ -342,10 +352,26 @@ class EffectProtocol:
         except ValueError:
             raise InvalidRequest([("page_token", "not a token this gateway issued")]) from None
 
+    async def history(self, tenant: str, action_id: str) -> builtins.list[ActionEvent]:
+        """The action's story, oldest first (never another tenant's)."""
+        await self.get(tenant, action_id)
+        return await self._guard(self._store.history(action_id))
+
+    async def changes(self, query: ListQuery) -> builtins.list[ActionRecord]:
+        """One tenant's actions in the order they last changed, after `query.after` (the watch)."""
+        return await self._guard(self._store.changes(query))
+
     # -- verbs for operators ---------------------------------------------------------------------
 
     def tool_config(self, tool: str) -> ToolConfig:
         return self._tools.get(tool).config
+
+    def tool(self, name: str) -> BoundTool:
+        return self._tools.get(name)
+
+    async def awaiting(self, tool: str, created_before: float, limit: int) -> builtins.list[ActionRecord]:
+        """Actions of `tool` waiting for approval since before `created_before` (the expiry's work)."""
+        return await self._guard(self._store.awaiting(tool, created_before, limit))
 
     async def try_lease(self, action_id: str) -> ActionRecord | None:
         """The action's lease if nobody holds a live one (any change we make drops the cache)."""
@@ -363,18 +389,19 @@ class EffectProtocol:
         return leased
 
     async def commit(self, leased: ActionRecord, event: t.Event) -> ActionRecord:
-        """Applies an operator's event to a leased record and releases the lease in one write."""
+        """Applies an operator's event to a leased record and releases the lease in one write
+        (with the event's entry in the action's story)."""
         changed = t.apply(leased, event, self._clock(), self._policy_of_record(leased))
-        released = await self.release(changed)
+        released = await self.release(changed, event)
         if released.state is State.PLANNED:
             failpoints.hit("after_planned")
             self._work_ready.set()  # the reconciler dispatches it unless an agent does first
         return released
 
-    async def release(self, leased: ActionRecord) -> ActionRecord:
+    async def release(self, leased: ActionRecord, event: t.Event | None = None) -> ActionRecord:
         self._cache.drop(leased.action_id)
         try:
-            return await self._guard(self._driver.release(leased))
+            return await self._guard(self._driver.release(leased, event))
         except LeaseLost:
             raise InFlight(leased.action_id, retry_after=1.0) from None
 
@@ -438,3 +465,15 @@ class EffectProtocol:
         except StoreUnavailable as exc:
             metrics.store_error("protocol")
             raise GatewayUnavailable(str(exc)) from exc
+
+
+def _approved_under_another_policy(record: ActionRecord, tool: BoundTool) -> bool:
+    """Approved, not yet sent, and the tool's policy changed since (a restart with another config):
+    the approval was for the old policy, so the action waits for a new one (docs/states.md)."""
+    return (
+        record.state is State.PLANNED
+        and bool(record.approvals)
+        and bool(record.policy_version)
+        and record.policy_version != tool.policy_version
+        and tool.config.approval is Approval.REQUIRED
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -10,6 +11,9 @@ from google.protobuf.message import DecodeError, Message
 from effectgate.adapters.base import Adapter, InvalidPayload
 from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.model import InvalidRequest
+
+# Fields masked by default, by payload type: what a person deciding never needs to read.
+DEFAULT_SENSITIVE: Mapping[str, tuple[str, ...]] = {"effectgate.tools.v1.ChargeCard": ("payment_method",)}
 
 
 @dataclass(frozen=True)
@@ -20,6 +24,18 @@ class BoundTool:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @functools.cached_property
+    def policy_version(self) -> str:
+        """The digest of the tool's policy as loaded (computed once: the claim records it)."""
+        return self.config.policy_version
+
+    @property
+    def sensitive(self) -> tuple[str, ...]:
+        """Payload fields masked for people: the tool's list, else its payload type's default."""
+        if self.config.sensitive is not None:
+            return self.config.sensitive
+        return DEFAULT_SENSITIVE.get(self.payload_type_name, ())
 
     @property
     def payload_type_name(self) -> str:

@@ -21,12 +21,15 @@ from effectgate.gateway.core.events import (
     Answered,
     Approve,
     Claim,
+    Deny,
     Dispatch,
     Event,
+    Expire,
     GrantBypass,
     NotSent,
     Observed,
     Park,
+    Reapprove,
     Reconcile,
     Refused,
     RefusedBeforeActing,
@@ -43,14 +46,17 @@ __all__ = [
     "Answered",
     "Approve",
     "Claim",
+    "Deny",
     "Dispatch",
     "Event",
+    "Expire",
     "GrantBypass",
     "IllegalTransition",
     "NotSent",
     "Observed",
     "Park",
     "Policy",
+    "Reapprove",
     "Reconcile",
     "Refused",
     "RefusedBeforeActing",
@@ -95,6 +101,8 @@ class Policy:
     dedups_on_key: bool = False
     # How long the provider remembers a key; None: as long as we need.
     key_retention: float | None = None
+    # Distinct principals whose approvals move an action out of AWAITING_APPROVAL.
+    approvals: int = 1
 
 
 # -- the table -----------------------------------------------------------------------------------
@@ -111,7 +119,10 @@ P, D, C, R, N, U, A = (
 # The table: from-state, event, every state the event may lead to ("-": the action did not exist).
 TABLE = """
 -                  claim                  PLANNED DISPATCHED AWAITING_APPROVAL
-AWAITING_APPROVAL  approve                PLANNED
+AWAITING_APPROVAL  approve                PLANNED AWAITING_APPROVAL
+AWAITING_APPROVAL  deny                   REJECTED
+AWAITING_APPROVAL  expire                 REJECTED
+PLANNED            reapprove              AWAITING_APPROVAL
 PLANNED            dispatch               DISPATCHED
 NOT_FOUND          dispatch               DISPATCHED
 DISPATCHED         dispatch               DISPATCHED
@@ -176,6 +187,7 @@ def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
         lease_owner=owner,
         lease_expires_at=expires,
         trace_parent=event.trace_parent,
+        policy_version=event.policy_version,
     )
     if state is D:
         record = record.evolve(attempts=1, dispatched_at=now, reason="dispatched")
@@ -301,13 +313,64 @@ def _park(record: ActionRecord, event: Event, now: float, policy: Policy) -> Act
 
 
 def _approve(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    """Counts one distinct principal; the last one needed moves the action to PLANNED. An
+    approval given under another policy version re-binds the action to it, and the approvals
+    given under the old one no longer count."""
     assert isinstance(event, Approve)
+    approvals, version = record.approvals, record.policy_version
+    if event.policy_version and event.policy_version != version:
+        approvals, version = (), event.policy_version
+    if event.who not in approvals:
+        approvals = (*approvals, event.who)
+    note = f"approved by {event.who}: {event.note}".rstrip(": ")
+    if len(approvals) < policy.approvals:
+        return record.evolve(
+            approvals=approvals,
+            policy_version=version,
+            reason=f"approved by {', '.join(approvals)} ({len(approvals)} of {policy.approvals})",
+            notes=(*record.notes, note),
+        )
     return record.evolve(
         state=P,
+        approvals=approvals,
+        policy_version=version,
         next_step=NextStep.NONE,
-        reason=f"approved by {event.who}",
-        notes=(*record.notes, f"approved by {event.who}: {event.note}".rstrip(": ")),
+        reason=f"approved by {', '.join(approvals)}",
+        notes=(*record.notes, note),
     )
+
+
+def _deny(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Deny)
+    reason = f"denied by {event.who}: {event.note}".rstrip(": ")
+    return record.evolve(state=R, next_step=NextStep.NONE, reason=reason, notes=(*record.notes, reason))
+
+
+def _expire(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Expire)
+    reason = f"approval expired after {span(event.ttl)}"
+    return record.evolve(state=R, next_step=NextStep.NONE, reason=reason, notes=(*record.notes, reason))
+
+
+def _reapprove(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Reapprove)
+    reason = "the tool's policy changed after the approval; it needs a new approval"
+    return record.evolve(
+        state=A,
+        approvals=(),
+        policy_version=event.policy_version,
+        next_step=NextStep.APPROVE,
+        reason=reason,
+        notes=(*record.notes, reason),
+    )
+
+
+def span(seconds: float) -> str:
+    """A duration as people write it in the config: 10m, 2h, 1d, 90s."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def _reconcile(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
@@ -363,6 +426,9 @@ _STEPS = {
     Observed: _observed,
     Park: _park,
     Approve: _approve,
+    Deny: _deny,
+    Expire: _expire,
+    Reapprove: _reapprove,
     Reconcile: _reconcile,
     GrantBypass: _grant_bypass,
     UseBypass: _use_bypass,

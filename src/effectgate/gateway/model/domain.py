@@ -112,6 +112,11 @@ class ActionRecord:
     # When the last attempt ended without an answer: the latest moment the provider may have
     # committed, so the consistency window counts from here (None: unknown, e.g. a crash).
     attempt_ended_at: float | None = None
+    # The tool's policy (a digest of its config) when the action was created or last re-approved:
+    # an approval binds to it (docs/states.md, "Approvals").
+    policy_version: str = ""
+    # Distinct principals who approved the action, in order (a tool may need more than one).
+    approvals: tuple[str, ...] = ()
 
     @property
     def identity(self) -> ActionIdentity:
@@ -147,6 +152,30 @@ class ActionRecord:
 
     def evolve(self, **changes: Any) -> ActionRecord:
         return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ActionEvent:
+    """One entry of an action's story (the `action_events` table): what happened, when, the
+    state it left, who did it (operators' acts) and what was seen (answers, read-backs)."""
+
+    action_id: str
+    at: float
+    kind: str
+    state: State
+    principal: str = ""
+    note: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+    # Assigned by the store (the order of the story); 0 until stored.
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class Change:
+    """An action as a watcher sees it, with the cursor that resumes after it."""
+
+    record: ActionRecord
+    cursor: str
 
 
 @dataclass(frozen=True)

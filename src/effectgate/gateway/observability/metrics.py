@@ -105,6 +105,15 @@ def operator_act(act: str) -> None:
     _operator_acts.add(1, {"act": act})
 
 
+_approvals_expired = meter.create_counter(
+    "effectgate.approvals.expired", unit="{action}", description="Actions whose approval expired, by tool"
+)
+
+
+def approval_expired(tool: str) -> None:
+    _approvals_expired.add(1, {"tool": tool})
+
+
 # -- UNKNOWN backlog ---------------------------------------------------------------------------
 
 

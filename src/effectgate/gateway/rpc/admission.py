@@ -20,7 +20,7 @@ unwrapped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, cast
 
 import grpc
@@ -33,14 +33,20 @@ from effectgate.gateway.rpc.status import ANSWERED, to_status
 
 log = logging.getLogger("effectgate.rpc")
 READERS = frozenset({"agent", "operator", "observer"})
+# People who decide or watch: they see payloads (masked) and stories; agents do not.
+PEOPLE = frozenset({"operator", "observer"})
 # Which roles may call which method; a method missing here is refused.
 METHOD_ROLES: dict[str, frozenset[str]] = {
     "/effectgate.v1.EffectGateway/Execute": frozenset({"agent"}),
     "/effectgate.v1.EffectGateway/Verify": frozenset({"agent", "operator"}),
     "/effectgate.v1.EffectGateway/GetAction": READERS,
     "/effectgate.v1.EffectGateway/ListActions": READERS,
+    # People's reads: the story and the inbox (operator notes, observations, every change).
+    "/effectgate.v1.EffectGateway/GetActionHistory": PEOPLE,
+    "/effectgate.v1.EffectGateway/WatchActions": PEOPLE,
     "/effectgate.v1.Operator/Reconcile": frozenset({"operator"}),
     "/effectgate.v1.Operator/Approve": frozenset({"operator"}),
+    "/effectgate.v1.Operator/Deny": frozenset({"operator"}),
     "/effectgate.v1.Operator/GrantBypass": frozenset({"operator"}),
 }
 
@@ -86,6 +92,8 @@ class Admission:
         registry.add_registered_method_handlers(captured.service, wrapped)
 
     def wrap(self, handler: Handler, method: str, *, serialised: bool = False) -> Handler:
+        if handler.unary_stream is not None:
+            return self.wrap_stream(handler, method)
         inner = cast(Behavior, handler.unary_unary)
         decode = cast(Callable[[bytes], Any], handler.request_deserializer)
         roles = METHOD_ROLES.get(method, frozenset())
@@ -129,6 +137,44 @@ class Admission:
             behavior, request_deserializer=tolerant, response_serializer=serialize
         )
 
+    def wrap_stream(self, handler: Handler, method: str) -> Handler:
+        """A server-streaming method (WatchActions): the same admission and error translation,
+        around every message the handler yields (no span: a watch may last for hours)."""
+        inner = cast(Callable[[Any, Context], AsyncIterator[Any]], handler.unary_stream)
+        decode = cast(Callable[[bytes], Any], handler.request_deserializer)
+        roles = METHOD_ROLES.get(method, frozenset())
+        auth = self.auth
+
+        def tolerant(data: bytes) -> Any:
+            try:
+                return decode(data)
+            except DecodeError:
+                return Undecodable()
+
+        async def behavior(request: Any, context: Context) -> AsyncIterator[Any]:
+            try:
+                if not roles:
+                    raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
+                set_current_principal(auth.authenticate(context.invocation_metadata() or (), roles))
+                if isinstance(request, Undecodable):
+                    raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
+                async for message in inner(request, context):
+                    yield message
+            except ANSWERED as error:
+                status = to_status(error)
+                await context.abort(status.code, status.details, trailing_metadata=status.trailing_metadata)
+            except grpc.aio.AbortError:
+                raise
+            except Exception:
+                log.exception("unexpected error in %s", method)
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the gateway log")
+
+        return grpc.unary_stream_rpc_method_handler(
+            behavior,
+            request_deserializer=tolerant,
+            response_serializer=cast(Callable[[Any], bytes], handler.response_serializer),
+        )
+
 
 class _Captured:
     """Stands in for the server while generated code registers a servicer: keeps its handlers."""
@@ -141,6 +187,6 @@ class _Captured:
         """The same handlers come again through `add_registered_method_handlers`."""
 
     def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Handler]) -> None:
-        if any(h.unary_unary is None for h in handlers.values()):
-            raise TypeError(f"{service}: only unary methods are wrapped")
+        if any(h.unary_unary is None and h.unary_stream is None for h in handlers.values()):
+            raise TypeError(f"{service}: only unary and server-streaming methods are wrapped")
         self.service, self.handlers = service, handlers

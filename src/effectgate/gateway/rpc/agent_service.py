@@ -6,23 +6,33 @@ and size, turned into a domain command, and the answer back into messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any, ClassVar
 
 import grpc
 
-from effectgate.gateway.core import EffectProtocol, ExecuteCommand, validate_context
+from effectgate.gateway.core import EffectProtocol, ExecuteCommand, Watch, masked_payload, validate_context
 from effectgate.gateway.model import ActionIdentity, InvalidRequest, ListQuery
 from effectgate.gateway.observability import audit_log
 from effectgate.gateway.rpc.auth import Authenticator, current_principal
 from effectgate.gateway.rpc.handlers import deadline_of
 from effectgate.gateway.rpc.limits import Limits, fit_page
-from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb, execute_answer, observation_pb, replay_answer
+from effectgate.gateway.rpc.wire import (
+    PB_TO_STATE,
+    action_pb,
+    detailed_action_pb,
+    event_pb,
+    execute_answer,
+    observation_pb,
+    replay_answer,
+)
 from effectgate.v1 import gateway_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_PAGE_SIZE = 500
+# Roles that see an action's payload (masked), its times and its story.
+PEOPLE = frozenset({"operator", "observer"})
 
 
 def _context_fields(ctx: pb.RunContext, tool: str, scope: str) -> list[tuple[str, str]]:
@@ -106,10 +116,43 @@ class EffectGatewayService:
         return pb.VerifyResponse(action=action_pb(record), observation=observation_pb(observation))
 
     async def GetAction(self, request: pb.GetActionRequest, context: Context) -> pb.Action:
-        if not request.action_id:
+        self._check_action_id(request.action_id)
+        principal = current_principal()
+        record = await self.protocol.get(principal.tenant, request.action_id)
+        if not principal.roles & PEOPLE:  # agents keep the record only
+            return action_pb(record)
+        required = self.protocol.tool_config(record.tool).approvals if _configured(self.protocol, record.tool) else 0
+        return detailed_action_pb(record, masked_payload(self.protocol, record), required)
+
+    async def GetActionHistory(
+        self, request: pb.GetActionHistoryRequest, context: Context
+    ) -> pb.GetActionHistoryResponse:
+        self._check_action_id(request.action_id)
+        events = await self.protocol.history(current_principal().tenant, request.action_id)
+        return pb.GetActionHistoryResponse(events=[event_pb(e) for e in events])
+
+    async def WatchActions(
+        self, request: pb.WatchActionsRequest, context: Context
+    ) -> AsyncIterator[pb.WatchActionsResponse]:
+        if request.state and request.state not in PB_TO_STATE:
+            raise InvalidRequest([("state", f"unknown state {request.state}")])
+        self.limits.check_ids([("run_id", request.run_id), ("tool", request.tool)])
+        self.limits.check_page_token(request.cursor)
+        query = ListQuery(
+            tenant=current_principal().tenant,
+            state=PB_TO_STATE.get(request.state),
+            run_id=request.run_id,
+            tool=request.tool,
+        )
+        watch = Watch(self.protocol, query, request.cursor)
+        yield pb.WatchActionsResponse(cursor=watch.start())
+        async for change in watch.changes():
+            yield pb.WatchActionsResponse(action=action_pb(change.record), cursor=change.cursor)
+
+    def _check_action_id(self, action_id: str) -> None:
+        if not action_id:
             raise InvalidRequest([("action_id", "must not be empty")])
-        self.limits.check_ids([("action_id", request.action_id)])
-        return action_pb(await self.protocol.get(current_principal().tenant, request.action_id))
+        self.limits.check_ids([("action_id", action_id)])
 
     async def ListActions(self, request: pb.ListActionsRequest, context: Context) -> pb.ListActionsResponse:
         if request.page_size < 0:
@@ -136,3 +179,11 @@ class EffectGatewayService:
         return pb.ListActionsResponse(
             actions=[action_pb(r) for r in shorter.records], next_page_token=shorter.next_token
         )
+
+
+def _configured(protocol: EffectProtocol, tool: str) -> bool:
+    try:
+        protocol.tool_config(tool)
+    except InvalidRequest:  # a tool since removed from the config
+        return False
+    return True

@@ -48,8 +48,24 @@ class OperatorService(pb_grpc.OperatorServicer):
     async def Approve(self, request: pb.ApproveRequest, context: Context) -> pb.Action:
         who = current_principal()
         self._check(request.action_id, request.note)
-        record = await self.operations.approve(who.tenant, request.action_id, who.name, request.note)
-        return action_pb(audit_log.operator_act("approve", who.name, request.note, record))
+        self.limits.check_ids([("fingerprint", request.fingerprint), ("policy_version", request.policy_version)])
+        record, counted = await self.operations.decisions.approve(
+            who.tenant,
+            request.action_id,
+            who.name,
+            request.note,
+            fingerprint=request.fingerprint,
+            policy_version=request.policy_version,
+        )
+        if counted:  # a repeat by the same principal is answered, not recorded again
+            audit_log.operator_act("approve", who.name, request.note, record)
+        return action_pb(record)
+
+    async def Deny(self, request: pb.DenyRequest, context: Context) -> pb.Action:
+        who = current_principal()
+        self._check(request.action_id, request.note)
+        record = await self.operations.deny(who.tenant, request.action_id, who.name, request.note)
+        return action_pb(audit_log.operator_act("deny", who.name, request.note, record))
 
     async def GrantBypass(self, request: pb.GrantBypassRequest, context: Context) -> pb.Action:
         who = current_principal()

@@ -7,7 +7,7 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.model import ActionRecord, NextStep, State, provider_key
+from effectgate.gateway.model import ActionEvent, ActionRecord, NextStep, State, provider_key
 from effectgate.v1 import gateway_pb2 as pb
 
 STATE_TO_PB = {
@@ -105,6 +105,33 @@ def action_pb(record: ActionRecord) -> pb.Action:
     if record.next_check_at is not None:
         action.next_check_at.CopyFrom(timestamp(record.next_check_at))
     return action
+
+
+def detailed_action_pb(record: ActionRecord, payload: dict[str, Any], approvals_required: int) -> pb.Action:
+    """The action as people see it (operators, observers): `action_pb` plus the masked payload,
+    its times and its approvals."""
+    action = action_pb(record)
+    action.payload.CopyFrom(struct(payload))
+    if record.dispatched_at is not None:
+        action.dispatched_at.CopyFrom(timestamp(record.dispatched_at))
+    if record.state.terminal:
+        action.settled_at.CopyFrom(timestamp(record.updated_at))
+    action.policy_version = record.policy_version
+    action.approved_by.extend(record.approvals)
+    action.approvals_required = approvals_required
+    return action
+
+
+def event_pb(event: ActionEvent) -> pb.ActionEvent:
+    return pb.ActionEvent(
+        seq=event.seq,
+        kind=event.kind,
+        state=STATE_TO_PB[event.state],
+        at=timestamp(event.at),
+        principal=event.principal,
+        note=event.note,
+        detail=struct(event.detail),
+    )
 
 
 def execute_answer(record: ActionRecord, replayed: bool) -> bytes:

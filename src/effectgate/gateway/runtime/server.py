@@ -26,7 +26,16 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway.background import ClockWatch, Job, Readiness, Reconciler, Runner, backlog_job, retention_job
+from effectgate.gateway.background import (
+    ClockWatch,
+    Job,
+    Readiness,
+    Reconciler,
+    Runner,
+    backlog_job,
+    expiry_job,
+    retention_job,
+)
 from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.core import BoundTool, Clock, DriverSettings, EffectProtocol, Operations, ToolSet
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
@@ -179,6 +188,7 @@ def compose_background(
     watch: ClockWatch | None,
     *,
     watch_backlog: bool,
+    operations: Operations | None = None,
 ) -> tuple[Runner, Readiness]:
     """The gateway's background jobs on one runner, and the readiness they report through."""
     reconciler = Reconciler(protocol, interval=config.reconcile_interval)
@@ -197,6 +207,10 @@ def compose_background(
     except ValueError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     jobs: list[Job] = [reconciler.job(), retention, readiness.job()]
+    ttls = {name: tool.approval_ttl for name, tool in config.tools.items()}
+    expiry = expiry_job(operations or Operations(protocol), ttls, config.reconcile_interval)
+    if expiry is not None:  # waiting actions whose approval_ttl passed become REJECTED
+        jobs.append(expiry)
     if watch is not None:  # re-anchors the store clock; a skewed replica takes no work
 
         async def clock_changed() -> None:  # health follows at once; the reconciler resumes at once
@@ -320,15 +334,21 @@ class Gateway:
         admission.register(
             server, gateway_pb2_grpc.add_EffectGatewayServicer_to_server, EffectGatewayService(protocol, limits, clock)
         )
-        admission.register(
-            server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(Operations(protocol), limits)
-        )
+        operations = Operations(protocol)
+        admission.register(server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(operations, limits))
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         port = _listen(server, config, shared_port)
         background, readiness = compose_background(
-            config, protocol, store, health_servicer, background_clock, watch, watch_backlog=watch_backlog
+            config,
+            protocol,
+            store,
+            health_servicer,
+            background_clock,
+            watch,
+            watch_backlog=watch_backlog,
+            operations=operations,
         )
         background.start()
         try:

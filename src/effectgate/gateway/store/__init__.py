@@ -5,7 +5,7 @@ from __future__ import annotations
 from effectgate.gateway.store.base import Store, StoreError, StoreUnavailable
 from effectgate.gateway.store.clock import StoreClock, skew_problem
 from effectgate.gateway.store.registry import open_store
-from effectgate.gateway.store.rows import decode_cursor
+from effectgate.gateway.store.rows import decode_cursor, encode_cursor
 from effectgate.gateway.store.urls import redact_url
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "decode_cursor",
+    "encode_cursor",
     "open_store",
     "redact_url",
     "skew_problem",

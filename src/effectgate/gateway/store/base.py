@@ -12,7 +12,7 @@ import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model import ActionRecord, ListQuery, Page
+from effectgate.gateway.model import ActionEvent, ActionRecord, ListQuery, Page
 
 
 class StoreError(Exception):
@@ -40,8 +40,11 @@ class Store(ABC):
     async def close(self) -> None: ...
 
     @abstractmethod
-    async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
-        """Inserts `record` unless its action_id exists. Returns (stored record, inserted)."""
+    async def insert_if_absent(
+        self, record: ActionRecord, event: ActionEvent | None = None
+    ) -> tuple[ActionRecord, bool]:
+        """Inserts `record` unless its action_id exists. Returns (stored record, inserted).
+        `event`: the entry of the action's story, written in the same transaction (only if inserted)."""
 
     @abstractmethod
     async def get(self, action_id: str) -> ActionRecord | None: ...
@@ -52,10 +55,26 @@ class Store(ABC):
         Returns the leased record, or None when the action is absent or leased by someone."""
 
     @abstractmethod
-    async def update(self, record: ActionRecord) -> bool:
+    async def update(self, record: ActionRecord, event: ActionEvent | None = None) -> bool:
         """Writes `record` if the stored fence still equals `record.fence` (the fence grows at
         every lease acquisition, so an equal fence means the writer still holds the lease it
-        acquired). Returns False when the lease was lost: nothing is written."""
+        acquired). Returns False when the lease was lost: nothing is written. `event`: the entry
+        of the action's story, written in the same transaction (nothing when the fence refuses)."""
+
+    @abstractmethod
+    async def history(self, action_id: str) -> list[ActionEvent]:
+        """The action's story, oldest first (each event with its `seq`)."""
+
+    @abstractmethod
+    async def awaiting(self, tool: str, created_before: float, limit: int) -> list[ActionRecord]:
+        """Up to `limit` AWAITING_APPROVAL actions of `tool` created before `created_before`,
+        oldest first (the approval expiry's work)."""
+
+    @abstractmethod
+    async def changes(self, query: ListQuery) -> list[ActionRecord]:
+        """Actions of one tenant in (updated_at, action_id) order after `query.after` (a cursor
+        made by `encode_cursor(updated_at, action_id)`), filtered like `list`; at most
+        `query.page_size` (clamped to 1..1000). The watch polls it."""
 
     @abstractmethod
     async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
@@ -70,7 +89,8 @@ class Store(ABC):
 
     @abstractmethod
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
-        """Deletes up to `limit` terminal actions (`domain.TERMINAL`) of `tool` created before `before`."""
+        """Deletes up to `limit` terminal actions (`domain.TERMINAL`) of `tool` created before
+        `before`, with their stories."""
 
     @abstractmethod
     async def probe(self, now: float) -> None:

@@ -9,6 +9,7 @@ Versions:
   Its keys are the dataclass field names of that day; it is read, never written.
 - 2: the same keys plus `"schema_version": 2`. Readers accept any version up to `SCHEMA_VERSION`
   and refuse a newer one (written by a newer gateway) instead of silently dropping its fields.
+- 3: adds `policy_version` and `approvals` (what an approval binds to, who approved).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from effectgate.adapters.base import Observation, Outcome, Receipt
 from effectgate.gateway.model import ActionRecord, NextStep, State
 from effectgate.gateway.store.base import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # ASCII: a lone surrogate in a provider's JSON survives as an escape instead of failing the write.
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -68,16 +69,20 @@ def encode(r: ActionRecord) -> str:
             "notes": list(r.notes),
             "trace_parent": r.trace_parent,
             "attempt_ended_at": r.attempt_ended_at,
+            "policy_version": r.policy_version,
+            "approvals": list(r.approvals),
         }
     )
 
 
 def decode(body: str | bytes) -> ActionRecord:
-    """The record in `body`, of any known schema version (1 and 2 share their keys)."""
+    """The record in `body`, of any known schema version (later versions only add keys)."""
     d = _loads(body)
     version = d.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise SchemaVersionError(f"stored record has schema version {version!r}; this gateway reads <= 2")
+        raise SchemaVersionError(
+            f"stored record has schema version {version!r}; this gateway reads <= {SCHEMA_VERSION}"
+        )
     return ActionRecord(
         action_id=d["action_id"],
         tenant=d["tenant"],
@@ -110,6 +115,8 @@ def decode(body: str | bytes) -> ActionRecord:
         notes=tuple(d.get("notes", ())),
         trace_parent=d.get("trace_parent", ""),
         attempt_ended_at=_optional_float(d.get("attempt_ended_at")),
+        policy_version=d.get("policy_version", ""),
+        approvals=tuple(d.get("approvals", ())),
     )
 
 

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page, State
+from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionEvent, ActionRecord, ListQuery, Page, State
 from effectgate.gateway.store import rows
 from effectgate.gateway.store.base import Store, StoreUnavailable
+from effectgate.gateway.store.story import StorySql, event_of, event_values
 
 Row = Sequence[Any]
 
@@ -68,9 +69,8 @@ class Statements:
         self.dialect = d
         cols = ", ".join(rows.COLUMNS)
         marks = ", ".join("?" * len(rows.COLUMNS))
-        self.insert = d.render(
-            f"INSERT INTO actions ({cols}) VALUES ({marks}) ON CONFLICT (action_id) DO NOTHING RETURNING action_id"
-        )
+        insert = f"INSERT INTO actions ({cols}) VALUES ({marks}) ON CONFLICT (action_id) DO NOTHING RETURNING action_id"
+        self.insert = d.render(insert)
         self.insert_many = d.render(f"INSERT INTO actions ({cols}) VALUES ({marks}) ON CONFLICT (action_id) DO NOTHING")
         self.get = d.render(f"SELECT {rows.SELECTED} FROM actions WHERE action_id = ?")
         # Parameters: owner, expiry, action_id, now.
@@ -80,11 +80,12 @@ class Statements:
             f" RETURNING {rows.SELECTED}"
         )
         # Parameters: the record's columns after action_id and fence, then action_id, fence.
-        self.update = d.render(
+        update = (
             "UPDATE actions SET tenant = ?, run_id = ?, tool = ?, state = ?, lease_owner = ?,"
             " lease_expires_at = ?, next_check_at = ?, created_at = ?, updated_at = ?, body = ?"
             " WHERE action_id = ? AND fence = ?"
         )
+        self.update = d.render(update)
         # Parameters: now, now, limit, owner, expiry. Oldest change first, ties by id.
         self.claim = d.render(
             f"WITH due AS (SELECT action_id FROM actions WHERE {DUE_WHERE}"
@@ -93,10 +94,20 @@ class Statements:
             f" WHERE action_id IN (SELECT action_id FROM due) RETURNING {rows.SELECTED}"
         )
         # Parameters: tool, before, limit.
-        self.purge = d.render(
-            "DELETE FROM actions WHERE action_id IN (SELECT action_id FROM actions"
-            f" WHERE tool = ? AND created_at < ? AND state IN ({_TERMINAL}) LIMIT ?{d.skip_locked})"
+        self.doomed = d.render(
+            f"SELECT action_id FROM actions WHERE tool = ? AND created_at < ? AND state IN ({_TERMINAL})"
+            f" LIMIT ?{d.skip_locked}"
         )
+        # PostgreSQL deletes the actions and their stories in one statement; SQLite (no DML in a
+        # CTE) runs `doomed` and two deletes in one transaction instead (sqlite.py).
+        purge = StorySql.purge_logged if d.numbered else "DELETE FROM actions WHERE action_id IN ({})".format
+        self.purge = purge(self.doomed)
+        # The story (story.py): events, and the change with its event in one statement.
+        self.insert_event = d.render(StorySql.insert_event)
+        self.history = d.render(StorySql.history)
+        self.awaiting = d.render(StorySql.awaiting)
+        self.insert_logged = d.render(StorySql.logged_insert(insert))
+        self.update_logged = d.render(StorySql.logged_update(update))
         # Parameters: now. The probe's own row (migration 0004), never an action.
         self.probe = d.render(
             "INSERT INTO probes (name, probed_at) VALUES ('readiness', ?)"
@@ -151,12 +162,27 @@ class SqlStore(Store):
     async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         """Runs one statement for each parameter set, all in one transaction."""
 
-    async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+    async def _insert_logged(self, row: Sequence[Any], event: Sequence[Any]) -> bool:
+        """Inserts the row and, if inserted, its event, in one transaction (here: one statement;
+        a backend without data-modifying CTEs overrides this)."""
+        return bool(await self._write_rows(self.statements.insert_logged, (*row, *event[1:])))
+
+    async def _update_logged(self, params: Sequence[Any], event: Sequence[Any]) -> bool:
+        """The fenced update and, if it wrote, its event, in one transaction (see `_insert_logged`)."""
+        found = await self._write_rows(self.statements.update_logged, (*params, *event[1:]))
+        return bool(found) and int(found[0][0]) == 1
+
+    async def insert_if_absent(
+        self, record: ActionRecord, event: ActionEvent | None = None
+    ) -> tuple[ActionRecord, bool]:
         q = self.statements
         row = rows.values(record)
         # A row purged between the conflict and the read is simply retried.
         for _ in range(3):
-            if await self._write_rows(q.insert, row):
+            if event is not None:
+                if await self._insert_logged(row, event_values(event)):
+                    return record, True
+            elif await self._write_rows(q.insert, row):
                 return record, True
             # Another statement: it sees the committed row that won the conflict.
             found = await self._read(q.get, (record.action_id,))
@@ -177,10 +203,25 @@ class SqlStore(Store):
         found = await self._write_rows(self.statements.acquire, (owner, now + ttl, action_id, now))
         return rows.record(found[0]) if found else None
 
-    async def update(self, record: ActionRecord) -> bool:
+    async def update(self, record: ActionRecord, event: ActionEvent | None = None) -> bool:
         row = rows.values(record)
         params = (*row[1:5], *row[6:], record.action_id, record.fence)
+        if event is not None:
+            return await self._update_logged(params, event_values(event))
         return await self._write_count(self.statements.update, params) == 1
+
+    async def history(self, action_id: str) -> list[ActionEvent]:
+        return [event_of(r) for r in await self._read(self.statements.history, (action_id,))]
+
+    async def awaiting(self, tool: str, created_before: float, limit: int) -> list[ActionRecord]:
+        if limit <= 0:
+            return []
+        found = await self._read(self.statements.awaiting, (tool, created_before, limit))
+        return [rows.record(r) for r in found]
+
+    async def changes(self, query: ListQuery) -> list[ActionRecord]:
+        sql, params = StorySql.changes(query, rows.page_size(query))
+        return [rows.record(r) for r in await self._read(self.statements.dialect.render(sql), params)]
 
     async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
         if limit <= 0:
@@ -197,7 +238,8 @@ class SqlStore(Store):
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
         if limit <= 0:
             return 0
-        return await self._write_count(self.statements.purge, (tool, before, limit))
+        found = await self._write_rows(self.statements.purge, (tool, before, limit))
+        return int(found[0][0]) if found else 0
 
     async def probe(self, now: float) -> None:
         await self._write_count(self.statements.probe, (now,))

@@ -165,6 +165,44 @@ class SqliteStore(SqlStore):
     async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         await self._transaction(lambda c: c.executemany(sql, params))
 
+    # SQLite has no data-modifying CTEs: the event is a second statement of the same transaction
+    # (the same group commit: no extra fsync).
+
+    async def _insert_logged(self, row: Sequence[Any], event: Sequence[Any]) -> bool:
+        q = self.statements
+
+        def insert(c: sqlite3.Connection) -> bool:
+            if not c.execute(q.insert, row).fetchall():
+                return False
+            c.execute(q.insert_event, event)
+            return True
+
+        return await self._transaction(insert)
+
+    async def _update_logged(self, params: Sequence[Any], event: Sequence[Any]) -> bool:
+        q = self.statements
+
+        def update(c: sqlite3.Connection) -> bool:
+            if c.execute(q.update, params).rowcount != 1:
+                return False
+            c.execute(q.insert_event, event)
+            return True
+
+        return await self._transaction(update)
+
+    async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
+        if limit <= 0:
+            return 0
+        q = self.statements
+
+        def purge(c: sqlite3.Connection) -> int:
+            doomed = [(action_id,) for (action_id,) in c.execute(q.doomed, (tool, before, limit))]
+            c.executemany("DELETE FROM action_events WHERE action_id = ?", doomed)
+            c.executemany("DELETE FROM actions WHERE action_id = ?", doomed)
+            return len(doomed)
+
+        return await self._transaction(purge)
+
     @property
     def commits(self) -> tuple[int, int]:
         """(commits, transactions) made by this store's writer: how well group commit batches."""

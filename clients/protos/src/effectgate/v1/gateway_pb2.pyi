@@ -389,8 +389,40 @@ class ApproveRequest(_message.Message):
 
     ACTION_ID_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
+    POLICY_VERSION_FIELD_NUMBER: _builtins.int
     action_id: _builtins.str
     note: _builtins.str
+    fingerprint: _builtins.str
+    """What the approver was shown (Action.fingerprint, Action.policy_version). Given, they must
+    match the action and the tool's policy now, else FAILED_PRECONDITION (APPROVAL_STALE).
+    """
+    policy_version: _builtins.str
+    def __init__(
+        self,
+        *,
+        action_id: _builtins.str = ...,
+        note: _builtins.str = ...,
+        fingerprint: _builtins.str = ...,
+        policy_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "fingerprint", b"fingerprint", "note", b"note", "policy_version", b"policy_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApproveRequest: _TypeAlias = ApproveRequest  # noqa: Y015
+
+@_typing.final
+class DenyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    action_id: _builtins.str
+    note: _builtins.str
+    """Why; the waiting agent reads it as the action's reason. Required."""
     def __init__(
         self,
         *,
@@ -403,7 +435,148 @@ class ApproveRequest(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ApproveRequest: _TypeAlias = ApproveRequest  # noqa: Y015
+Global___DenyRequest: _TypeAlias = DenyRequest  # noqa: Y015
+
+@_typing.final
+class GetActionHistoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    action_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        action_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetActionHistoryRequest: _TypeAlias = GetActionHistoryRequest  # noqa: Y015
+
+@_typing.final
+class GetActionHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionEvent]: ...
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___ActionEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetActionHistoryResponse: _TypeAlias = GetActionHistoryResponse  # noqa: Y015
+
+@_typing.final
+class ActionEvent(_message.Message):
+    """One entry of an action's story."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """The story's order (grows across the store)."""
+    kind: _builtins.str
+    """What happened: claim, dispatch, receipt, refused, observed, approve, deny, expire, ..."""
+    state: Global___EffectState.ValueType
+    """The state it left the action in."""
+    principal: _builtins.str
+    """Who (operators' acts) and their note."""
+    note: _builtins.str
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def detail(self) -> _struct_pb2.Struct:
+        """What was seen: the receipt's id, the refusal's code, the read-back's observation, ..."""
+
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        state: Global___EffectState.ValueType = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        principal: _builtins.str = ...,
+        note: _builtins.str = ...,
+        detail: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "detail", b"detail"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "detail", b"detail", "kind", b"kind", "note", b"note", "principal", b"principal", "seq", b"seq", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActionEvent: _TypeAlias = ActionEvent  # noqa: Y015
+
+@_typing.final
+class WatchActionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    TOOL_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    state: Global___EffectState.ValueType
+    tool: _builtins.str
+    run_id: _builtins.str
+    cursor: _builtins.str
+    """Resume after this cursor (a WatchActionsResponse.cursor); empty: from now."""
+    def __init__(
+        self,
+        *,
+        state: Global___EffectState.ValueType = ...,
+        tool: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "run_id", b"run_id", "state", b"state", "tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchActionsRequest: _TypeAlias = WatchActionsRequest  # noqa: Y015
+
+@_typing.final
+class WatchActionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.str
+    """Resumes the watch right after this message."""
+    @_builtins.property
+    def action(self) -> Global___Action:
+        """Absent in the first message (the watch's start) and in bookmarks."""
+
+    def __init__(
+        self,
+        *,
+        action: Global___Action | None = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "cursor", b"cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchActionsResponse: _TypeAlias = WatchActionsResponse  # noqa: Y015
 
 @_typing.final
 class GrantBypassRequest(_message.Message):
@@ -514,6 +687,12 @@ class Action(_message.Message):
     NEXT_STEP_FIELD_NUMBER: _builtins.int
     PROVIDER_KEY_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
+    PAYLOAD_FIELD_NUMBER: _builtins.int
+    DISPATCHED_AT_FIELD_NUMBER: _builtins.int
+    SETTLED_AT_FIELD_NUMBER: _builtins.int
+    POLICY_VERSION_FIELD_NUMBER: _builtins.int
+    APPROVED_BY_FIELD_NUMBER: _builtins.int
+    APPROVALS_REQUIRED_FIELD_NUMBER: _builtins.int
     action_id: _builtins.str
     tenant: _builtins.str
     tool: _builtins.str
@@ -529,6 +708,9 @@ class Action(_message.Message):
     next_step: Global___NextStep.ValueType
     provider_key: _builtins.str
     """The idempotency key sent to the provider."""
+    policy_version: _builtins.str
+    """The tool's policy the action is bound to (an approval names it)."""
+    approvals_required: _builtins.int
     @_builtins.property
     def context(self) -> Global___RunContext: ...
     @_builtins.property
@@ -544,6 +726,22 @@ class Action(_message.Message):
     @_builtins.property
     def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Operator notes (approval, reconciliation, bypass), oldest first."""
+
+    @_builtins.property
+    def payload(self) -> _struct_pb2.Struct:
+        """For operators and observers only (GetAction): the decoded payload, with the fields the
+        tool marks sensitive masked.
+        """
+
+    @_builtins.property
+    def dispatched_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def settled_at(self) -> _timestamp_pb2.Timestamp:
+        """When it reached CONFIRMED or REJECTED."""
+
+    @_builtins.property
+    def approved_by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Distinct principals who approved it, and how many the tool needs."""
 
     def __init__(
         self,
@@ -567,10 +765,16 @@ class Action(_message.Message):
         next_step: Global___NextStep.ValueType = ...,
         provider_key: _builtins.str = ...,
         notes: _abc.Iterable[_builtins.str] | None = ...,
+        payload: _struct_pb2.Struct | None = ...,
+        dispatched_at: _timestamp_pb2.Timestamp | None = ...,
+        settled_at: _timestamp_pb2.Timestamp | None = ...,
+        policy_version: _builtins.str = ...,
+        approved_by: _abc.Iterable[_builtins.str] | None = ...,
+        approvals_required: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "created_at", b"created_at", "next_check_at", b"next_check_at", "observation", b"observation", "receipt", b"receipt", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "created_at", b"created_at", "dispatched_at", b"dispatched_at", "next_check_at", b"next_check_at", "observation", b"observation", "payload", b"payload", "receipt", b"receipt", "settled_at", b"settled_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "attempts", b"attempts", "context", b"context", "created_at", b"created_at", "fingerprint", b"fingerprint", "generation", b"generation", "next_check_at", b"next_check_at", "next_step", b"next_step", "notes", b"notes", "observation", b"observation", "provider_key", b"provider_key", "reason", b"reason", "receipt", b"receipt", "scope", b"scope", "state", b"state", "tenant", b"tenant", "tool", b"tool", "tool_call_id", b"tool_call_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "approvals_required", b"approvals_required", "approved_by", b"approved_by", "attempts", b"attempts", "context", b"context", "created_at", b"created_at", "dispatched_at", b"dispatched_at", "fingerprint", b"fingerprint", "generation", b"generation", "next_check_at", b"next_check_at", "next_step", b"next_step", "notes", b"notes", "observation", b"observation", "payload", b"payload", "policy_version", b"policy_version", "provider_key", b"provider_key", "reason", b"reason", "receipt", b"receipt", "scope", b"scope", "settled_at", b"settled_at", "state", b"state", "tenant", b"tenant", "tool", b"tool", "tool_call_id", b"tool_call_id", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -55,6 +55,16 @@ class EffectGatewayStub:
                 request_serializer=effectgate_dot_v1_dot_gateway__pb2.ListActionsRequest.SerializeToString,
                 response_deserializer=effectgate_dot_v1_dot_gateway__pb2.ListActionsResponse.FromString,
                 _registered_method=True)
+        self.GetActionHistory = channel.unary_unary(
+                '/effectgate.v1.EffectGateway/GetActionHistory',
+                request_serializer=effectgate_dot_v1_dot_gateway__pb2.GetActionHistoryRequest.SerializeToString,
+                response_deserializer=effectgate_dot_v1_dot_gateway__pb2.GetActionHistoryResponse.FromString,
+                _registered_method=True)
+        self.WatchActions = channel.unary_stream(
+                '/effectgate.v1.EffectGateway/WatchActions',
+                request_serializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsRequest.SerializeToString,
+                response_deserializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsResponse.FromString,
+                _registered_method=True)
 
 
 class EffectGatewayServicer:
@@ -76,13 +86,31 @@ class EffectGatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetAction(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """An action of the caller's tenant. Operators and observers also get its decoded payload
+        (sensitive fields masked) and its times; agents get the record only.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListActions(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetActionHistory(self, request, context):
+        """An action's whole story, oldest first: claim, dispatches, answers, read-backs, operators'
+        acts, expiry. Roles: operator, observer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchActions(self, request, context):
+        """The tenant's actions as they change (a live inbox), resumable from a cursor; the first
+        message carries only the cursor the watch starts at. Roles: operator, observer.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -109,6 +137,16 @@ def add_EffectGatewayServicer_to_server(servicer, server):
                     servicer.ListActions,
                     request_deserializer=effectgate_dot_v1_dot_gateway__pb2.ListActionsRequest.FromString,
                     response_serializer=effectgate_dot_v1_dot_gateway__pb2.ListActionsResponse.SerializeToString,
+            ),
+            'GetActionHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetActionHistory,
+                    request_deserializer=effectgate_dot_v1_dot_gateway__pb2.GetActionHistoryRequest.FromString,
+                    response_serializer=effectgate_dot_v1_dot_gateway__pb2.GetActionHistoryResponse.SerializeToString,
+            ),
+            'WatchActions': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchActions,
+                    request_deserializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsRequest.FromString,
+                    response_serializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -230,6 +268,60 @@ class EffectGateway:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def GetActionHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/effectgate.v1.EffectGateway/GetActionHistory',
+            effectgate_dot_v1_dot_gateway__pb2.GetActionHistoryRequest.SerializeToString,
+            effectgate_dot_v1_dot_gateway__pb2.GetActionHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchActions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/effectgate.v1.EffectGateway/WatchActions',
+            effectgate_dot_v1_dot_gateway__pb2.WatchActionsRequest.SerializeToString,
+            effectgate_dot_v1_dot_gateway__pb2.WatchActionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class OperatorStub:
     """What people call. Role: operator.
@@ -251,6 +343,11 @@ class OperatorStub:
                 request_serializer=effectgate_dot_v1_dot_gateway__pb2.ApproveRequest.SerializeToString,
                 response_deserializer=effectgate_dot_v1_dot_gateway__pb2.Action.FromString,
                 _registered_method=True)
+        self.Deny = channel.unary_unary(
+                '/effectgate.v1.Operator/Deny',
+                request_serializer=effectgate_dot_v1_dot_gateway__pb2.DenyRequest.SerializeToString,
+                response_deserializer=effectgate_dot_v1_dot_gateway__pb2.Action.FromString,
+                _registered_method=True)
         self.GrantBypass = channel.unary_unary(
                 '/effectgate.v1.Operator/GrantBypass',
                 request_serializer=effectgate_dot_v1_dot_gateway__pb2.GrantBypassRequest.SerializeToString,
@@ -270,7 +367,15 @@ class OperatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Approve(self, request, context):
-        """Signs off an action that waits for approval; approving twice is a no-op.
+        """Signs off an action that waits for approval; the same principal approving twice is a no-op.
+        An action that is not waiting answers FAILED_PRECONDITION (NOT_AWAITING_APPROVAL).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Deny(self, request, context):
+        """Says no to an action that waits for approval: REJECTED with the note as the reason.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -294,6 +399,11 @@ def add_OperatorServicer_to_server(servicer, server):
             'Approve': grpc.unary_unary_rpc_method_handler(
                     servicer.Approve,
                     request_deserializer=effectgate_dot_v1_dot_gateway__pb2.ApproveRequest.FromString,
+                    response_serializer=effectgate_dot_v1_dot_gateway__pb2.Action.SerializeToString,
+            ),
+            'Deny': grpc.unary_unary_rpc_method_handler(
+                    servicer.Deny,
+                    request_deserializer=effectgate_dot_v1_dot_gateway__pb2.DenyRequest.FromString,
                     response_serializer=effectgate_dot_v1_dot_gateway__pb2.Action.SerializeToString,
             ),
             'GrantBypass': grpc.unary_unary_rpc_method_handler(
@@ -356,6 +466,33 @@ class Operator:
             target,
             '/effectgate.v1.Operator/Approve',
             effectgate_dot_v1_dot_gateway__pb2.ApproveRequest.SerializeToString,
+            effectgate_dot_v1_dot_gateway__pb2.Action.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Deny(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/effectgate.v1.Operator/Deny',
+            effectgate_dot_v1_dot_gateway__pb2.DenyRequest.SerializeToString,
             effectgate_dot_v1_dot_gateway__pb2.Action.FromString,
             options,
             channel_credentials,

@@ -40,7 +40,18 @@ class EffectGatewayStub:
     Verify: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.VerifyRequest, _gateway_pb2.VerifyResponse]
     """Re-checks an action against the provider's read API (read-only at the provider)."""
     GetAction: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetActionRequest, _gateway_pb2.Action]
+    """An action of the caller's tenant. Operators and observers also get its decoded payload
+    (sensitive fields masked) and its times; agents get the record only.
+    """
     ListActions: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListActionsRequest, _gateway_pb2.ListActionsResponse]
+    GetActionHistory: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetActionHistoryRequest, _gateway_pb2.GetActionHistoryResponse]
+    """An action's whole story, oldest first: claim, dispatches, answers, read-backs, operators'
+    acts, expiry. Roles: operator, observer.
+    """
+    WatchActions: _grpc.UnaryStreamMultiCallable[_gateway_pb2.WatchActionsRequest, _gateway_pb2.WatchActionsResponse]
+    """The tenant's actions as they change (a live inbox), resumable from a cursor; the first
+    message carries only the cursor the watch starts at. Roles: operator, observer.
+    """
 
 @_typing.type_check_only
 class EffectGatewayAsyncStub(EffectGatewayStub):
@@ -52,7 +63,18 @@ class EffectGatewayAsyncStub(EffectGatewayStub):
     Verify: _aio.UnaryUnaryMultiCallable[_gateway_pb2.VerifyRequest, _gateway_pb2.VerifyResponse]  # type: ignore[assignment]
     """Re-checks an action against the provider's read API (read-only at the provider)."""
     GetAction: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetActionRequest, _gateway_pb2.Action]  # type: ignore[assignment]
+    """An action of the caller's tenant. Operators and observers also get its decoded payload
+    (sensitive fields masked) and its times; agents get the record only.
+    """
     ListActions: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListActionsRequest, _gateway_pb2.ListActionsResponse]  # type: ignore[assignment]
+    GetActionHistory: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetActionHistoryRequest, _gateway_pb2.GetActionHistoryResponse]  # type: ignore[assignment]
+    """An action's whole story, oldest first: claim, dispatches, answers, read-backs, operators'
+    acts, expiry. Roles: operator, observer.
+    """
+    WatchActions: _aio.UnaryStreamMultiCallable[_gateway_pb2.WatchActionsRequest, _gateway_pb2.WatchActionsResponse]  # type: ignore[assignment]
+    """The tenant's actions as they change (a live inbox), resumable from a cursor; the first
+    message carries only the cursor the watch starts at. Roles: operator, observer.
+    """
 
 class EffectGatewayServicer(metaclass=_abc_1.ABCMeta):
     """What agents call instead of the provider. Role: agent."""
@@ -78,7 +100,10 @@ class EffectGatewayServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _gateway_pb2.GetActionRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.Action, _abc.Awaitable[_gateway_pb2.Action]]: ...
+    ) -> _typing.Union[_gateway_pb2.Action, _abc.Awaitable[_gateway_pb2.Action]]:
+        """An action of the caller's tenant. Operators and observers also get its decoded payload
+        (sensitive fields masked) and its times; agents get the record only.
+        """
 
     @_abc_1.abstractmethod
     def ListActions(
@@ -86,6 +111,26 @@ class EffectGatewayServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.ListActionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.ListActionsResponse, _abc.Awaitable[_gateway_pb2.ListActionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetActionHistory(
+        self,
+        request: _gateway_pb2.GetActionHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.GetActionHistoryResponse, _abc.Awaitable[_gateway_pb2.GetActionHistoryResponse]]:
+        """An action's whole story, oldest first: claim, dispatches, answers, read-backs, operators'
+        acts, expiry. Roles: operator, observer.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchActions(
+        self,
+        request: _gateway_pb2.WatchActionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_gateway_pb2.WatchActionsResponse], _abc.AsyncIterator[_gateway_pb2.WatchActionsResponse]]:
+        """The tenant's actions as they change (a live inbox), resumable from a cursor; the first
+        message carries only the cursor the watch starts at. Roles: operator, observer.
+        """
 
 def add_EffectGatewayServicer_to_server(servicer: EffectGatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
@@ -99,7 +144,11 @@ class OperatorStub:
     Reconcile: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ReconcileRequest, _gateway_pb2.Action]
     """Resolves an UNKNOWN action with evidence found by a person."""
     Approve: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ApproveRequest, _gateway_pb2.Action]
-    """Signs off an action that waits for approval; approving twice is a no-op."""
+    """Signs off an action that waits for approval; the same principal approving twice is a no-op.
+    An action that is not waiting answers FAILED_PRECONDITION (NOT_AWAITING_APPROVAL).
+    """
+    Deny: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DenyRequest, _gateway_pb2.Action]
+    """Says no to an action that waits for approval: REJECTED with the note as the reason."""
     GrantBypass: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GrantBypassRequest, _gateway_pb2.Action]
     """Allows one new effect for an action that already has one."""
 
@@ -111,7 +160,11 @@ class OperatorAsyncStub(OperatorStub):
     Reconcile: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ReconcileRequest, _gateway_pb2.Action]  # type: ignore[assignment]
     """Resolves an UNKNOWN action with evidence found by a person."""
     Approve: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ApproveRequest, _gateway_pb2.Action]  # type: ignore[assignment]
-    """Signs off an action that waits for approval; approving twice is a no-op."""
+    """Signs off an action that waits for approval; the same principal approving twice is a no-op.
+    An action that is not waiting answers FAILED_PRECONDITION (NOT_AWAITING_APPROVAL).
+    """
+    Deny: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DenyRequest, _gateway_pb2.Action]  # type: ignore[assignment]
+    """Says no to an action that waits for approval: REJECTED with the note as the reason."""
     GrantBypass: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GrantBypassRequest, _gateway_pb2.Action]  # type: ignore[assignment]
     """Allows one new effect for an action that already has one."""
 
@@ -132,7 +185,17 @@ class OperatorServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.ApproveRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.Action, _abc.Awaitable[_gateway_pb2.Action]]:
-        """Signs off an action that waits for approval; approving twice is a no-op."""
+        """Signs off an action that waits for approval; the same principal approving twice is a no-op.
+        An action that is not waiting answers FAILED_PRECONDITION (NOT_AWAITING_APPROVAL).
+        """
+
+    @_abc_1.abstractmethod
+    def Deny(
+        self,
+        request: _gateway_pb2.DenyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.Action, _abc.Awaitable[_gateway_pb2.Action]]:
+        """Says no to an action that waits for approval: REJECTED with the note as the reason."""
 
     @_abc_1.abstractmethod
     def GrantBypass(

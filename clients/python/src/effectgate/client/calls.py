@@ -120,12 +120,32 @@ def actions(*, state: int = 0, run_id: str = "", tool: str = "", page_size: int 
     return Listing(state, run_id, tool, page_size)
 
 
+def history(action_id: str, *, timeout: float | None = None) -> Call[pb.GetActionHistoryResponse]:
+    """An action's whole story, oldest first (roles: operator, observer)."""
+    return Call("GetActionHistory", pb.GetActionHistoryRequest(action_id=action_id), timeout)
+
+
+def watch_request(*, state: int = 0, tool: str = "", run_id: str = "", cursor: str = "") -> pb.WatchActionsRequest:
+    """WatchActions' request: the filters, and the cursor to resume after ("" : from now)."""
+    return pb.WatchActionsRequest(state=state, tool=tool, run_id=run_id, cursor=cursor)  # type: ignore[arg-type]
+
+
 # -- operator calls (role: operator) --------------------------------------------------------------
 
 
-def approve(action_id: str, *, note: str, timeout: float | None = None) -> Call[pb.Action]:
-    """Signs off an action that waits for approval; approving twice is a no-op."""
-    return Call("Approve", pb.ApproveRequest(action_id=action_id, note=note), timeout, operator=True)
+def approve(
+    action_id: str, *, note: str, fingerprint: str = "", policy_version: str = "", timeout: float | None = None
+) -> Call[pb.Action]:
+    """Signs off an action that waits for approval; the same principal approving twice is a no-op.
+    `fingerprint`, `policy_version`: what you were shown (from `get`); given, the gateway refuses
+    the approval (APPROVAL_STALE) if the action or the tool's policy is no longer that."""
+    request = pb.ApproveRequest(action_id=action_id, note=note, fingerprint=fingerprint, policy_version=policy_version)
+    return Call("Approve", request, timeout, operator=True)
+
+
+def deny(action_id: str, *, note: str, timeout: float | None = None) -> Call[pb.Action]:
+    """Says no to an action that waits for approval: REJECTED, with `note` as the reason the agent reads."""
+    return Call("Deny", pb.DenyRequest(action_id=action_id, note=note), timeout, operator=True)
 
 
 def reconcile(

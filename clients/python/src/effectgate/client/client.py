@@ -108,6 +108,16 @@ class EffectGateClient(ClientCore["gateway_pb2_grpc.EffectGatewayAsyncStub", "ga
             yield page
             call = listing.after(page)
 
+    async def watch(
+        self, *, state: int = 0, tool: str = "", run_id: str = "", cursor: str = ""
+    ) -> AsyncIterator[pb.WatchActionsResponse]:
+        """The tenant's actions as they change (roles: operator, observer). The first message
+        carries only the cursor the watch starts at; pass a message's cursor to resume after it."""
+        stub, _ = self._ensure()
+        request = calls.watch_request(state=state, tool=tool, run_id=run_id, cursor=cursor)
+        async for message in stub.WatchActions(request, metadata=self.metadata):
+            yield message
+
     # -- the calls (calls.py); operator calls are never retried automatically -------------------
 
     execute = _unary(calls.execute)
@@ -115,6 +125,8 @@ class EffectGateClient(ClientCore["gateway_pb2_grpc.EffectGatewayAsyncStub", "ga
     get = _unary(calls.get)
     pages = _pages(calls.pages)
     list = _actions(calls.actions)
+    history = _unary(calls.history)
     approve = _unary(calls.approve)
+    deny = _unary(calls.deny)
     reconcile = _unary(calls.reconcile)
     grant_bypass = _unary(calls.grant_bypass)

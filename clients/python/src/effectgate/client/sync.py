@@ -91,6 +91,15 @@ class SyncEffectGateClient(ClientCore[gateway_pb2_grpc.EffectGatewayStub, gatewa
             yield page
             call = listing.after(page)
 
+    def watch(
+        self, *, state: int = 0, tool: str = "", run_id: str = "", cursor: str = ""
+    ) -> Iterator[pb.WatchActionsResponse]:
+        """The tenant's actions as they change (roles: operator, observer). The first message
+        carries only the cursor the watch starts at; pass a message's cursor to resume after it."""
+        stub, _ = self._ensure()
+        request = calls.watch_request(state=state, tool=tool, run_id=run_id, cursor=cursor)
+        yield from stub.WatchActions(request, metadata=self.metadata)
+
     # -- the calls (calls.py); operator calls are never retried automatically -------------------
 
     execute = _unary(calls.execute)
@@ -98,6 +107,8 @@ class SyncEffectGateClient(ClientCore[gateway_pb2_grpc.EffectGatewayStub, gatewa
     get = _unary(calls.get)
     pages = _pages(calls.pages)
     list = _actions(calls.actions)
+    history = _unary(calls.history)
     approve = _unary(calls.approve)
+    deny = _unary(calls.deny)
     reconcile = _unary(calls.reconcile)
     grant_bypass = _unary(calls.grant_bypass)

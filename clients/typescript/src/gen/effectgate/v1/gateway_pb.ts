@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file effectgate/v1/gateway.proto.
  */
 export const file_effectgate_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChtlZmZlY3RnYXRlL3YxL2dhdGV3YXkucHJvdG8SDWVmZmVjdGdhdGUudjEiUwoKUnVuQ29udGV4dBIOCgZydW5faWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIVCg1wYXJlbnRfcnVuX2lkGAMgASgJEg0KBWFnZW50GAQgASgJIqYBCg5FeGVjdXRlUmVxdWVzdBIqCgdjb250ZXh0GAEgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYAiABKAkSDQoFc2NvcGUYAyABKAkSJQoHcGF5bG9hZBgEIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEg4KBmJ5cGFzcxgGIAEoCCJKCg9FeGVjdXRlUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SEAoIcmVwbGF5ZWQYAiABKAgiVwoNVmVyaWZ5UmVxdWVzdBITCglhY3Rpb25faWQYASABKAlIABInCgNyZWYYAiABKAsyGC5lZmZlY3RnYXRlLnYxLkFjdGlvblJlZkgAQggKBnRhcmdldCJUCglBY3Rpb25SZWYSKgoHY29udGV4dBgBIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAIgASgJEg0KBXNjb3BlGAMgASgJImgKDlZlcmlmeVJlc3BvbnNlEiUKBmFjdGlvbhgBIAEoCzIVLmVmZmVjdGdhdGUudjEuQWN0aW9uEi8KC29ic2VydmF0aW9uGAIgASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbiIlChBHZXRBY3Rpb25SZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCSKEAQoSTGlzdEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIOCgZydW5faWQYAiABKAkSDAoEdG9vbBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJWChNMaXN0QWN0aW9uc1Jlc3BvbnNlEiYKB2FjdGlvbnMYASADKAsyFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoQUmVjb25jaWxlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSLgoKcmVzb2x1dGlvbhgCIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSDAoEbm90ZRgDIAEoCRITCgtleHRlcm5hbF9pZBgEIAEoCSIxCg5BcHByb3ZlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSI1ChJHcmFudEJ5cGFzc1JlcXVlc3QSEQoJYWN0aW9uX2lkGAEgASgJEgwKBG5vdGUYAiABKAkijAEKB1JlY2VpcHQSEwoLZXh0ZXJuYWxfaWQYASABKAkSGwoTcHJvdmlkZXJfcmVxdWVzdF9pZBgCIAEoCRInCgZyZXN1bHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKkAQoLT2JzZXJ2YXRpb24SMgoHb3V0Y29tZRgBIAEoDjIhLmVmZmVjdGdhdGUudjEuT2JzZXJ2YXRpb25PdXRjb21lEikKCGV2aWRlbmNlGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGAQgASgJIr4ECgZBY3Rpb24SEQoJYWN0aW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCRIqCgdjb250ZXh0GAMgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYBCABKAkSDQoFc2NvcGUYBSABKAkSEwoLZmluZ2VycHJpbnQYBiABKAkSKQoFc3RhdGUYByABKA4yGi5lZmZlY3RnYXRlLnYxLkVmZmVjdFN0YXRlEhAKCGF0dGVtcHRzGAggASgFEicKB3JlY2VpcHQYCSABKAsyFi5lZmZlY3RnYXRlLnYxLlJlY2VpcHQSLwoLb2JzZXJ2YXRpb24YCiABKAsyGi5lZmZlY3RnYXRlLnYxLk9ic2VydmF0aW9uEg4KBnJlYXNvbhgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1uZXh0X2NoZWNrX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b29sX2NhbGxfaWQYDyABKAkSEgoKZ2VuZXJhdGlvbhgQIAEoAxIqCgluZXh0X3N0ZXAYESABKA4yFy5lZmZlY3RnYXRlLnYxLk5leHRTdGVwEhQKDHByb3ZpZGVyX2tleRgSIAEoCRINCgVub3RlcxgTIAMoCSrzAQoLRWZmZWN0U3RhdGUSHAoYRUZGRUNUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoURUZGRUNUX1NUQVRFX1BMQU5ORUQQARIbChdFRkZFQ1RfU1RBVEVfRElTUEFUQ0hFRBACEhoKFkVGRkVDVF9TVEFURV9DT05GSVJNRUQQAxIZChVFRkZFQ1RfU1RBVEVfUkVKRUNURUQQBBIaChZFRkZFQ1RfU1RBVEVfTk9UX0ZPVU5EEAUSGAoURUZGRUNUX1NUQVRFX1VOS05PV04QBhIiCh5FRkZFQ1RfU1RBVEVfQVdBSVRJTkdfQVBQUk9WQUwQByqgAQoST2JzZXJ2YXRpb25PdXRjb21lEiMKH09CU0VSVkFUSU9OX09VVENPTUVfVU5TUEVDSUZJRUQQABIhCh1PQlNFUlZBVElPTl9PVVRDT01FX0NPTkZJUk1FRBABEiEKHU9CU0VSVkFUSU9OX09VVENPTUVfTk9UX0ZPVU5EEAISHwobT0JTRVJWQVRJT05fT1VUQ09NRV9VTktOT1dOEAMqlwEKCE5leHRTdGVwEhkKFU5FWFRfU1RFUF9VTlNQRUNJRklFRBAAEhIKDk5FWFRfU1RFUF9OT05FEAESFQoRTkVYVF9TVEVQX1JFQ0hFQ0sQAhIWChJORVhUX1NURVBfT1BFUkFUT1IQAxIWChJORVhUX1NURVBfRElTUEFUQ0gQBBIVChFORVhUX1NURVBfQVBQUk9WRRAFMrsCCg1FZmZlY3RHYXRld2F5EkgKB0V4ZWN1dGUSHS5lZmZlY3RnYXRlLnYxLkV4ZWN1dGVSZXF1ZXN0Gh4uZWZmZWN0Z2F0ZS52MS5FeGVjdXRlUmVzcG9uc2USRQoGVmVyaWZ5EhwuZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXF1ZXN0Gh0uZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXNwb25zZRJDCglHZXRBY3Rpb24SHy5lZmZlY3RnYXRlLnYxLkdldEFjdGlvblJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhJUCgtMaXN0QWN0aW9ucxIhLmVmZmVjdGdhdGUudjEuTGlzdEFjdGlvbnNSZXF1ZXN0GiIuZWZmZWN0Z2F0ZS52MS5MaXN0QWN0aW9uc1Jlc3BvbnNlMtkBCghPcGVyYXRvchJDCglSZWNvbmNpbGUSHy5lZmZlY3RnYXRlLnYxLlJlY29uY2lsZVJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhI/CgdBcHByb3ZlEh0uZWZmZWN0Z2F0ZS52MS5BcHByb3ZlUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uEkcKC0dyYW50QnlwYXNzEiEuZWZmZWN0Z2F0ZS52MS5HcmFudEJ5cGFzc1JlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbmIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChtlZmZlY3RnYXRlL3YxL2dhdGV3YXkucHJvdG8SDWVmZmVjdGdhdGUudjEiUwoKUnVuQ29udGV4dBIOCgZydW5faWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIVCg1wYXJlbnRfcnVuX2lkGAMgASgJEg0KBWFnZW50GAQgASgJIqYBCg5FeGVjdXRlUmVxdWVzdBIqCgdjb250ZXh0GAEgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYAiABKAkSDQoFc2NvcGUYAyABKAkSJQoHcGF5bG9hZBgEIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEg4KBmJ5cGFzcxgGIAEoCCJKCg9FeGVjdXRlUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SEAoIcmVwbGF5ZWQYAiABKAgiVwoNVmVyaWZ5UmVxdWVzdBITCglhY3Rpb25faWQYASABKAlIABInCgNyZWYYAiABKAsyGC5lZmZlY3RnYXRlLnYxLkFjdGlvblJlZkgAQggKBnRhcmdldCJUCglBY3Rpb25SZWYSKgoHY29udGV4dBgBIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAIgASgJEg0KBXNjb3BlGAMgASgJImgKDlZlcmlmeVJlc3BvbnNlEiUKBmFjdGlvbhgBIAEoCzIVLmVmZmVjdGdhdGUudjEuQWN0aW9uEi8KC29ic2VydmF0aW9uGAIgASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbiIlChBHZXRBY3Rpb25SZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCSKEAQoSTGlzdEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIOCgZydW5faWQYAiABKAkSDAoEdG9vbBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJWChNMaXN0QWN0aW9uc1Jlc3BvbnNlEiYKB2FjdGlvbnMYASADKAsyFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoQUmVjb25jaWxlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSLgoKcmVzb2x1dGlvbhgCIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSDAoEbm90ZRgDIAEoCRITCgtleHRlcm5hbF9pZBgEIAEoCSJeCg5BcHByb3ZlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCRITCgtmaW5nZXJwcmludBgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoCSIuCgtEZW55UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSIsChdHZXRBY3Rpb25IaXN0b3J5UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkiRgoYR2V0QWN0aW9uSGlzdG9yeVJlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLmVmZmVjdGdhdGUudjEuQWN0aW9uRXZlbnQixQEKC0FjdGlvbkV2ZW50EgsKA3NlcRgBIAEoAxIMCgRraW5kGAIgASgJEikKBXN0YXRlGAMgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcHJpbmNpcGFsGAUgASgJEgwKBG5vdGUYBiABKAkSJwoGZGV0YWlsGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJuChNXYXRjaEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIMCgR0b29sGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIOCgZjdXJzb3IYBCABKAkiTQoUV2F0Y2hBY3Rpb25zUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SDgoGY3Vyc29yGAIgASgJIjUKEkdyYW50QnlwYXNzUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSKMAQoHUmVjZWlwdBITCgtleHRlcm5hbF9pZBgBIAEoCRIbChNwcm92aWRlcl9yZXF1ZXN0X2lkGAIgASgJEicKBnJlc3VsdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqQBCgtPYnNlcnZhdGlvbhIyCgdvdXRjb21lGAEgASgOMiEuZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbk91dGNvbWUSKQoIZXZpZGVuY2UYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiYKAmF0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkZXRhaWwYBCABKAkilAYKBkFjdGlvbhIRCglhY3Rpb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJEioKB2NvbnRleHQYAyABKAsyGS5lZmZlY3RnYXRlLnYxLlJ1bkNvbnRleHQSDAoEdG9vbBgEIAEoCRINCgVzY29wZRgFIAEoCRITCgtmaW5nZXJwcmludBgGIAEoCRIpCgVzdGF0ZRgHIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSEAoIYXR0ZW1wdHMYCCABKAUSJwoHcmVjZWlwdBgJIAEoCzIWLmVmZmVjdGdhdGUudjEuUmVjZWlwdBIvCgtvYnNlcnZhdGlvbhgKIAEoCzIaLmVmZmVjdGdhdGUudjEuT2JzZXJ2YXRpb24SDgoGcmVhc29uGAsgASgJEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDW5leHRfY2hlY2tfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHRvb2xfY2FsbF9pZBgPIAEoCRISCgpnZW5lcmF0aW9uGBAgASgDEioKCW5leHRfc3RlcBgRIAEoDjIXLmVmZmVjdGdhdGUudjEuTmV4dFN0ZXASFAoMcHJvdmlkZXJfa2V5GBIgASgJEg0KBW5vdGVzGBMgAygJEigKB3BheWxvYWQYFCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKDWRpc3BhdGNoZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnNldHRsZWRfYXQYFiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnBvbGljeV92ZXJzaW9uGBcgASgJEhMKC2FwcHJvdmVkX2J5GBggAygJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgZIAEoBSrzAQoLRWZmZWN0U3RhdGUSHAoYRUZGRUNUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoURUZGRUNUX1NUQVRFX1BMQU5ORUQQARIbChdFRkZFQ1RfU1RBVEVfRElTUEFUQ0hFRBACEhoKFkVGRkVDVF9TVEFURV9DT05GSVJNRUQQAxIZChVFRkZFQ1RfU1RBVEVfUkVKRUNURUQQBBIaChZFRkZFQ1RfU1RBVEVfTk9UX0ZPVU5EEAUSGAoURUZGRUNUX1NUQVRFX1VOS05PV04QBhIiCh5FRkZFQ1RfU1RBVEVfQVdBSVRJTkdfQVBQUk9WQUwQByqgAQoST2JzZXJ2YXRpb25PdXRjb21lEiMKH09CU0VSVkFUSU9OX09VVENPTUVfVU5TUEVDSUZJRUQQABIhCh1PQlNFUlZBVElPTl9PVVRDT01FX0NPTkZJUk1FRBABEiEKHU9CU0VSVkFUSU9OX09VVENPTUVfTk9UX0ZPVU5EEAISHwobT0JTRVJWQVRJT05fT1VUQ09NRV9VTktOT1dOEAMqlwEKCE5leHRTdGVwEhkKFU5FWFRfU1RFUF9VTlNQRUNJRklFRBAAEhIKDk5FWFRfU1RFUF9OT05FEAESFQoRTkVYVF9TVEVQX1JFQ0hFQ0sQAhIWChJORVhUX1NURVBfT1BFUkFUT1IQAxIWChJORVhUX1NURVBfRElTUEFUQ0gQBBIVChFORVhUX1NURVBfQVBQUk9WRRAFMvsDCg1FZmZlY3RHYXRld2F5EkgKB0V4ZWN1dGUSHS5lZmZlY3RnYXRlLnYxLkV4ZWN1dGVSZXF1ZXN0Gh4uZWZmZWN0Z2F0ZS52MS5FeGVjdXRlUmVzcG9uc2USRQoGVmVyaWZ5EhwuZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXF1ZXN0Gh0uZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXNwb25zZRJDCglHZXRBY3Rpb24SHy5lZmZlY3RnYXRlLnYxLkdldEFjdGlvblJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhJUCgtMaXN0QWN0aW9ucxIhLmVmZmVjdGdhdGUudjEuTGlzdEFjdGlvbnNSZXF1ZXN0GiIuZWZmZWN0Z2F0ZS52MS5MaXN0QWN0aW9uc1Jlc3BvbnNlEmMKEEdldEFjdGlvbkhpc3RvcnkSJi5lZmZlY3RnYXRlLnYxLkdldEFjdGlvbkhpc3RvcnlSZXF1ZXN0GicuZWZmZWN0Z2F0ZS52MS5HZXRBY3Rpb25IaXN0b3J5UmVzcG9uc2USWQoMV2F0Y2hBY3Rpb25zEiIuZWZmZWN0Z2F0ZS52MS5XYXRjaEFjdGlvbnNSZXF1ZXN0GiMuZWZmZWN0Z2F0ZS52MS5XYXRjaEFjdGlvbnNSZXNwb25zZTABMpQCCghPcGVyYXRvchJDCglSZWNvbmNpbGUSHy5lZmZlY3RnYXRlLnYxLlJlY29uY2lsZVJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhI/CgdBcHByb3ZlEh0uZWZmZWN0Z2F0ZS52MS5BcHByb3ZlUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uEjkKBERlbnkSGi5lZmZlY3RnYXRlLnYxLkRlbnlSZXF1ZXN0GhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SRwoLR3JhbnRCeXBhc3MSIS5lZmZlY3RnYXRlLnYxLkdyYW50QnlwYXNzUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Keys the agent runtime injects. Never written by the model.
@@ -338,6 +338,19 @@ export type ApproveRequest = Message<"effectgate.v1.ApproveRequest"> & {
    * @generated from field: string note = 2;
    */
   note: string;
+
+  /**
+   * What the approver was shown (Action.fingerprint, Action.policy_version). Given, they must
+   * match the action and the tool's policy now, else FAILED_PRECONDITION (APPROVAL_STALE).
+   *
+   * @generated from field: string fingerprint = 3;
+   */
+  fingerprint: string;
+
+  /**
+   * @generated from field: string policy_version = 4;
+   */
+  policyVersion: string;
 };
 
 /**
@@ -346,6 +359,183 @@ export type ApproveRequest = Message<"effectgate.v1.ApproveRequest"> & {
  */
 export const ApproveRequestSchema: GenMessage<ApproveRequest> = /*@__PURE__*/
   messageDesc(file_effectgate_v1_gateway, 10);
+
+/**
+ * @generated from message effectgate.v1.DenyRequest
+ */
+export type DenyRequest = Message<"effectgate.v1.DenyRequest"> & {
+  /**
+   * @generated from field: string action_id = 1;
+   */
+  actionId: string;
+
+  /**
+   * Why; the waiting agent reads it as the action's reason. Required.
+   *
+   * @generated from field: string note = 2;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message effectgate.v1.DenyRequest.
+ * Use `create(DenyRequestSchema)` to create a new message.
+ */
+export const DenyRequestSchema: GenMessage<DenyRequest> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 11);
+
+/**
+ * @generated from message effectgate.v1.GetActionHistoryRequest
+ */
+export type GetActionHistoryRequest = Message<"effectgate.v1.GetActionHistoryRequest"> & {
+  /**
+   * @generated from field: string action_id = 1;
+   */
+  actionId: string;
+};
+
+/**
+ * Describes the message effectgate.v1.GetActionHistoryRequest.
+ * Use `create(GetActionHistoryRequestSchema)` to create a new message.
+ */
+export const GetActionHistoryRequestSchema: GenMessage<GetActionHistoryRequest> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 12);
+
+/**
+ * @generated from message effectgate.v1.GetActionHistoryResponse
+ */
+export type GetActionHistoryResponse = Message<"effectgate.v1.GetActionHistoryResponse"> & {
+  /**
+   * @generated from field: repeated effectgate.v1.ActionEvent events = 1;
+   */
+  events: ActionEvent[];
+};
+
+/**
+ * Describes the message effectgate.v1.GetActionHistoryResponse.
+ * Use `create(GetActionHistoryResponseSchema)` to create a new message.
+ */
+export const GetActionHistoryResponseSchema: GenMessage<GetActionHistoryResponse> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 13);
+
+/**
+ * One entry of an action's story.
+ *
+ * @generated from message effectgate.v1.ActionEvent
+ */
+export type ActionEvent = Message<"effectgate.v1.ActionEvent"> & {
+  /**
+   * The story's order (grows across the store).
+   *
+   * @generated from field: int64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * What happened: claim, dispatch, receipt, refused, observed, approve, deny, expire, ...
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * The state it left the action in.
+   *
+   * @generated from field: effectgate.v1.EffectState state = 3;
+   */
+  state: EffectState;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 4;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * Who (operators' acts) and their note.
+   *
+   * @generated from field: string principal = 5;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: string note = 6;
+   */
+  note: string;
+
+  /**
+   * What was seen: the receipt's id, the refusal's code, the read-back's observation, ...
+   *
+   * @generated from field: google.protobuf.Struct detail = 7;
+   */
+  detail?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message effectgate.v1.ActionEvent.
+ * Use `create(ActionEventSchema)` to create a new message.
+ */
+export const ActionEventSchema: GenMessage<ActionEvent> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 14);
+
+/**
+ * @generated from message effectgate.v1.WatchActionsRequest
+ */
+export type WatchActionsRequest = Message<"effectgate.v1.WatchActionsRequest"> & {
+  /**
+   * @generated from field: effectgate.v1.EffectState state = 1;
+   */
+  state: EffectState;
+
+  /**
+   * @generated from field: string tool = 2;
+   */
+  tool: string;
+
+  /**
+   * @generated from field: string run_id = 3;
+   */
+  runId: string;
+
+  /**
+   * Resume after this cursor (a WatchActionsResponse.cursor); empty: from now.
+   *
+   * @generated from field: string cursor = 4;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message effectgate.v1.WatchActionsRequest.
+ * Use `create(WatchActionsRequestSchema)` to create a new message.
+ */
+export const WatchActionsRequestSchema: GenMessage<WatchActionsRequest> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 15);
+
+/**
+ * @generated from message effectgate.v1.WatchActionsResponse
+ */
+export type WatchActionsResponse = Message<"effectgate.v1.WatchActionsResponse"> & {
+  /**
+   * Absent in the first message (the watch's start) and in bookmarks.
+   *
+   * @generated from field: effectgate.v1.Action action = 1;
+   */
+  action?: Action | undefined;
+
+  /**
+   * Resumes the watch right after this message.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message effectgate.v1.WatchActionsResponse.
+ * Use `create(WatchActionsResponseSchema)` to create a new message.
+ */
+export const WatchActionsResponseSchema: GenMessage<WatchActionsResponse> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 16);
 
 /**
  * @generated from message effectgate.v1.GrantBypassRequest
@@ -367,7 +557,7 @@ export type GrantBypassRequest = Message<"effectgate.v1.GrantBypassRequest"> & {
  * Use `create(GrantBypassRequestSchema)` to create a new message.
  */
 export const GrantBypassRequestSchema: GenMessage<GrantBypassRequest> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 11);
+  messageDesc(file_effectgate_v1_gateway, 17);
 
 /**
  * What the provider said when it answered.
@@ -401,7 +591,7 @@ export type Receipt = Message<"effectgate.v1.Receipt"> & {
  * Use `create(ReceiptSchema)` to create a new message.
  */
 export const ReceiptSchema: GenMessage<Receipt> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 12);
+  messageDesc(file_effectgate_v1_gateway, 18);
 
 /**
  * What a read-back of the provider found.
@@ -435,7 +625,7 @@ export type Observation = Message<"effectgate.v1.Observation"> & {
  * Use `create(ObservationSchema)` to create a new message.
  */
 export const ObservationSchema: GenMessage<Observation> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 13);
+  messageDesc(file_effectgate_v1_gateway, 19);
 
 /**
  * @generated from message effectgate.v1.Action
@@ -543,6 +733,45 @@ export type Action = Message<"effectgate.v1.Action"> & {
    * @generated from field: repeated string notes = 19;
    */
   notes: string[];
+
+  /**
+   * For operators and observers only (GetAction): the decoded payload, with the fields the
+   * tool marks sensitive masked.
+   *
+   * @generated from field: google.protobuf.Struct payload = 20;
+   */
+  payload?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp dispatched_at = 21;
+   */
+  dispatchedAt?: Timestamp | undefined;
+
+  /**
+   * When it reached CONFIRMED or REJECTED.
+   *
+   * @generated from field: google.protobuf.Timestamp settled_at = 22;
+   */
+  settledAt?: Timestamp | undefined;
+
+  /**
+   * The tool's policy the action is bound to (an approval names it).
+   *
+   * @generated from field: string policy_version = 23;
+   */
+  policyVersion: string;
+
+  /**
+   * Distinct principals who approved it, and how many the tool needs.
+   *
+   * @generated from field: repeated string approved_by = 24;
+   */
+  approvedBy: string[];
+
+  /**
+   * @generated from field: int32 approvals_required = 25;
+   */
+  approvalsRequired: number;
 };
 
 /**
@@ -550,7 +779,7 @@ export type Action = Message<"effectgate.v1.Action"> & {
  * Use `create(ActionSchema)` to create a new message.
  */
 export const ActionSchema: GenMessage<Action> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 14);
+  messageDesc(file_effectgate_v1_gateway, 20);
 
 /**
  * @generated from enum effectgate.v1.EffectState
@@ -714,6 +943,9 @@ export const EffectGateway: GenService<{
     output: typeof VerifyResponseSchema;
   },
   /**
+   * An action of the caller's tenant. Operators and observers also get its decoded payload
+   * (sensitive fields masked) and its times; agents get the record only.
+   *
    * @generated from rpc effectgate.v1.EffectGateway.GetAction
    */
   getAction: {
@@ -728,6 +960,28 @@ export const EffectGateway: GenService<{
     methodKind: "unary";
     input: typeof ListActionsRequestSchema;
     output: typeof ListActionsResponseSchema;
+  },
+  /**
+   * An action's whole story, oldest first: claim, dispatches, answers, read-backs, operators'
+   * acts, expiry. Roles: operator, observer.
+   *
+   * @generated from rpc effectgate.v1.EffectGateway.GetActionHistory
+   */
+  getActionHistory: {
+    methodKind: "unary";
+    input: typeof GetActionHistoryRequestSchema;
+    output: typeof GetActionHistoryResponseSchema;
+  },
+  /**
+   * The tenant's actions as they change (a live inbox), resumable from a cursor; the first
+   * message carries only the cursor the watch starts at. Roles: operator, observer.
+   *
+   * @generated from rpc effectgate.v1.EffectGateway.WatchActions
+   */
+  watchActions: {
+    methodKind: "server_streaming";
+    input: typeof WatchActionsRequestSchema;
+    output: typeof WatchActionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_effectgate_v1_gateway, 0);
@@ -749,13 +1003,24 @@ export const Operator: GenService<{
     output: typeof ActionSchema;
   },
   /**
-   * Signs off an action that waits for approval; approving twice is a no-op.
+   * Signs off an action that waits for approval; the same principal approving twice is a no-op.
+   * An action that is not waiting answers FAILED_PRECONDITION (NOT_AWAITING_APPROVAL).
    *
    * @generated from rpc effectgate.v1.Operator.Approve
    */
   approve: {
     methodKind: "unary";
     input: typeof ApproveRequestSchema;
+    output: typeof ActionSchema;
+  },
+  /**
+   * Says no to an action that waits for approval: REJECTED with the note as the reason.
+   *
+   * @generated from rpc effectgate.v1.Operator.Deny
+   */
+  deny: {
+    methodKind: "unary";
+    input: typeof DenyRequestSchema;
     output: typeof ActionSchema;
   },
   /**
