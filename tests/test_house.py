@@ -17,6 +17,10 @@ WINGS = [
     for wing in ("model", "config", "observability", "store", "core", "background", "rpc", "runtime")
 ]
 PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "postmark", "smtp", "http")]
+# Lab tools that reach into a wing on purpose, and why.
+WHITE_BOX = {
+    "effectgate_lab.bench.host_clock": "hides PostgreSQL's clock for the bench's store/host clock comparison",
+}
 SOURCES = [ROOT / "src", ROOT / "lab" / "src", ROOT / "clients" / "python" / "src"]
 
 
@@ -45,7 +49,7 @@ def test_other_wings_import_a_wing_through_its_face() -> None:
     for src in SOURCES:
         for path in src.rglob("*.py"):
             here = _module(path, src)
-            if here == "effectgate.gateway.__main__":
+            if here == "effectgate.gateway.__main__" or here in WHITE_BOX:
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

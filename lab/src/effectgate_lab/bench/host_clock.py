@@ -5,12 +5,11 @@ falls back to this host's clock and the skew watch has nothing to measure: the g
 `time.time()` where the shipped one reads the database's clock. Never a way to run a replica.
 """
 
-import sys
+import runpy
 
-from effectgate.gateway.runtime.cli import main
-from effectgate.gateway.store.base import Store
-from effectgate.gateway.store.postgres import PostgresStore
+from effectgate.gateway.store import Store
+from effectgate.gateway.store.postgres import PostgresStore  # white-box on purpose (tests/test_house.py)
 
 PostgresStore.clock = Store.clock  # type: ignore[method-assign]
 
-sys.exit(main())
+runpy.run_module("effectgate.gateway", run_name="__main__")
