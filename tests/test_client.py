@@ -70,8 +70,9 @@ def test_stable_step_ids() -> None:
 
 def test_client_installs_alone(tmp_path: Path) -> None:
     """A fresh virtualenv gets the client, its operator CLI and its seven dependencies (the generated
-    stubs of effectgate-protos, rich and PyYAML for the CLI's output; ranges, never `==` pins that would clash with agent frameworks) and
-    nothing of the gateway. The client and the stubs ship disjoint parts of the namespace."""
+    stubs of effectgate-protos, rich and PyYAML for the CLI's output; ranges, never `==` pins that
+    would clash with agent frameworks) and nothing of the gateway. The client and the stubs ship
+    disjoint parts of the namespace."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
