@@ -61,7 +61,9 @@ def connection(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--tls-cert", default=None, help="client certificate for mTLS (default $EFFECTGATE_TLS_CERT)")
     sub.add_argument("--tls-key", default=None, help="its private key (default $EFFECTGATE_TLS_KEY)")
     out = sub.add_mutually_exclusive_group()
-    out.add_argument("-o", "--output", choices=FORMATS, default="table", type=str.lower, help="table (default), ...")
+    out.add_argument(
+        "-o", "--output", choices=FORMATS, default="table", type=str.lower, help="table (default), wide, json, yaml"
+    )
     out.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
