@@ -138,16 +138,21 @@ class ChildGateway:
         log_level: str = "INFO",
         log_format: str = "json",
         name: str = "gateway",
+        options_last: bool = False,
     ) -> None:
+        """`options_last`: the log options after `serve` (`effectgate serve --config X --log-format json`)."""
         path = write_config(config, workdir / f"{name}.toml")
+        options = ("--log-level", log_level, "--log-format", log_format)
+        command = ("serve", "--config", str(path))
         child_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "EFFECTGATE_CRASH_AT"))}
         child_env.update(env)
         child_env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                *("-m", "effectgate.gateway", "--log-level", log_level, "--log-format", log_format),
-                *("serve", "--config", str(path)),
+                "-m",
+                "effectgate.gateway",
+                *((*command, *options) if options_last else (*options, *command)),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -69,9 +69,10 @@ def test_stable_step_ids() -> None:
 
 
 def test_client_installs_alone(tmp_path: Path) -> None:
-    """A fresh virtualenv gets the client, its operator CLI and its five dependencies (the generated
-    stubs of effectgate-protos; ranges, never `==` pins that would clash with agent frameworks) and
-    nothing of the gateway. The client and the stubs ship disjoint parts of the namespace."""
+    """A fresh virtualenv gets the client, its operator CLI and its seven dependencies (the generated
+    stubs of effectgate-protos, rich and PyYAML for the CLI's output; ranges, never `==` pins that
+    would clash with agent frameworks) and nothing of the gateway. The client and the stubs ship
+    disjoint parts of the namespace."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
@@ -95,7 +96,7 @@ def test_client_installs_alone(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    want = "['effectgate-protos', 'googleapis-common-protos', 'grpcio', 'grpcio-status', 'protobuf']"
+    want = "['PyYAML', 'effectgate-protos', 'googleapis-common-protos', 'grpcio', 'grpcio-status', 'protobuf', 'rich']"
     assert done.stdout.strip() == want
     help_text = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "effectgate.client.cli", "actions", "--help"],

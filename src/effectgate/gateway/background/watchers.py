@@ -1,4 +1,6 @@
-"""The UNKNOWN backlog, read from the store for the metrics' gauges (a job of the background runner)."""
+"""The backlogs, read from the store for the metrics' gauges (a job of the background runner): the
+UNKNOWN actions (what the gateway could not prove) and the AWAITING_APPROVAL ones (what waits for
+a person)."""
 
 from __future__ import annotations
 
@@ -7,20 +9,21 @@ from collections.abc import Iterable
 
 from effectgate.gateway.background.runner import Job
 from effectgate.gateway.model import ListQuery, State
-from effectgate.gateway.observability import BACKLOG, MAX_PAGES, PAGE, Backlog, store_error
+from effectgate.gateway.observability import APPROVALS, BACKLOG, MAX_PAGES, PAGE, Backlog, store_error
 from effectgate.gateway.store import Store
 
 log = logging.getLogger("effectgate.metrics")
+WATCHED = ((State.UNKNOWN, BACKLOG), (State.AWAITING_APPROVAL, APPROVALS))
 
 
-async def read_backlog(store: Store, tenants: Iterable[str]) -> Backlog:
-    """Counts UNKNOWN actions through the store's `list` (oldest first, so page one has the
+async def read_backlog(store: Store, tenants: Iterable[str], state: State = State.UNKNOWN) -> Backlog:
+    """Counts the actions in `state` through the store's `list` (oldest first, so page one has the
     oldest). Bounded: past MAX_PAGES pages per tenant the count is a lower bound."""
     count, oldest = 0, None
     for tenant in sorted(set(tenants)):
         after = ""
         for _ in range(MAX_PAGES):
-            page = await store.list(ListQuery(tenant=tenant, state=State.UNKNOWN, page_size=PAGE, after=after))
+            page = await store.list(ListQuery(tenant=tenant, state=state, page_size=PAGE, after=after))
             count += len(page.records)
             if page.records and (oldest is None or page.records[0].created_at < oldest):
                 oldest = page.records[0].created_at
@@ -31,12 +34,13 @@ async def read_backlog(store: Store, tenants: Iterable[str]) -> Backlog:
 
 
 def backlog_job(store: Store, tenants: Iterable[str], interval: float) -> Job:
-    """Refreshes BACKLOG at start and then every `interval` seconds."""
+    """Refreshes BACKLOG and APPROVALS at start and then every `interval` seconds."""
     names = list(tenants)
 
     async def refresh() -> None:
-        fresh = await read_backlog(store, names)
-        BACKLOG.count, BACKLOG.oldest_created_at, BACKLOG.read = fresh.count, fresh.oldest_created_at, True
+        for state, gauge in WATCHED:
+            fresh = await read_backlog(store, names, state)
+            gauge.count, gauge.oldest_created_at, gauge.read = fresh.count, fresh.oldest_created_at, True
 
     return Job("backlog", refresh, interval, on_error=_failed)
 
@@ -44,4 +48,4 @@ def backlog_job(store: Store, tenants: Iterable[str], interval: float) -> Job:
 def _failed(exc: Exception) -> None:
     """The store may be down for a while: count it, keep the last reading."""
     store_error("backlog")
-    log.warning("reading the UNKNOWN backlog failed: %s", type(exc).__name__)
+    log.warning("reading the backlogs failed: %s", type(exc).__name__)

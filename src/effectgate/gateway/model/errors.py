@@ -33,13 +33,23 @@ class InvalidRequest(GatewayError):
 
 
 class Unauthenticated(GatewayError):
+    """`cause` (missing, malformed, unknown_token) is for the gateway's log and metrics; the
+    ErrorInfo reason stays UNAUTHENTICATED."""
+
     reason = "UNAUTHENTICATED"
+
+    def __init__(self, message: str, cause: str = "missing") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class PermissionDenied(GatewayError):
-    def __init__(self, message: str, reason: str) -> None:
+    """`principal`: whom the refusal was for (the gateway's log)."""
+
+    def __init__(self, message: str, reason: str, principal: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+        self.principal = principal
 
 
 class ActionNotFound(GatewayError):

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+from effectgate.gateway.observability.audit_log import auth_failed, caller, set_caller
 from effectgate.gateway.observability.logging_setup import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging
-from effectgate.gateway.observability.metrics import BACKLOG, MAX_PAGES, PAGE, Backlog, store_error
+from effectgate.gateway.observability.metrics import (
+    APPROVALS,
+    BACKLOG,
+    MAX_PAGES,
+    PAGE,
+    Backlog,
+    RpcMetrics,
+    store_error,
+)
 
 __all__ = [
+    "APPROVALS",
     "BACKLOG",
     "LEVELS",
     "MAX_PAGES",
     "PAGE",
     "Backlog",
+    "RpcMetrics",
+    "auth_failed",
+    "caller",
     "mask_url",
     "provider_sdk_logs",
     "redact",
+    "set_caller",
     "setup_logging",
     "store_error",
 ]

@@ -60,6 +60,12 @@ _store_errors = meter.create_counter(
 _operator_acts = meter.create_counter(
     "effectgate.operator.acts", unit="{act}", description="Operator acts by kind (verify, approve, reconcile, ...)"
 )
+_auth_failures = meter.create_counter(
+    "effectgate.auth.failures",
+    unit="{call}",
+    description="Calls refused before their handler ran, by reason (missing, malformed, unknown_token, "
+    "role_required, tool_not_allowed) and method",
+)
 
 
 def execute_done(path: str, tool: str, outcome: str, seconds: float) -> None:
@@ -114,42 +120,109 @@ def approval_expired(tool: str) -> None:
     _approvals_expired.add(1, {"tool": tool})
 
 
-# -- UNKNOWN backlog ---------------------------------------------------------------------------
+def auth_failure(cause: str, method: str) -> None:
+    service, _, name = method.lstrip("/").partition("/")
+    _auth_failures.add(1, {"reason": cause, "grpc_service": service, "grpc_method": name})
+
+
+# -- every RPC, in the conventional forms --------------------------------------------------------
+
+# go-grpc-prometheus' counter (grpc_server_handled_total), which dashboards and alert rules
+# already know, and the OpenTelemetry semantic conventions' duration histogram. The counter is
+# observed, not added to: an RPC bumps a plain integer here (a tenth of a microsecond) and the
+# exporter reads the totals when it collects; an SDK counter's `add` costs several microseconds,
+# which the replay path (a few tens of microseconds) would feel.
+_rpc_duration = meter.create_histogram(
+    "rpc.server.duration",
+    unit="s",
+    description="RPC latency on the server, by method and gRPC status code",
+    explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
+)
+_METHODS: list[RpcMetrics] = []
+
+
+class RpcMetrics:
+    """One method's counts by status code and its label sets, made once at registration (and
+    once per status code seen)."""
+
+    def __init__(self, method: str, kind: str = "unary") -> None:
+        self.service, _, self.method = method.lstrip("/").partition("/")
+        self.kind = kind
+        self.counts: dict[str, int] = {}
+        self._semconv: dict[str, dict[str, str | int]] = {}
+        _METHODS.append(self)
+
+    def done(self, code_name: str, code: int, seconds: float) -> None:
+        labels = self._semconv.get(code_name)
+        if labels is None:
+            labels = self._semconv[code_name] = {
+                "rpc.system": "grpc",
+                "rpc.service": self.service,
+                "rpc.method": self.method,
+                "rpc.grpc.status_code": code,
+            }
+            self.counts[code_name] = 0
+        self.counts[code_name] += 1
+        _rpc_duration.record(seconds, labels)
+
+    def observations(self) -> list[Observation]:
+        labels = {"grpc_type": self.kind, "grpc_service": self.service, "grpc_method": self.method}
+        # list(): one copy under the GIL, so a code first seen meanwhile cannot break the loop.
+        return [Observation(n, {**labels, "grpc_code": code}) for code, n in list(self.counts.items())]
+
+
+def _observe_handled(options: CallbackOptions) -> Iterable[Observation]:
+    return [seen for method in list(_METHODS) for seen in method.observations()]
+
+
+meter.create_observable_counter(
+    "grpc.server.handled",
+    [_observe_handled],
+    unit="{call}",
+    description="RPCs completed on the server, by method and gRPC status code",
+)
+
+
+# -- backlogs: UNKNOWN, AWAITING_APPROVAL ---------------------------------------------------------
 
 
 @dataclass
 class Backlog:
-    """The last reading of the UNKNOWN backlog (the gauges report it; a task refreshes it)."""
+    """The last reading of one backlog (the gauges report it; a background job refreshes it)."""
 
     count: int = 0
     oldest_created_at: float | None = None
     read: bool = False
 
 
-BACKLOG = Backlog()
-PAGE, MAX_PAGES = 500, 20  # at most 10 000 actions read per tenant and pass
+BACKLOG = Backlog()  # UNKNOWN: what the gateway could not prove
+APPROVALS = Backlog()  # AWAITING_APPROVAL: what waits for a person
+PAGE, MAX_PAGES = 500, 20  # at most 10 000 actions read per tenant, state and pass
 
 
-def _observe_count(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(BACKLOG.count)] if BACKLOG.read else []
+def _gauges(backlog: Backlog, name: str, what: str) -> None:
+    def count(options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(backlog.count)] if backlog.read else []
+
+    def age(options: CallbackOptions) -> Iterable[Observation]:
+        if not backlog.read:
+            return []
+        oldest = backlog.oldest_created_at
+        return [Observation(0.0 if oldest is None else max(0.0, time.time() - oldest))]
+
+    meter.create_observable_gauge(
+        f"effectgate.{name}.backlog", [count], unit="{action}", description=f"{what[0].upper()}{what[1:]} now"
+    )
+    meter.create_observable_gauge(
+        f"effectgate.{name}.oldest_age",
+        [age],
+        unit="s",
+        description=f"Age (since creation) of the oldest of the {what}; 0 when there is none",
+    )
 
 
-def _observe_age(options: CallbackOptions) -> Iterable[Observation]:
-    if not BACKLOG.read:
-        return []
-    oldest = BACKLOG.oldest_created_at
-    return [Observation(0.0 if oldest is None else max(0.0, time.time() - oldest))]
-
-
-meter.create_observable_gauge(
-    "effectgate.unknown.backlog", [_observe_count], unit="{action}", description="Actions in UNKNOWN now"
-)
-meter.create_observable_gauge(
-    "effectgate.unknown.oldest_age",
-    [_observe_age],
-    unit="s",
-    description="Age (since creation) of the oldest UNKNOWN action; 0 when there is none",
-)
+_gauges(BACKLOG, "unknown", "actions in UNKNOWN")
+_gauges(APPROVALS, "approval", "actions in AWAITING_APPROVAL")
 
 
 # -- clock offset ------------------------------------------------------------------------------

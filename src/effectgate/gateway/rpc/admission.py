@@ -8,7 +8,9 @@ method handler once, when the services are registered:
   details (rpc/status.py); anything else is INTERNAL with no detail leaked (the traceback goes to
   the log);
 - tracing (when a tracer provider is installed): the RPC's SERVER span, continuing the caller's
-  trace (telemetry.rpc_span), with the status code it ended with.
+  trace (telemetry.rpc_span), with the status code it ended with;
+- signals: every call counted and timed by method and status code (`grpc_server_handled_total`,
+  `rpc.server.duration`), and every refused caller logged and counted (audit_log.auth_failed).
 
 Why not grpc.aio interceptors (ours, or OpenTelemetry's): an interceptor runs on every call,
 for every method, through grpc's interceptor pipeline, before the handler is even found; a
@@ -19,15 +21,17 @@ unwrapped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, cast
 
 import grpc
 from google.protobuf.message import DecodeError
 
-from effectgate.gateway.model import InvalidRequest, PermissionDenied
-from effectgate.gateway.observability import telemetry
+from effectgate.gateway.model import InvalidRequest, PermissionDenied, Unauthenticated
+from effectgate.gateway.observability import RpcMetrics, auth_failed, telemetry
 from effectgate.gateway.rpc.auth import Authenticator, set_current_principal
 from effectgate.gateway.rpc.status import ANSWERED, to_status
 
@@ -114,6 +118,8 @@ class Admission:
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
                 return await inner(request, context)
             except ANSWERED as error:
+                if isinstance(error, Unauthenticated | PermissionDenied):
+                    refused(error, method, context)
                 status = to_status(error)
                 telemetry.rpc_failed(status.code.value[0], status.code.name)
                 await context.abort(status.code, status.details, trailing_metadata=status.trailing_metadata)
@@ -124,12 +130,27 @@ class Admission:
                 telemetry.rpc_failed(grpc.StatusCode.INTERNAL.value[0], grpc.StatusCode.INTERNAL.name)
                 await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the gateway log")
 
+        counted = RpcMetrics(method)
+        clock = time.perf_counter
+
         async def behavior(request: Any, context: Context) -> Any:
-            metadata = context.invocation_metadata() or ()
-            if not telemetry.tracing():
-                return await admitted(request, context, metadata)
-            with telemetry.rpc_span(method, metadata):  # the caller's trace goes on here
-                return await admitted(request, context, metadata)
+            started = clock()
+            try:
+                metadata = context.invocation_metadata() or ()
+                if not telemetry.tracing():
+                    answer = await admitted(request, context, metadata)
+                else:
+                    with telemetry.rpc_span(method, metadata):  # the caller's trace goes on here
+                        answer = await admitted(request, context, metadata)
+            except grpc.aio.AbortError:
+                code = context.code() or grpc.StatusCode.UNKNOWN
+                counted.done(code.name, code.value[0], clock() - started)
+                raise
+            except asyncio.CancelledError:  # the caller went away or its deadline passed
+                counted.done("CANCELLED", grpc.StatusCode.CANCELLED.value[0], clock() - started)
+                raise
+            counted.done("OK", 0, clock() - started)
+            return answer
 
         # No serializer: grpc sends the bytes the handler answers as they are.
         serialize = None if serialised else cast(Callable[[Any], bytes], handler.response_serializer)
@@ -174,6 +195,14 @@ class Admission:
             request_deserializer=tolerant,
             response_serializer=cast(Callable[[Any], bytes], handler.response_serializer),
         )
+
+
+def refused(error: Unauthenticated | PermissionDenied, method: str, context: Context) -> None:
+    """A caller turned away by auth: the cause (never the token) and where it came from."""
+    if isinstance(error, Unauthenticated):
+        auth_failed(error.cause, method, context.peer())
+    elif error.reason in ("ROLE_REQUIRED", "TOOL_NOT_ALLOWED"):
+        auth_failed(error.reason.lower(), method, context.peer(), error.principal)
 
 
 class _Captured:

@@ -6,29 +6,21 @@ principal of tenant `dev` with every role (the config refuses to bind anything b
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 
 from effectgate.gateway.config import ROLES, Principal
 from effectgate.gateway.model import PermissionDenied, Unauthenticated
+from effectgate.gateway.observability import caller, set_caller
 
 DEV_PRINCIPAL = Principal.model_construct(
     name="dev", tenant="dev", token_sha256="", roles=frozenset(ROLES), tools=frozenset()
 )
 
-# The authenticated caller of the RPC being handled (set by the admission interceptor).
-_current: contextvars.ContextVar[Principal] = contextvars.ContextVar("effectgate_principal")
-
-
-def current_principal() -> Principal:
-    """The caller of this RPC; only valid inside a handler behind the admission interceptor."""
-    return _current.get()
-
-
-def set_current_principal(principal: Principal) -> contextvars.Token[Principal]:
-    return _current.set(principal)
+# The authenticated caller of the RPC being handled lives with the audit trail, which names it.
+current_principal = caller  # only valid inside a handler behind the admission wrapper
+set_current_principal = set_caller
 
 
 class Authenticator:
@@ -43,15 +35,17 @@ class Authenticator:
         """The principal whose token the metadata carries, if it holds one of `roles`."""
         if self.dev_mode:
             return DEV_PRINCIPAL
-        token = ""
+        token, cause = "", "missing"
         for key, value in metadata or ():
             if key.lower() == "authorization":
                 text = value.decode(errors="replace") if isinstance(value, bytes) else value
                 scheme, _, token = text.partition(" ")
-                if scheme.lower() != "bearer":
-                    token = ""
+                if scheme.lower() != "bearer" or not token:
+                    token, cause = "", "malformed"
+        if not token and cause == "malformed":
+            raise Unauthenticated("the 'authorization' metadata is not 'Bearer <token>'", cause)
         if not token:
-            raise Unauthenticated("missing 'authorization: Bearer <token>' metadata")
+            raise Unauthenticated("missing 'authorization: Bearer <token>' metadata", cause)
         digest = hashlib.sha256(token.encode()).hexdigest()
         # Compare against every principal so timing does not tell which digest came close.
         found = None
@@ -59,13 +53,17 @@ class Authenticator:
             if hmac.compare_digest(digest, principal.token_sha256):
                 found = principal
         if found is None:
-            raise Unauthenticated("unknown token")
+            raise Unauthenticated("unknown token", "unknown_token")
         if not found.roles & roles:
             wanted = " or ".join(repr(r) for r in sorted(roles))
-            raise PermissionDenied(f"principal {found.name} needs role {wanted}", reason="ROLE_REQUIRED")
+            raise PermissionDenied(
+                f"principal {found.name} needs role {wanted}", reason="ROLE_REQUIRED", principal=found.name
+            )
         return found
 
     @staticmethod
     def check_tool(principal: Principal, tool: str) -> None:
         if principal.tools and tool not in principal.tools:
-            raise PermissionDenied(f"principal {principal.name} may not use this tool", reason="TOOL_NOT_ALLOWED")
+            raise PermissionDenied(
+                f"principal {principal.name} may not use this tool", reason="TOOL_NOT_ALLOWED", principal=principal.name
+            )

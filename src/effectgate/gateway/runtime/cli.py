@@ -16,7 +16,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
@@ -118,6 +118,29 @@ async def check(config_path: str) -> int:
     return 0
 
 
+LOG_DEFAULTS: dict[str, object] = {"log_level": "INFO", "debug": False, "log_format": "text"}
+
+
+def global_options(parser: argparse.ArgumentParser, defaults: dict[str, object]) -> None:
+    """The options every command takes, before or after its name."""
+    parser.add_argument("--log-level", default=defaults["log_level"], help=f"one of {', '.join(LEVELS)} (default INFO)")
+    parser.add_argument(
+        "--debug", action="store_true", default=defaults["debug"], help="print the traceback of a start-up failure"
+    )
+    parser.add_argument(
+        "--log-format", choices=("text", "json"), default=defaults["log_format"], help="json: one object a line"
+    )
+
+
+def version_line() -> str:
+    """`effectgate --version`: the installed packages' versions (their metadata, from pyproject.toml)."""
+    try:
+        gateway = version("effectgate")
+    except PackageNotFoundError:
+        gateway = "unknown"
+    return f"effectgate {gateway} (client {admin_cli.client_version()})"
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return redact(text, resolved_secrets())
@@ -130,21 +153,26 @@ def main(argv: list[str] | None = None) -> int:
         # Plug-in commands (e.g. `chaos` from effectgate-lab) parse their own options.
         return int(plugin(argv[1:]))
     parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
-    parser.add_argument("--log-level", default="INFO", help=f"one of {', '.join(LEVELS)} (default INFO)")
-    parser.add_argument("--debug", action="store_true", help="print the traceback of a start-up failure")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
+    parser.add_argument("--version", action="version", version=version_line())
+    global_options(parser, LOG_DEFAULTS)
+    # The same options after the command's name (`effectgate serve --log-format json ...`); there
+    # they default to nothing, so that one given before the name is not overwritten.
+    common = argparse.ArgumentParser(add_help=False)
+    global_options(common, {name: argparse.SUPPRESS for name in LOG_DEFAULTS})
     commands = parser.add_subparsers(dest="command", required=True)
-    serve_cmd = commands.add_parser("serve", help="run the gateway")
+    serve_cmd = commands.add_parser("serve", help="run the gateway", parents=[common])
     serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
     serve_cmd.add_argument(
         "--workers", type=int, default=0, help="N gateway processes sharing the port (the parent binds it once)"
     )
     serve_cmd.add_argument("--worker-port", type=int, default=0, help=argparse.SUPPRESS)
-    check_cmd = commands.add_parser("check", help="validate a config: secrets, adapters, store; then exit")
+    check_cmd = commands.add_parser(
+        "check", help="validate a config: secrets, adapters, store; then exit", parents=[common]
+    )
     check_cmd.add_argument("--config", required=True, help="path of the TOML config")
     for name in sorted(plugin_names()):
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
-    admin_cli.add_commands(commands)
+    admin_cli.add_commands(commands, parents=[common])
     args = parser.parse_args(argv)
     if args.log_level.upper() not in LEVELS:
         print(f"effectgate: --log-level: {args.log_level!r} is not one of {', '.join(LEVELS)}", file=sys.stderr)

@@ -1,0 +1,58 @@
+"""Operator commands: `effectgate actions|show|describe|verify|approve|reconcile|grant-bypass`.
+
+They speak to a running gateway through EffectGateClient only, over plaintext, TLS or mTLS
+(`--tls-ca`, `--tls-cert`, `--tls-key`, or EFFECTGATE_TLS_CA / _CERT / _KEY), with the target
+from `--target` or EFFECTGATE_TARGET and the token from $EFFECTGATE_TOKEN (or `--token-env NAME`).
+They print tables and descriptions for people and JSON or YAML for scripts (`-o`); whatever the
+gateway stores came from agents, so control characters are escaped before anything reaches the
+operator's terminal. docs/operations.md is their reference, with the exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import PackageNotFoundError, version
+
+from effectgate.client.cli.args import STATES, add_commands
+from effectgate.client.cli.commands import (
+    EXIT_GATEWAY,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    run_command,
+)
+from effectgate.client.cli.render import printable
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_GATEWAY",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "STATES",
+    "add_commands",
+    "client_version",
+    "main",
+    "printable",
+    "run_command",
+]
+
+COMMANDS = ("actions", "show", "describe", "verify", "approve", "reconcile", "grant-bypass")
+
+
+def client_version() -> str:
+    """effectgate-client's version, from the installed package's metadata (pyproject.toml)."""
+    try:
+        return version("effectgate-client")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m effectgate.client.cli …`: the operator commands with only the client installed."""
+    parser = argparse.ArgumentParser(prog="effectgate", description="effectgate operator commands")
+    parser.add_argument("--version", action="version", version=f"effectgate-client {client_version()}")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    return run_command(parser.parse_args(argv))

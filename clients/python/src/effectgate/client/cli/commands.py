@@ -1,0 +1,165 @@
+"""Running the operator commands through EffectGateClient, and their exit codes:
+
+0    done (a --watch stopped with Ctrl-C too)
+1    the gateway answered with an error, or could not be reached
+2    usage or local configuration: a bad option, an unreadable TLS file
+3    no such action (NOT_FOUND)
+130  interrupted (Ctrl-C) before the command finished
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from effectgate.client.cli import render, views
+from effectgate.client.cli.render import action_dict, dump, dump_line, message_dict, parse_time, printable
+from effectgate.client.client import EffectGateClient
+from effectgate.client.errors import EffectGateError
+from effectgate.client.states import State
+from effectgate.v1 import gateway_pb2 as pb
+
+EXIT_OK, EXIT_GATEWAY, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+Row = dict[str, Any]
+
+
+def client_for(args: argparse.Namespace) -> EffectGateClient:
+    return EffectGateClient(
+        args.target,
+        token=os.environ.get(args.token_env, ""),
+        tls=args.tls,
+        ca_file=args.tls_ca,
+        cert_file=args.tls_cert,
+        key_file=args.tls_key,
+    )
+
+
+# -- actions -----------------------------------------------------------------------------------
+
+
+async def newest(client: EffectGateClient, args: argparse.Namespace) -> list[Row]:
+    """The newest `--limit` matching actions (all with 0), newest first. ListActions answers
+    oldest first and has no time filter, so this reads every page and keeps the last N (a
+    bounded deque); `--since` is applied here too."""
+    state = State.value(args.state) if args.state else State.UNSPECIFIED
+    kept: deque[Row] = deque(maxlen=args.limit or None)
+    pages = client.list(state=state, run_id=args.run, tool=args.tool, page_size=args.chunk_size or 500)
+    async for action in pages:
+        row = action_dict(action)
+        created = row.get("created_at", "")
+        if args.since is None or not created or parse_time(created) >= args.since:
+            kept.append(row)
+    return sorted(kept, key=lambda r: (r.get("created_at", ""), r["action_id"]), reverse=True)
+
+
+def _version(row: Row) -> tuple[str, str]:
+    return row["state"], row.get("updated_at", "")
+
+
+async def polls(client: EffectGateClient, args: argparse.Namespace) -> AsyncIterator[list[Row]]:
+    """--watch: the first listing, then every `--interval` the actions that are new or changed
+    since the poll before (oldest change first), until Ctrl-C or `--watch-count` polls."""
+    seen: dict[str, tuple[str, str]] = {}
+    done = 0
+    while True:
+        rows = await newest(client, args)
+        changed = [r for r in rows if seen.get(r["action_id"]) != _version(r)]
+        seen = {r["action_id"]: _version(r) for r in rows}  # bounded by --limit
+        yield changed if done == 0 else sorted(changed, key=lambda r: (r.get("updated_at", ""), r["action_id"]))
+        done += 1
+        if args.watch_count and done > args.watch_count:
+            return
+        await asyncio.sleep(args.interval)
+
+
+async def list_actions(client: EffectGateClient, args: argparse.Namespace) -> None:
+    fmt = args.output
+    if not args.watch:
+        rows = await newest(client, args)
+        if fmt in ("json", "yaml"):
+            dump(rows, fmt)
+        else:
+            render.show(render.table(rows, wide=fmt == "wide"))
+        return
+    header = True
+    async for rows in polls(client, args):
+        if fmt in ("json", "yaml"):
+            for row in rows:
+                dump_line(row, fmt)
+        elif rows or header:
+            render.show(render.table(rows, wide=fmt == "wide", header=header))
+            header = False
+
+
+# -- one action --------------------------------------------------------------------------------
+
+
+def _one(document: Any, sections: list[render.Section], fmt: str) -> None:
+    if fmt in ("json", "yaml"):
+        dump(document, fmt)
+    else:
+        render.show(render.description(sections))
+
+
+def _row(action: Row, fmt: str) -> None:
+    """An operator act's answer: the action as it is now."""
+    if fmt in ("json", "yaml"):
+        dump(action, fmt)
+    else:
+        render.show(render.table([action], wide=fmt == "wide"))
+
+
+# The operator acts that take a note and answer with the action. `deny` joins them when the
+# gateway serves Operator.Deny (and args.OPERATOR_ACTS names it).
+ACTS: dict[str, Callable[[EffectGateClient, argparse.Namespace], Awaitable[pb.Action]]] = {
+    "approve": lambda client, args: client.approve(args.action_id, note=args.note),
+    "grant-bypass": lambda client, args: client.grant_bypass(args.action_id, note=args.note),
+}
+
+
+async def _run(args: argparse.Namespace) -> None:
+    fmt = args.output
+    async with client_for(args) as client:
+        if args.command == "actions":
+            await list_actions(client, args)
+        elif args.command == "show":
+            fields = action_dict(await client.get(args.action_id))
+            _one(fields, views.action_sections(fields), fmt)
+        elif args.command == "describe":
+            document, sections = await views.describe(client, args.action_id)
+            _one(document, sections, fmt)
+        elif args.command == "verify":
+            answer = await client.verify(args.action_id)
+            fields, seen = action_dict(answer.action), message_dict(answer.observation)
+            _one({"action": fields, "observation": seen}, views.verify_sections(fields, seen), fmt)
+        elif args.command in ACTS:
+            _row(action_dict(await ACTS[args.command](client, args)), fmt)
+        elif args.command == "reconcile":
+            action = await client.reconcile(
+                args.action_id, resolution=args.resolution, note=args.note, external_id=args.external_id
+            )
+            _row(action_dict(action), fmt)
+        else:  # pragma: no cover - argparse refuses other names
+            raise ValueError(f"unknown command {args.command!r}")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Runs one parsed operator command; the exit code (the module's docstring lists them)."""
+    try:
+        asyncio.run(_run(args))
+    except EffectGateError as exc:
+        print(printable(f"effectgate {args.command}: {exc}"), file=sys.stderr)
+        return EXIT_NOT_FOUND if exc.code() == grpc.StatusCode.NOT_FOUND else EXIT_GATEWAY
+    except (OSError, ValueError) as exc:  # unreadable TLS files, half a client certificate
+        print(printable(f"effectgate {args.command}: {exc}"), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_OK if getattr(args, "watch", False) else EXIT_INTERRUPTED
+    return EXIT_OK

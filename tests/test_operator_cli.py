@@ -1,0 +1,212 @@
+"""The operator CLI as people and scripts use it, against a real `effectgate serve` on a Stripe
+simulator: every command with `-o json` (parsed here), YAML, the table's header and order,
+`--since`, `--limit 0`, `--watch`, case-insensitive states, options after the command's name,
+`--version` and the exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate.v1 import gateway_pb2_grpc
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
+from tests.harness import API_KEY, config_doc, stripe_tools
+from tests.otlp_receiver import ChildGateway
+from tests.test_execute import request
+
+TOKEN = "operator-cli-secret"
+PRINCIPALS = [
+    {
+        "name": "alice",
+        "tenant": "acme",
+        "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest(),
+        "roles": ["operator", "agent"],
+    }
+]
+AUTH = (("authorization", f"Bearer {TOKEN}"),)
+
+
+async def cli(*args: str, target: str = "", check: int | None = 0) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TOKEN": TOKEN}
+    if target:
+        env["EFFECTGATE_TARGET"] = target
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "effectgate.gateway", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    code = int(proc.returncode or 0)
+    if check is not None:
+        assert code == check, f"{args}: exit {code}\n{err.decode()}"
+    return code, out.decode(), err.decode()
+
+
+async def as_json(*args: str, target: str) -> Any:
+    _, out, _ = await cli(*args, "-o", "json", target=target)
+    return json.loads(out)
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[StripeSimulator]:
+    # Search lags a minute: an answer dropped after the commit leaves its action UNKNOWN.
+    simulator = StripeSimulator(api_key=API_KEY, search_lag=60.0)
+    await simulator.start()
+    yield simulator
+    await simulator.stop()
+
+
+@pytest.fixture
+async def served(tmp_path: Path, sim: StripeSimulator) -> AsyncIterator[tuple[ChildGateway, str]]:
+    tools = stripe_tools(sim.base_url, max_attempts=1, consistency_window="60s", deadline="1s", attempt_timeout="0.8s")
+    tools["tools"]["charge_approved"] = {**tools["tools"]["charge_card"], "approval": "required", "bypass": "operator"}
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=PRINCIPALS, **tools)
+    # The global options after the command's name.
+    gateway = ChildGateway(doc, tmp_path, {}, log_format="json", options_last=True)
+    try:
+        yield gateway, await gateway.ready()
+    finally:
+        await gateway.terminate()
+
+
+async def execute(target: str, step: str, tool: str = "charge_card", scope: str = "order:1") -> pb.Action:
+    message = request(step=step, scope=scope)
+    message.tool = tool
+    async with grpc.aio.insecure_channel(target) as channel:
+        answer = await gateway_pb2_grpc.EffectGatewayStub(channel).Execute(message, metadata=AUTH, timeout=30)
+    return answer.action
+
+
+async def test_every_command_answers_json_a_script_can_read(
+    served: tuple[ChildGateway, str], sim: StripeSimulator
+) -> None:
+    gateway, target = served
+    assert any(line.startswith("{") for line in gateway.output)  # `serve ... --log-format json` was taken
+    confirmed = [await execute(target, f"s{n}") for n in range(3)]
+    assert all(a.state == pb.EFFECT_STATE_CONFIRMED for a in confirmed)
+    waiting = await execute(target, "wait", tool="charge_approved", scope="order:2")
+    assert waiting.state == pb.EFFECT_STATE_AWAITING_APPROVAL
+    sim.injector.script(["drop_after_commit"])
+    lost = await execute(target, "lost", scope="order:3")
+    assert lost.state == pb.EFFECT_STATE_UNKNOWN
+    lost_charge = sim.ledger[-1]["id"]
+
+    # actions: newest first, short state names, every field present.
+    rows = await as_json("actions", target=target)
+    ids = [r["action_id"] for r in rows]
+    assert ids == [lost.action_id, waiting.action_id, *(a.action_id for a in reversed(confirmed))]
+    assert [r["state"] for r in rows] == ["UNKNOWN", "AWAITING_APPROVAL", "CONFIRMED", "CONFIRMED", "CONFIRMED"]
+    assert rows[1]["next_step"] == "APPROVE" and rows[1]["context"]["step_id"] == "wait"
+    assert {"action_id", "tenant", "tool", "scope", "fingerprint", "attempts", "reason", "notes"} <= set(rows[2])
+    assert rows[2]["receipt"]["external_id"] == sim.ledger[2]["id"] and rows[2]["generation"] == 0
+    assert [r["created_at"] for r in rows] == sorted((r["created_at"] for r in rows), reverse=True)
+    # Filters: states in any case, the newest N, all of them a page of one at a time, --since.
+    assert [r["action_id"] for r in await as_json("actions", "--state", "awaiting_approval", target=target)] == [
+        waiting.action_id
+    ]
+    assert [r["action_id"] for r in await as_json("actions", "--limit", "2", target=target)] == ids[:2]
+    assert [r["action_id"] for r in await as_json("actions", "--limit", "0", "--chunk-size", "1", target=target)] == ids
+    assert len(await as_json("actions", "--since", "1h", target=target)) == 5
+    future = (datetime.now(UTC) + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    assert await as_json("actions", "--since", future, target=target) == []
+    assert len(await as_json("actions", "--since", "2000-01-01T00:00:00Z", "--tool", "charge_card", target=target)) == 4
+
+    # The same as YAML and as a table with a header row.
+    _, out, _ = await cli("actions", "-o", "yaml", target=target)
+    assert [r["action_id"] for r in yaml.safe_load(out)] == ids
+    _, out, _ = await cli("actions", target=target)
+    lines = out.splitlines()
+    assert lines[0].split() == ["ACTION", "STATE", "TOOL", "SCOPE", "RUN", "AGE", "RECEIPT", "REASON"]
+    assert [line.split()[0] for line in lines[1:]] == ids and "EFFECT_STATE_" not in out
+    _, out, _ = await cli("actions", "-o", "wide", "--state", "Confirmed", target=target)
+    assert out.splitlines()[0].split()[:8] == ["ACTION", "STATE", "TOOL", "SCOPE", "RUN", "STEP", "AGENT", "ATTEMPTS"]
+
+    # show / describe: every field, as a description or a document.
+    shown = await as_json("show", waiting.action_id, target=target)
+    assert shown["action_id"] == waiting.action_id and shown["state"] == "AWAITING_APPROVAL"
+    _, out, _ = await cli("show", waiting.action_id, target=target)
+    labels = [line.split(":")[0].strip() for line in out.splitlines()]
+    assert {"Action", "State", "Next step", "Scope", "Run", "Step", "Fingerprint", "Created"} <= set(labels)
+    described = await as_json("describe", waiting.action_id, target=target)
+    assert described["action"] == shown
+    _, out, _ = await cli("describe", confirmed[0].action_id, "-o", "yaml", target=target)
+    assert yaml.safe_load(out)["action"]["receipt"]["external_id"] == sim.ledger[0]["id"]
+    _, out, _ = await cli("describe", confirmed[0].action_id, target=target)
+    assert "Receipt:" in out and sim.ledger[0]["id"] in out
+
+    # approve, then verify once the reconciler sent it: the read-back's observation is in the JSON.
+    approved = await as_json("approve", waiting.action_id, "--note", "checked the order", target=target)
+    assert approved["action_id"] == waiting.action_id and approved["state"] in ("PLANNED", "DISPATCHED", "CONFIRMED")
+    for _ in range(150):
+        if (await as_json("show", waiting.action_id, target=target))["state"] == "CONFIRMED":
+            break
+        await asyncio.sleep(0.2)
+    verified = await as_json("verify", waiting.action_id, target=target)
+    assert verified["action"]["state"] == "CONFIRMED"
+    assert verified["observation"]["outcome"] == "CONFIRMED" and verified["observation"]["at"]
+    _, out, _ = await cli("verify", waiting.action_id, target=target)
+    assert "Read back now:" in out and "CONFIRMED" in out
+    granted = await as_json("grant-bypass", waiting.action_id, "--note", "second charge asked", target=target)
+    assert any("bypass granted by alice" in n for n in granted["notes"])
+    settled = await as_json(
+        "reconcile", lost.action_id, "--resolution", "confirmed", "--note", "seen", "--external-id", lost_charge,
+        target=target,
+    )  # fmt: skip
+    assert settled["state"] == "CONFIRMED" and settled["receipt"]["external_id"] == lost_charge
+
+    # Exit codes: the gateway refused (1), usage (2), no such action (3).
+    _, _, err = await cli(
+        "reconcile", lost.action_id, "--resolution", "REJECTED", "--note", "n", "--target", target, check=1
+    )
+    assert "FAILED_PRECONDITION" in err
+    await cli("show", "act_missing", "-o", "json", "--target", target, check=3)
+    for bad in (["--state", "bogus"], ["--since", "yesterday"], ["--since", "2026-01-01T00:00:00"], ["--limit", "-1"]):
+        _, _, err = await cli("actions", *bad, "--target", target, check=2)
+        assert "usage:" in err
+    # The gateway's own options after an operator command's name.
+    _, out, _ = await cli("actions", "-o", "json", "--log-level", "DEBUG", "--target", target)
+    assert len(json.loads(out)) == 5
+
+
+async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGateway, str]) -> None:
+    _, target = served
+    first = await execute(target, "w0")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TOKEN": TOKEN}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "effectgate.gateway", "actions", "--watch", "--interval", "0.2s", "-o", "json",
+        "--target", target, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert json.loads(line)["action_id"] == first.action_id  # the listing as it is
+        second = await execute(target, "w1")
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)  # then what is new
+        assert json.loads(line)["action_id"] == second.action_id and json.loads(line)["state"] == "CONFIRMED"
+        proc.send_signal(signal.SIGINT)  # Ctrl-C ends a watch: exit 0
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    # A table watch prints its header once; --watch-count bounds the polls.
+    _, out, _ = await cli("actions", "-w", "--interval", "0.1s", "--watch-count", "2", target=target)
+    assert out.count("ACTION") == 1 and out.count(first.action_id) == 1
+
+
+async def test_version_comes_from_the_packages_metadata() -> None:
+    _, out, _ = await cli("--version")
+    assert out.strip() == f"effectgate {version('effectgate')} (client {version('effectgate-client')})"
