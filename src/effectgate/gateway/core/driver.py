@@ -32,9 +32,17 @@ from effectgate.adapters.base import (
 )
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move
 from effectgate.gateway.core.tools import BoundTool
-from effectgate.gateway.model import ActionRecord, ClockSkewed, ProviderRateLimited, State, provider_key
+from effectgate.gateway.model import (
+    ActionRecord,
+    ClockSkewed,
+    LimitExceeded,
+    ProviderRateLimited,
+    State,
+    provider_key,
+)
 from effectgate.gateway.observability import telemetry
 from effectgate.gateway.store import Store
 
@@ -76,8 +84,10 @@ class Driver:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock_problem: Callable[[], str] = lambda: "",
+        gate: LimitGate | None = None,
     ) -> None:
         self.store = store
+        self.gate = gate
         self.settings = settings
         self.clock = clock
         self.sleep = sleep
@@ -121,7 +131,11 @@ class Driver:
             if move.kind == "send":
                 await self._refuse_if_skewed(record, policy, recorded=False)
                 sends_left -= 1
-                record = await self._write(t.apply(record, t.Dispatch(), self.clock(), policy), policy)
+                try:
+                    record = await self._write(t.apply(record, t.Dispatch(), self.clock(), policy), policy, dispatching=True)
+                except LimitExceeded:  # out of NOT_FOUND, its released reservation no longer fits
+                    await self.release(record)
+                    raise
                 failpoints.hit("after_dispatched")
                 record, refusal = await self._send(record, tool, deadline, policy)
                 refusals = refusals + 1 if refusal is not None else 0
@@ -174,6 +188,8 @@ class Driver:
             # The write below proves nothing was sent yet; verification will say NOT_FOUND.
             return await self._write(t.apply(record, t.NotSent(), self.clock(), policy), policy), None
         event = await self._call(record, tool, timeout)
+        if self.gate is not None:
+            self.gate.provider_answered(record.tool, isinstance(event, t.Ambiguous | t.RefusedBeforeActing))
         if isinstance(event, t.Answered):
             failpoints.hit("after_provider_commit")
         record = await self._write(t.apply(record, event, self.clock(), policy), policy)
@@ -234,10 +250,10 @@ class Driver:
         """Time left for work: the caller's deadline, and never past our own lease."""
         return min(deadline, record.lease_expires_at) - self.clock()
 
-    async def _write(self, record: ActionRecord, policy: t.Policy) -> ActionRecord:
+    async def _write(self, record: ActionRecord, policy: t.Policy, *, dispatching: bool = False) -> ActionRecord:
         """Writes under our lease (renewed, or released when the action settled)."""
         fresh = t.stamped(record, self.clock(), policy)
-        if not await self.store.update(fresh):
+        if not await self._put(fresh, dispatching):
             raise LeaseLost(record.action_id)
         return fresh
 
@@ -245,6 +261,13 @@ class Driver:
         if not record.lease_owner:
             return record  # released by the write that settled it
         released = t.released(record, self.clock())
-        if not await self.store.update(released):
+        if not await self._put(released, False):
             raise LeaseLost(record.action_id)
         return released
+
+    async def _put(self, record: ActionRecord, dispatching: bool) -> bool:
+        """One conditional write; a counted tool's accounting follows the state in the same
+        transaction (core/limits/gate.py)."""
+        if self.gate is None:
+            return await self.store.update(record)
+        return await self.gate.write(record, dispatching=dispatching)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
 
 from effectgate.adapters.base import Adapter, InvalidPayload
 from effectgate.gateway.config import ToolConfig
+from effectgate.gateway.core.limits.policy import ToolPolicy
 from effectgate.gateway.model import InvalidRequest
 
 
@@ -24,6 +26,12 @@ class BoundTool:
     @property
     def payload_type_name(self) -> str:
         return self.adapter.payload_type.DESCRIPTOR.full_name
+
+    @functools.cached_property
+    def policy(self) -> ToolPolicy:
+        """The tool's limits, compiled on first use (the server compiles every tool's at start-up,
+        so a bad rule stops it there: `runtime/server.build_tools`)."""
+        return ToolPolicy(self.name, self.config.limits, self.adapter.payload_type)
 
     @property
     def consistency_window(self) -> float:
@@ -63,6 +71,9 @@ class ToolSet:
 
     def __init__(self, tools: Mapping[str, BoundTool]) -> None:
         self._tools = dict(tools)
+
+    def __iter__(self) -> Iterator[BoundTool]:
+        return iter(self._tools.values())
 
     def get(self, name: str) -> BoundTool:
         tool = self._tools.get(name)

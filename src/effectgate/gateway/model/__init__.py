@@ -31,6 +31,16 @@ from effectgate.gateway.model.errors import (
     Unauthenticated,
 )
 from effectgate.gateway.model.keys import provider_key
+from effectgate.gateway.model.limits import (
+    UNCOUNTED,
+    Bucket,
+    BudgetExceeded,
+    CircuitOpen,
+    LimitExceeded,
+    RateLimited,
+    Reservation,
+    ScopeTaken,
+)
 
 __all__ = [
     "DUE",
@@ -38,16 +48,21 @@ __all__ = [
     "RECOVERABLE",
     "REPORTED",
     "TERMINAL",
+    "UNCOUNTED",
     "UNSENT",
     "ActionIdentity",
     "ActionNotFound",
     "ActionRecord",
     "AlreadyExecuted",
+    "Bucket",
+    "BudgetExceeded",
+    "CircuitOpen",
     "ClockSkewed",
     "GatewayError",
     "GatewayUnavailable",
     "InFlight",
     "InvalidRequest",
+    "LimitExceeded",
     "ListQuery",
     "NextStep",
     "Page",
@@ -55,6 +70,9 @@ __all__ = [
     "PermissionDenied",
     "PolicyConflict",
     "ProviderRateLimited",
+    "RateLimited",
+    "Reservation",
+    "ScopeTaken",
     "State",
     "Unauthenticated",
     "provider_key",

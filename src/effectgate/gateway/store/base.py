@@ -12,7 +12,10 @@ import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model import ActionRecord, ListQuery, Page
+from effectgate.gateway.model import ActionRecord, ListQuery, Page, Reservation
+
+# One counter row of a tool's limits: (currency, bucket, effects, spent).
+Usage = tuple[str, str, int, int]
 
 
 class StoreError(Exception):
@@ -76,6 +79,29 @@ class Store(ABC):
     async def probe(self, now: float) -> None:
         """The readiness probe: durably writes a heartbeat (`now`) into a table of its own,
         touching no action. Raises StoreUnavailable when the store cannot be written."""
+
+    # -- limits (docs/limits.md): a store that keeps them overrides all four ----------------------
+
+    async def claim(self, record: ActionRecord, reservation: Reservation) -> tuple[ActionRecord, bool]:
+        """`insert_if_absent` and, when it inserts, the reservation, in one transaction: both or
+        neither. Raises `LimitExceeded` (nothing inserted) when the reservation does not fit."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
+
+    async def update_accounted(
+        self, record: ActionRecord, *, hold: Reservation | None = None, release: bool = False
+    ) -> bool:
+        """`update`, and in the same transaction: `release` gives back what the record's generation
+        holds; `hold` makes it hold a reservation again (raises `LimitExceeded`, nothing written,
+        when one released before no longer fits)."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
+
+    async def release_reservation(self, action_id: str, generation: int) -> bool:
+        """Gives back what the generation holds (a denial, an expiry); False when it held nothing."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
+
+    async def usage(self, tenant: str, tool: str) -> list[Usage]:
+        """The tool's counter rows for one tenant (windows `w:<start>`, runs `r:<run id>`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
 
     async def insert_many(self, records: Sequence[ActionRecord]) -> None:
         """Bulk load (benchmarks, imports): inserts every record whose id is absent."""

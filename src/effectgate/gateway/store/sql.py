@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page, State
-from effectgate.gateway.store import rows
-from effectgate.gateway.store.base import Store, StoreUnavailable
+from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page, Reservation, State
+from effectgate.gateway.store import accounting, rows
+from effectgate.gateway.store.accounting import AccountingStatements, Script
+from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
 
 Row = Sequence[Any]
 
@@ -85,6 +86,12 @@ class Statements:
             " lease_expires_at = ?, next_check_at = ?, created_at = ?, updated_at = ?, body = ?"
             " WHERE action_id = ? AND fence = ?"
         )
+        # The same, answering a row when it wrote (a script sees rows, not counts).
+        self.update_returning = d.render(
+            "UPDATE actions SET tenant = ?, run_id = ?, tool = ?, state = ?, lease_owner = ?,"
+            " lease_expires_at = ?, next_check_at = ?, created_at = ?, updated_at = ?, body = ?"
+            " WHERE action_id = ? AND fence = ? RETURNING action_id"
+        )
         # Parameters: now, now, limit, owner, expiry. Oldest change first, ties by id.
         self.claim = d.render(
             f"WITH due AS (SELECT action_id FROM actions WHERE {DUE_WHERE}"
@@ -130,6 +137,7 @@ class SqlStore(Store):
     """The `Store` primitives on top of four hooks that run one statement each."""
 
     statements: Statements
+    accounting: AccountingStatements
 
     @abstractmethod
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
@@ -150,6 +158,49 @@ class SqlStore(Store):
     @abstractmethod
     async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         """Runs one statement for each parameter set, all in one transaction."""
+
+    @abstractmethod
+    async def _transact(self, script: Script) -> Any:
+        """Runs a script (store/accounting.py) in one transaction: each statement it yields, its
+        rows sent back; commits when it returns (its value), rolls back when it raises."""
+
+    # -- limits ------------------------------------------------------------------------------
+
+    async def claim(self, record: ActionRecord, reservation: Reservation) -> tuple[ActionRecord, bool]:
+        return await self._transact(self._claim(record, reservation))  # type: ignore[no-any-return]
+
+    def _claim(self, record: ActionRecord, reservation: Reservation) -> Script:
+        q = self.statements
+        if (yield q.insert, rows.values(record)):
+            yield from accounting.reserve(self.accounting, record.action_id, record.generation, reservation)
+            return record, True
+        found = yield q.get, (record.action_id,)
+        if not found:
+            raise StoreUnavailable("action row vanished during insert")
+        return rows.record(found[0]), False
+
+    async def update_accounted(
+        self, record: ActionRecord, *, hold: Reservation | None = None, release: bool = False
+    ) -> bool:
+        return await self._transact(self._update_accounted(record, hold, release))  # type: ignore[no-any-return]
+
+    def _update_accounted(self, record: ActionRecord, hold: Reservation | None, release: bool) -> Script:
+        row = rows.values(record)
+        params = (*row[1:5], *row[6:], record.action_id, record.fence)
+        if not (yield self.statements.update_returning, params):
+            return False
+        if release:
+            yield from accounting.release(self.accounting, record.action_id, record.generation)
+        if hold is not None:
+            yield from accounting.hold(self.accounting, record.action_id, record.generation, hold)
+        return True
+
+    async def release_reservation(self, action_id: str, generation: int) -> bool:
+        return bool(await self._transact(accounting.release(self.accounting, action_id, generation)))
+
+    async def usage(self, tenant: str, tool: str) -> list[Usage]:
+        found = await self._read(self.accounting.usage, (tenant, tool))
+        return [(str(c), str(b), int(e), int(s)) for c, b, e, s in found]
 
     async def insert_if_absent(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
         q = self.statements
