@@ -9,6 +9,7 @@ all with `StoreUnavailable`, as a real backend that cannot persist.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
@@ -190,11 +191,9 @@ class MemoryStore(Store):
         self._enter("release_reservation", write=True)
         return self._release(action_id, generation)
 
-    async def usage(self, tenant: str, tool: str) -> list[Usage]:
+    async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
         self._enter("usage", write=False)
-        return sorted(
-            (c, b, e, s) for (t, n, c, b), (e, s) in self.db.counters.items() if (t, n) == (tenant, tool)
-        )
+        return sorted((c, b, e, s) for (t, n, c, b), (e, s) in self.db.counters.items() if (t, n) == (tenant, tool))
 
     def _reserve(self, action_id: str, generation: int, r: Reservation) -> None:
         r = r.ordered()

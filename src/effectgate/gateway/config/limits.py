@@ -86,9 +86,7 @@ class ToolLimits(_Table):
     @property
     def counted(self) -> bool:
         """Whether new actions reserve anything (some cap is set)."""
-        return bool(
-            self.max_effects is not None or self.budget or self.run_max_effects is not None or self.run_budget
-        )
+        return bool(self.max_effects is not None or self.budget or self.run_max_effects is not None or self.run_budget)
 
 
 class BreakerConfig(_Table):

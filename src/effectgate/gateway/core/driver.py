@@ -132,7 +132,9 @@ class Driver:
                 await self._refuse_if_skewed(record, policy, recorded=False)
                 sends_left -= 1
                 try:
-                    record = await self._write(t.apply(record, t.Dispatch(), self.clock(), policy), policy, dispatching=True)
+                    record = await self._write(
+                        t.apply(record, t.Dispatch(), self.clock(), policy), policy, dispatching=True
+                    )
                 except LimitExceeded:  # out of NOT_FOUND, its released reservation no longer fits
                     await self.release(record)
                     raise

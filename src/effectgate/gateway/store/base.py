@@ -9,6 +9,7 @@ and pass the store conformance suite (tests/store_conformance.py).
 from __future__ import annotations
 
 import base64
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -99,7 +100,7 @@ class Store(ABC):
         """Gives back what the generation holds (a denial, an expiry); False when it held nothing."""
         raise NotImplementedError(f"{type(self).__name__} does not keep limits")
 
-    async def usage(self, tenant: str, tool: str) -> list[Usage]:
+    async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
         """The tool's counter rows for one tenant (windows `w:<start>`, runs `r:<run id>`)."""
         raise NotImplementedError(f"{type(self).__name__} does not keep limits")
 

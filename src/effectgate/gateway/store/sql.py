@@ -13,6 +13,7 @@ changing what it means (only the bulk `insert_many` runs several, in one transac
 
 from __future__ import annotations
 
+import builtins
 import re
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -198,7 +199,7 @@ class SqlStore(Store):
     async def release_reservation(self, action_id: str, generation: int) -> bool:
         return bool(await self._transact(accounting.release(self.accounting, action_id, generation)))
 
-    async def usage(self, tenant: str, tool: str) -> list[Usage]:
+    async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
         found = await self._read(self.accounting.usage, (tenant, tool))
         return [(str(c), str(b), int(e), int(s)) for c, b, e, s in found]
 

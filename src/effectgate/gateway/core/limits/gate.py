@@ -54,7 +54,9 @@ class LimitGate:
         ):
             raise ScopeTaken(record)
 
-    async def admit(self, tool: BoundTool, who: ActionIdentity, payload: Message, now: float) -> tuple[bool, Reservation | None]:
+    async def admit(
+        self, tool: BoundTool, who: ActionIdentity, payload: Message, now: float
+    ) -> tuple[bool, Reservation | None]:
         """A new action: the breaker, then (needs approval, what to reserve with the claim)."""
         self.breakers.admit(tool.name)
         policy = tool.policy

@@ -108,12 +108,20 @@ class ToolPolicy:
         buckets: list[Bucket] = []
         for key, max_effects, budget, names, resets_at in (
             (f"w:{start:.0f}", limits.max_effects, limits.budget, ("max_effects", "budget"), start + limits.window),
-            (f"r:{identity.run_id}", limits.run_max_effects, limits.run_budget, ("run_max_effects", "run_budget"), None),
+            (
+                f"r:{identity.run_id}",
+                limits.run_max_effects,
+                limits.run_budget,
+                ("run_max_effects", "run_budget"),
+                None,
+            ),
         ):
             if max_effects is not None:  # effects of every currency, in rows of their own
                 buckets.append(Bucket(ALL, key, 0, max_effects, None, names[0], names[1], resets_at))
             if budget:  # a currency with no budget has none to spend
-                buckets.append(Bucket(currency, key, amount, None, budget.get(currency, 0), names[0], names[1], resets_at))
+                buckets.append(
+                    Bucket(currency, key, amount, None, budget.get(currency, 0), names[0], names[1], resets_at)
+                )
         return Reservation(identity.tenant, identity.tool, currency, amount, tuple(buckets), forced, now)
 
     # -- approval ---------------------------------------------------------------------------------
@@ -135,7 +143,9 @@ class ToolPolicy:
         }
         return any(rule.holds(activation) for rule in self.rules)
 
-    def _left(self, identity: ActionIdentity, payload: Message, now: float, usage: Sequence[UsageRow]) -> dict[str, int]:
+    def _left(
+        self, identity: ActionIdentity, payload: Message, now: float, usage: Sequence[UsageRow]
+    ) -> dict[str, int]:
         """What is left now (a large number when a limit is not set)."""
         limits = self.limits
         currency = self.currency(payload)

@@ -14,6 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import celpy
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.celtypes import BoolType
 from lark import Token, Tree
 
 log = logging.getLogger("effectgate.limits")
@@ -45,7 +48,7 @@ class Rule:
         env = celpy.Environment()
         try:
             tree = env.compile(source)
-        except celpy.CELParseError as exc:
+        except CELParseError as exc:
             column = getattr(exc, "column", None)
             where = f" at column {column}" if column else ""
             raise RuleError(f"{source!r} does not compile: syntax error{where}") from None
@@ -56,16 +59,18 @@ class Rule:
                 raise RuleError(f"{source!r} names {name!r}, not a variable (known: {', '.join(VARIABLES)})")
         for name in sorted(_payload_fields(tree)):
             if name not in fields:
-                raise RuleError(f"{source!r} names payload.{name}, not a field of the payload ({', '.join(sorted(fields))})")
+                raise RuleError(
+                    f"{source!r} names payload.{name}, not a field of the payload ({', '.join(sorted(fields))})"
+                )
         self._program = env.program(tree)
 
     def holds(self, activation: Mapping[str, Any]) -> bool:
         try:
-            result = self._program.evaluate(celpy.json_to_cel(dict(activation)))
+            result = self._program.evaluate({name: json_to_cel(value) for name, value in activation.items()})
         except Exception as exc:  # a type error at run time: hold the action rather than let it pass
             log.warning("approval rule %r failed (%s): the action is held for approval", self.source, exc)
             return True
-        if isinstance(result, celpy.celtypes.BoolType):
+        if isinstance(result, BoolType):
             return bool(result)
         log.warning("approval rule %r gave %r, not a bool: the action is held for approval", self.source, result)
         return True
@@ -100,5 +105,5 @@ def _is_ident(tree: Tree[Any], name: str) -> bool:
             return any(isinstance(c, Token) and str(c) == name for c in tree.children)
         if len(tree.children) != 1:
             return False
-        tree = tree.children[0]  # type: ignore[assignment]
+        tree = tree.children[0]
     return False
