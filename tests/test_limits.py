@@ -258,3 +258,28 @@ async def test_breaker_opens_after_failures_and_closes_after_the_cooldown(start:
     assert probe.action.state == pb.EFFECT_STATE_CONFIRMED
     assert (await live.stub.Execute(charge("f4"), timeout=20)).action.state == pb.EFFECT_STATE_CONFIRMED
     assert sorted(sim.creates.values()) == [1] * 5  # never a duplicate
+
+
+async def test_clients_and_the_mcp_front_door_read_the_denial(start: Start) -> None:
+    from effectgate.client import BudgetExceeded, RateLimited
+    from effectgate.client.errors import from_rpc_error
+    from effectgate.mcp.gateway_port import _refusal
+    from effectgate.mcp.results import refusal_result
+
+    live = await start({"budget": {"eur": 1500}, "max_effects": 1})
+    await live.stub.Execute(charge("r1"), timeout=20)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await live.stub.Execute(charge("r2", amount=100), timeout=20)
+    typed = from_rpc_error(caught.value)
+    assert isinstance(typed, RateLimited) and typed.retry_after is not None and typed.limit == "max_effects"
+    text = refusal_result(_refusal(caught.value)).content[0].text  # type: ignore[union-attr]
+    assert text.startswith("RATE_LIMITED: this tool's limit of 1 effects per window is used up; nothing was sent.")
+
+    budget_only = await start({"budget": {"eur": 1500}})
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await budget_only.stub.Execute(charge("r3", amount=1000), timeout=20)
+    typed = from_rpc_error(caught.value)
+    assert isinstance(typed, BudgetExceeded) and typed.left == 500 and typed.metadata["currency"] == "eur"
+    result = refusal_result(_refusal(caught.value))
+    assert result.is_error
+    assert "Left: 500 eur, the budget resets at " in result.content[0].text  # type: ignore[union-attr]

@@ -12,8 +12,7 @@ from google.protobuf.message import Message
 
 from effectgate.gateway.config import ToolLimits, Unique
 from effectgate.gateway.core.limits.rules import USAGE_VARIABLES, Rule, RuleError
-from effectgate.gateway.model import ActionIdentity, Bucket, InvalidRequest, Reservation
-from effectgate.gateway.model.keys import scope_action_id
+from effectgate.gateway.model import ActionIdentity, Bucket, InvalidRequest, Reservation, keys
 
 # Bidirectional control characters (the "Trojan Source" set): text that reads one way and runs another.
 BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -84,7 +83,7 @@ class ToolPolicy:
 
     def action_id(self, identity: ActionIdentity) -> str:
         if self.limits.unique is Unique.SCOPE:
-            return scope_action_id(identity.tenant, identity.tool, identity.scope)
+            return keys.scope_action_id(identity.tenant, identity.tool, identity.scope)
         return identity.action_id
 
     def amount(self, payload: Message) -> int:
