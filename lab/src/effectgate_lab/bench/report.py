@@ -83,6 +83,13 @@ def targets(results: Results, opts: Options) -> list[Target]:
             off, on = results.find(path, c, "tracing off"), results.find(path, c, "tracing on")
             drop = None if off is None or on is None else 1 - on.per_s / off.per_s
             out.append(Target(f"{path} calls/s drop with OTLP tracing on, c={c}", drop, 0.10, False))
+    for store in ("sqlite FULL", "postgres"):
+        for c in (1, 16):
+            off, on = results.find("new", c, f"limits off: {store}"), results.find("new", c, f"limits on: {store}")
+            if off is None or on is None:
+                continue
+            ratio = on.per_s / off.per_s
+            out.append(Target(f"new calls/s with limits / without, {store}, c={c}", ratio, 0.75, True))
     growth = results.rss.get("growth")
     out.append(Target(f"RSS growth over {opts.rss_requests} requests", growth, 0.10, False))
     return out
