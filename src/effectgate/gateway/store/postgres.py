@@ -2,7 +2,9 @@
 
 The statements and their rules are the shared ones (`sql.SqlStore`); this module supplies the
 connections. Every write is one statement in its own (autocommit) transaction: one round trip per
-primitive, prepared once per connection by asyncpg's statement cache. No session state (advisory
+primitive, prepared once per connection by asyncpg's statement cache. The exception is the
+writes of a tool with limits (`_transact`): the claim and its reservation, and a write that
+releases or takes one again, are one explicit transaction (store/accounting.py). No session state (advisory
 locks, temp tables) is kept, so the store works behind transaction-mode poolers, and a pooled
 connection is handed back without a reset round trip (see `_reset`).
 """

@@ -4,7 +4,8 @@ one statement on its connections (`_read`, `_write_rows`, `_write_count`, `_writ
 
 Every write of the protocol is a single statement, so a backend can run it as its own transaction
 (PostgreSQL, autocommit) or batch many of them into one commit (SQLite's group commit) without
-changing what it means (only the bulk `insert_many` runs several, in one transaction). Lease rules, in one place:
+changing what it means (only the bulk `insert_many` and the limits' scripts, `_transact`, run
+several, in one transaction). Lease rules, in one place:
 - a lease is free when it has no owner or its expiry has passed (`lease_expires_at <= now`);
 - taking it writes only the lease columns (owner, expiry, fence + 1), which are laid over the
   body's copies on every read (`rows.record`);
