@@ -63,8 +63,13 @@ class AccountingStatements:
 
 
 def reserve(q: AccountingStatements, action_id: str, generation: int, r: Reservation) -> Script:
-    """Adds the reservation to its buckets, or raises LimitExceeded (the caller rolls back)."""
+    """Adds the reservation to its buckets, or raises LimitExceeded (the caller rolls back). The
+    reservation's own row goes first: a counter row stays locked from its upsert to the commit,
+    so the upserts come last, in key order."""
     r = r.ordered()
+    lines = "\n".join(f"{b.currency}\t{b.amount}\t{b.key}" for b in r.buckets)
+    row = (action_id, generation, r.tenant, r.tool, r.currency, r.amount, lines, int(r.forced), r.at)
+    yield q.reservation, row
     for bucket in r.buckets:
         if not r.forced:
             _fits_alone(r, bucket)
@@ -75,20 +80,6 @@ def reserve(q: AccountingStatements, action_id: str, generation: int, r: Reserva
             found = yield q.counter, (r.tenant, r.tool, bucket.currency, bucket.key)
             effects, spent = (int(found[0][0]), int(found[0][1])) if found else (0, 0)
             raise denial(r, bucket, effects, spent)
-    yield (
-        q.reservation,
-        (
-            action_id,
-            generation,
-            r.tenant,
-            r.tool,
-            r.currency,
-            r.amount,
-            "\n".join(f"{b.currency}\t{b.amount}\t{b.key}" for b in r.buckets),
-            int(r.forced),
-            r.at,
-        ),
-    )
 
 
 def release(q: AccountingStatements, action_id: str, generation: int) -> Script:
