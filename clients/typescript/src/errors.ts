@@ -69,6 +69,25 @@ export class InFlight extends EffectGateError {}
 export class Unavailable extends EffectGateError {}
 /** DEADLINE_EXCEEDED: the outcome is not known yet; the same call later returns it. */
 export class DeadlineExceeded extends EffectGateError {}
+/** RESOURCE_EXHAUSTED from a tool's limit: nothing was stored or sent. `info` holds the figures
+ * (limit, budget, spent, left, amount, currency, max_effects, effects, window_resets_at). */
+export class LimitExceeded extends EffectGateError {
+  get limit(): string {
+    return this.info["limit"] ?? "";
+  }
+  get left(): number | undefined {
+    const left = this.info["left"];
+    return left === undefined ? undefined : Number(left);
+  }
+}
+/** RESOURCE_EXHAUSTED/BUDGET_EXCEEDED: the amount does not fit what is left of the budget. */
+export class BudgetExceeded extends LimitExceeded {}
+/** RESOURCE_EXHAUSTED/RATE_LIMITED: effects per window used up; call again after `retryAfterMs`. */
+export class RateLimited extends LimitExceeded {}
+/** ALREADY_EXISTS/SCOPE_TAKEN: one effect per scope, and another run or step holds it. */
+export class ScopeTaken extends AlreadyExecuted {}
+/** UNAVAILABLE/CIRCUIT_OPEN: the provider failed too often; new actions paused for `retryAfterMs`. */
+export class CircuitOpen extends Unavailable {}
 
 const byCode = new Map<Code, new (e: ConnectError) => EffectGateError>([
   [Code.InvalidArgument, InvalidRequest],
@@ -82,13 +101,21 @@ const byCode = new Map<Code, new (e: ConnectError) => EffectGateError>([
   [Code.DeadlineExceeded, DeadlineExceeded],
 ]);
 
+const byReason = new Map<string, new (e: ConnectError) => EffectGateError>([
+  ["PAYLOAD_MISMATCH", PayloadMismatch],
+  ["BUDGET_EXCEEDED", BudgetExceeded],
+  ["RATE_LIMITED", RateLimited],
+  ["SCOPE_TAKEN", ScopeTaken],
+  ["CIRCUIT_OPEN", CircuitOpen],
+]);
+
 /** The typed error for anything a call threw. */
 export function toEffectGateError(thrown: unknown): EffectGateError {
   if (thrown instanceof EffectGateError) {
     return thrown;
   }
   const error = ConnectError.from(thrown);
-  const reason = error.findDetails(ErrorInfoSchema)[0]?.reason;
-  const Kind = reason === "PAYLOAD_MISMATCH" ? PayloadMismatch : (byCode.get(error.code) ?? EffectGateError);
+  const reason = error.findDetails(ErrorInfoSchema)[0]?.reason ?? "";
+  const Kind = byReason.get(reason) ?? byCode.get(error.code) ?? EffectGateError;
   return new Kind(error);
 }

@@ -19,22 +19,38 @@ from effectgate.v1 import gateway_pb2
 class GatewayRefusal(Exception):
     """The gateway answered with a gRPC error instead of an action."""
 
-    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        reason: str,
+        message: str,
+        figures: Mapping[str, str] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(f"{code.name} {reason}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
+        # ErrorInfo metadata (a limit's figures: budget, spent, left, ...) and RetryInfo.
+        self.figures = dict(figures or {})
+        self.retry_after = retry_after
 
 
 def _refusal(exc: grpc.aio.AioRpcError) -> GatewayRefusal:
     reason = ""
+    figures: dict[str, str] = {}
+    retry_after: float | None = None
     status = rpc_status.from_call(exc)  # type: ignore[arg-type]
     for detail in status.details if status else ():
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            reason = info.reason
-    return GatewayRefusal(exc.code(), reason, exc.details() or "")
+            reason, figures = info.reason, dict(info.metadata)
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            retry_after = retry.retry_delay.ToTimedelta().total_seconds()
+    return GatewayRefusal(exc.code(), reason, exc.details() or "", figures, retry_after)
 
 
 class GatewayPort:

@@ -75,7 +75,33 @@ def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
     """A gateway error as a tool error whose text says what to do. Refusals (mismatch, policy,
     permissions) sent nothing; a lost or timed-out call may have, hence "call again in the same step"."""
     reason = refusal.reason or refusal.code.name
-    if reason == "PAYLOAD_MISMATCH":
+    figures = refusal.figures
+    if reason == "BUDGET_EXCEEDED":
+        left = f"{figures.get('left', '?')} {figures.get('currency', '')}".strip()
+        advice = (
+            f"the spending limit of this tool does not allow it; nothing was sent. Left: {left}"
+            + (f", the budget resets at {figures['window_resets_at']}" if "window_resets_at" in figures else "")
+            + ". Do not split the amount or retry under another step: tell the user the limit was reached, "
+            "or ask them for a smaller amount or for an operator's approval."
+        )
+    elif reason == "RATE_LIMITED":
+        wait = f"{refusal.retry_after:.0f} s" if refusal.retry_after is not None else "the window's end"
+        advice = (
+            f"this tool's limit of {figures.get('max_effects', '?')} effects per window is used up; nothing "
+            f"was sent. Call again in the same step after {wait}, or tell the user it has to wait."
+        )
+    elif reason == "SCOPE_TAKEN":
+        advice = (
+            f"this tool allows one effect per business object, and action {figures.get('action_id', '?')} "
+            "already exists for it; nothing new was sent. Do not retry: report that action's outcome."
+        )
+    elif reason == "CIRCUIT_OPEN":
+        wait = f"{refusal.retry_after:.0f} s" if refusal.retry_after is not None else "a while"
+        advice = (
+            f"the provider behind this tool is failing and new calls are paused; nothing was sent. Call again "
+            f"in the same step after {wait}, with the same arguments."
+        )
+    elif reason == "PAYLOAD_MISMATCH":
         advice = (
             "this step already performed this tool with other arguments; nothing new was sent. "
             "Do not retry with other arguments: report the earlier outcome to the user."

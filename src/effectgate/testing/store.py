@@ -9,12 +9,23 @@ all with `StoreUnavailable`, as a real backend that cannot persist.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
-from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionEvent, ActionRecord, ListQuery, Page, State
-from effectgate.gateway.store import Store, StoreUnavailable, codec, decode_cursor, rows
+from effectgate.gateway.model import (
+    DUE,
+    RECOVERABLE,
+    TERMINAL,
+    ActionEvent,
+    ActionRecord,
+    ListQuery,
+    Page,
+    Reservation,
+    State,
+)
+from effectgate.gateway.store import Store, StoreUnavailable, Usage, codec, decode_cursor, denial, rows
 
 
 @dataclass
@@ -32,6 +43,10 @@ class MemoryDatabase:
     probed_at: float | None = None
     # Every action's story, in the order it was written (`ActionEvent.seq` is the index + 1).
     events: list[ActionEvent] = field(default_factory=list)
+    # Limits: (tenant, tool, currency, bucket) -> [effects, spent]; (action id, generation) ->
+    # (the reservation, held).
+    counters: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
+    reservations: dict[tuple[str, int], tuple[Reservation, bool]] = field(default_factory=dict)
 
     def fail_writes_after(self, n: int) -> None:
         self.writes_left = n
@@ -191,6 +206,76 @@ class MemoryStore(Store):
         gone = set(doomed)
         self.db.events = [e for e in self.db.events if e.action_id not in gone]
         return len(doomed)
+
+    # -- limits: the same rules as store/accounting.py, one step at a time (no await inside) ------
+
+    async def claim(
+        self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None = None
+    ) -> tuple[ActionRecord, bool]:
+        self._enter("claim", write=True)
+        existing = self._load(record.action_id)
+        if existing is not None:
+            return existing, False
+        self._reserve(record.action_id, record.generation, reservation)
+        self._save(record, event)
+        return record, True
+
+    async def update_accounted(
+        self,
+        record: ActionRecord,
+        *,
+        hold: Reservation | None = None,
+        release: bool = False,
+        event: ActionEvent | None = None,
+    ) -> bool:
+        self._enter("update", write=True)
+        current = self._load(record.action_id)
+        if current is None or current.fence != record.fence:
+            return False
+        key = (record.action_id, record.generation)
+        if hold is not None and not self.db.reservations.get(key, (hold, False))[1]:
+            had = key in self.db.reservations
+            self.db.reservations.pop(key, None)
+            self._reserve(*key, hold if had else dataclasses.replace(hold, forced=True))
+        if release:
+            self._release(*key)
+        self._save(record, event)
+        return True
+
+    async def release_reservation(self, action_id: str, generation: int) -> bool:
+        self._enter("release_reservation", write=True)
+        return self._release(action_id, generation)
+
+    async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
+        self._enter("usage", write=False)
+        return sorted((c, b, e, s) for (t, n, c, b), (e, s) in self.db.counters.items() if (t, n) == (tenant, tool))
+
+    def _reserve(self, action_id: str, generation: int, r: Reservation) -> None:
+        r = r.ordered()
+        for bucket in r.buckets:
+            effects, spent = self.db.counters.get((r.tenant, r.tool, bucket.currency, bucket.key), [0, 0])
+            over = (bucket.max_effects is not None and effects + 1 > bucket.max_effects) or (
+                bucket.max_spent is not None and spent + bucket.amount > bucket.max_spent
+            )
+            if over and not r.forced:
+                raise denial(r, bucket, effects, spent)
+        for bucket in r.buckets:
+            counter = self.db.counters.setdefault((r.tenant, r.tool, bucket.currency, bucket.key), [0, 0])
+            counter[0] += 1
+            counter[1] += bucket.amount
+        self.db.reservations[(action_id, generation)] = (r, True)
+
+    def _release(self, action_id: str, generation: int) -> bool:
+        found = self.db.reservations.get((action_id, generation))
+        if found is None or not found[1]:
+            return False
+        r = found[0]
+        for bucket in r.buckets:
+            counter = self.db.counters[(r.tenant, r.tool, bucket.currency, bucket.key)]
+            counter[0] -= 1
+            counter[1] -= bucket.amount
+        self.db.reservations[(action_id, generation)] = (r, False)
+        return True
 
     async def probe(self, now: float) -> None:
         self._enter("probe", write=True)

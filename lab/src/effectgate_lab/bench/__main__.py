@@ -24,6 +24,7 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
     parser.add_argument("--rss-requests", type=int, default=200_000, help="requests of the RSS run (0 = skip)")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-tracing", action="store_true", help="skip the tracing on/off comparison")
+    parser.add_argument("--no-limits", action="store_true", help="skip the limits on/off comparison")
     parser.add_argument("--workers", type=int, default=2, help="serve --workers N against one process (0 = skip)")
     parser.add_argument(
         "--no-clock", action="store_true", help="skip the store clock / host clock comparison (PostgreSQL)"
@@ -39,6 +40,7 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
         rss_requests=args.rss_requests,
         postgres=not args.no_postgres,
         tracing=not args.no_tracing,
+        limits=not args.no_limits,
         workers=args.workers,
         clock=not args.no_clock,
     )

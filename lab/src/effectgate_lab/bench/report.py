@@ -87,11 +87,18 @@ def targets(results: Results, opts: Options) -> list[Target]:
             drop = None if off is None or on is None else 1 - on.per_s / off.per_s
             out.append(Target(f"{path} calls/s drop with OTLP tracing on, c={c}", drop, 0.10, False))
     for c in (1, 16):
-        host, store = results.find("new", c, "host clock"), results.find("new", c, "store clock")
-        drop = None if host is None or store is None else 1 - store.per_s / host.per_s
+        host, on_store = results.find("new", c, "host clock"), results.find("new", c, "store clock")
+        drop = None if host is None or on_store is None else 1 - on_store.per_s / host.per_s
         out.append(
             Target(f"new calls/s drop with the store's clock vs the host's (PostgreSQL), c={c}", drop, 0.05, False)
         )
+    for store in ("sqlite FULL", "postgres"):
+        for c in (1, 16):
+            off, on = results.find("new", c, f"limits off: {store}"), results.find("new", c, f"limits on: {store}")
+            if off is None or on is None:
+                continue
+            ratio = on.per_s / off.per_s
+            out.append(Target(f"new calls/s with limits / without, {store}, c={c}", ratio, 0.75, True))
     growth = results.rss.get("growth")
     out.append(Target(f"RSS growth over {opts.rss_requests} requests", growth, 0.10, False))
     return out

@@ -36,6 +36,7 @@ class Options:
     rss_requests: int = 200_000  # requests of the RSS run (0 = skip)
     postgres: bool = True
     tracing: bool = True  # the same gateway with and without OTLP export, side by side
+    limits: bool = True  # the same gateway with and without limits on the tool, side by side
     workers: int = 2  # `serve --workers N` against one process, side by side (0 = skip)
     clock: bool = True  # on PostgreSQL: the store's clock against the host's, side by side
     gateway_env: dict[str, str] = field(default_factory=dict)  # e.g. OTEL_* for a traced run
@@ -266,6 +267,8 @@ async def run(opts: Options) -> Results:
             await measure_scale(results, opts, sim_url, workdir)
         if opts.tracing:
             await measure_tracing(results, opts, sim_url, workdir)
+        if opts.limits:
+            await measure_limits(results, opts, sim_url, workdir, pg.dsn if pg is not None else None)
         if opts.workers:
             await measure_workers(results, opts, sim_url, workdir)
     finally:
@@ -316,6 +319,43 @@ async def measure_clock(results: Results, opts: Options, dsn: str, sim_url: str,
 
 
 HOST_CLOCK = "effectgate_lab.bench.host_clock"
+
+
+async def measure_limits(results: Results, opts: Options, sim_url: str, workdir: Path, pg_dsn: str | None) -> None:
+    """The same tool without limits and with limits every new action is counted against
+    (`targets.BENCH_LIMITS`: the reservation is taken in the claim's transaction), side by side
+    on SQLite FULL and, when there is one, on PostgreSQL (a database of each its own)."""
+    stores = ["sqlite FULL"] + (["postgres"] if pg_dsn is not None else [])
+    for store in stores:
+        children, setups = [], []
+        for name, limits in (("limits off", None), ("limits on", targets.BENCH_LIMITS)):
+            slug = f"{name}-{store}".replace(" ", "-")
+            database = slug.replace("-", "_").lower()
+            url = f"sqlite:///{workdir}/{database}.db"
+            if pg_dsn is not None and store == "postgres":
+                await _create_database(pg_dsn, database)
+                url = _database(pg_dsn, database)
+            await preload(url, opts.small)
+            children.append(targets.gateway(url, sim_url, workdir, slug, env=opts.gateway_env, limits=limits))
+            setups.append(f"{name}: {store}")
+        async with running(children) as ports:
+            await measure_gateways(results, opts, served(ports, setups, children), (1, 16), duplicates=False)
+
+
+def _database(dsn: str, name: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+async def _create_database(dsn: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
 
 
 async def measure_workers(results: Results, opts: Options, sim_url: str, workdir: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import grpc
@@ -39,6 +40,17 @@ def simulator(logs: Path) -> Child:
     )
 
 
+# Limits that every new action of the bench is counted against and never reaches: a budget, a
+# rate limit and per-run caps (each new action reserves in three counter rows).
+BENCH_LIMITS: dict[str, Any] = {
+    "window": "1h",
+    "max_effects": 1 << 40,
+    "budget": {CHARGE.currency: 1 << 60},
+    "run_max_effects": 1 << 40,
+    "max_amount": 1 << 40,
+}
+
+
 def gateway(
     store_url: str,
     sim_url: str,
@@ -47,14 +59,18 @@ def gateway(
     env: dict[str, str] | None = None,
     workers: int = 0,
     module: str = "effectgate.gateway",
+    limits: dict[str, Any] | None = None,
 ) -> Child:
     """`effectgate serve` (with `--workers N` processes sharing its port when `workers`; `module`:
-    another entry, e.g. the host-clock gateway of the clock comparison)."""
+    another entry, e.g. the host-clock gateway of the clock comparison; `limits`: the tool's)."""
+    tool: dict[str, Any] = {"adapter": "stripe", "consistency_window": "1s"}
+    if limits:
+        tool["limits"] = limits
     doc = {
         "server": {"listen": f"127.0.0.1:{free_port()}"},
         "store": {"url": store_url},
         "adapters": {"stripe": {"api_base": sim_url, "api_key_env": KEY_ENV}},
-        "tools": {"charge_card": {"adapter": "stripe", "consistency_window": "1s"}},
+        "tools": {"charge_card": tool},
     }
     config = write_config(doc, workdir / f"{name}.toml")
     return Child(

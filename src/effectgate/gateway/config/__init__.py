@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from effectgate.gateway.config.limits import MAX_CAP, BreakerConfig, OnUnique, ToolLimits, Unique
 from effectgate.gateway.config.schema import (
     ROLES,
     STORE_GROUP,
@@ -19,17 +20,22 @@ from effectgate.gateway.config.schema import (
 from effectgate.gateway.config.telemetry import TelemetryConfig
 
 __all__ = [
+    "MAX_CAP",
     "ROLES",
     "STORE_GROUP",
     "Approval",
+    "BreakerConfig",
     "Bypass",
     "Config",
     "ConfigError",
     "OnMismatch",
     "OnRepeat",
+    "OnUnique",
     "Principal",
     "TelemetryConfig",
     "ToolConfig",
+    "ToolLimits",
+    "Unique",
     "load_config",
     "parse_config",
 ]

@@ -25,10 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config.durations import Duration, parse_duration
 from effectgate.gateway.config.errors import describe, did_you_mean
+from effectgate.gateway.config.limits import BreakerConfig, ToolLimits
 from effectgate.gateway.config.telemetry import TelemetryConfig
 
 __all__ = [
     "Approval",
+    "BreakerConfig",
     "Bypass",
     "Config",
     "ConfigError",
@@ -37,6 +39,7 @@ __all__ = [
     "Principal",
     "TlsConfig",
     "ToolConfig",
+    "ToolLimits",
     "is_loopback",
     "load_config",
     "parse_config",
@@ -96,6 +99,9 @@ class ToolConfig(_Table):
     attempt_timeout: Duration = 10.0
     # Terminal actions older than this are purged (must outlive the provider's key retention).
     retention: Duration = 30 * 86400.0
+    # Limits agents cannot exceed, and the provider's circuit breaker (docs/limits.md).
+    limits: ToolLimits = ToolLimits()
+    breaker: BreakerConfig | None = None
     # With approval = "required": how long an action may wait before it expires into REJECTED
     # (None: never), and how many distinct principals must approve it.
     approval_ttl: Duration | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.inbox import Watch, masked_payload
+from effectgate.gateway.core.limits import Breakers, PolicyError, ToolPolicy
 from effectgate.gateway.core.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
 from effectgate.gateway.core.replay_cache import ReplayCache
@@ -13,6 +14,7 @@ from effectgate.gateway.core.transitions import IllegalTransition, Policy
 
 __all__ = [
     "BoundTool",
+    "Breakers",
     "Clock",
     "DriverSettings",
     "EffectProtocol",
@@ -21,8 +23,10 @@ __all__ = [
     "IllegalTransition",
     "Operations",
     "Policy",
+    "PolicyError",
     "ReplayCache",
     "SystemClock",
+    "ToolPolicy",
     "ToolSet",
     "Watch",
     "masked_payload",

@@ -32,9 +32,18 @@ from effectgate.adapters.base import (
 )
 from effectgate.gateway.core import failpoints, history
 from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move
 from effectgate.gateway.core.tools import BoundTool
-from effectgate.gateway.model import ActionRecord, ClockSkewed, ProviderRateLimited, State, provider_key
+from effectgate.gateway.model import (
+    ActionEvent,
+    ActionRecord,
+    ClockSkewed,
+    LimitExceeded,
+    ProviderRateLimited,
+    State,
+    provider_key,
+)
 from effectgate.gateway.observability import telemetry
 from effectgate.gateway.store import Store
 
@@ -77,8 +86,10 @@ class Driver:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock_problem: Callable[[], str] = lambda: "",
+        gate: LimitGate | None = None,
     ) -> None:
         self.store = store
+        self.gate = gate
         self.settings = settings
         self.clock = clock
         self.sleep = sleep
@@ -122,7 +133,11 @@ class Driver:
             if move.kind == "send":
                 await self._refuse_if_skewed(record, policy, recorded=False)
                 sends_left -= 1
-                record = await self.step(record, t.Dispatch(), policy)
+                try:
+                    record = await self.step(record, t.Dispatch(), policy, dispatching=True)
+                except LimitExceeded:  # out of NOT_FOUND, its released reservation no longer fits
+                    await self.release(record)
+                    raise
                 failpoints.hit("after_dispatched")
                 record, refusal = await self._send(record, tool, deadline, policy)
                 refusals = refusals + 1 if refusal is not None else 0
@@ -172,6 +187,8 @@ class Driver:
             # The write below proves nothing was sent yet; verification will say NOT_FOUND.
             return await self.step(record, t.NotSent(), policy), None
         event = await self._call(record, tool, timeout)
+        if self.gate is not None:
+            self.gate.provider_answered(record.tool, isinstance(event, t.Ambiguous | t.RefusedBeforeActing))
         if isinstance(event, t.Answered):
             failpoints.hit("after_provider_commit")
         record = await self.step(record, event, policy)
@@ -232,15 +249,19 @@ class Driver:
         """Time left for work: the caller's deadline, and never past our own lease."""
         return min(deadline, record.lease_expires_at) - self.clock()
 
-    async def step(self, record: ActionRecord, event: t.Event, policy: t.Policy) -> ActionRecord:
+    async def step(
+        self, record: ActionRecord, event: t.Event, policy: t.Policy, *, dispatching: bool = False
+    ) -> ActionRecord:
         """Applies `event` to a leased record and writes it, with its entry in the action's story."""
-        return await self._write(t.apply(record, event, self.clock(), policy), policy, event)
+        return await self._write(t.apply(record, event, self.clock(), policy), policy, event, dispatching=dispatching)
 
-    async def _write(self, record: ActionRecord, policy: t.Policy, event: t.Event | None = None) -> ActionRecord:
+    async def _write(
+        self, record: ActionRecord, policy: t.Policy, event: t.Event | None = None, *, dispatching: bool = False
+    ) -> ActionRecord:
         """Writes under our lease (renewed, or released when the action settled)."""
         now = self.clock()
         fresh = t.stamped(record, now, policy)
-        if not await self.store.update(fresh, None if event is None else history.entry(event, fresh, now)):
+        if not await self._put(fresh, dispatching, None if event is None else history.entry(event, fresh, now)):
             raise LeaseLost(record.action_id)
         return fresh
 
@@ -250,6 +271,13 @@ class Driver:
             return record  # released by the write that settled it
         now = self.clock()
         released = t.released(record, now)
-        if not await self.store.update(released, None if event is None else history.entry(event, released, now)):
+        if not await self._put(released, False, None if event is None else history.entry(event, released, now)):
             raise LeaseLost(record.action_id)
         return released
+
+    async def _put(self, record: ActionRecord, dispatching: bool, entry: ActionEvent | None) -> bool:
+        """One conditional write with its entry in the story; a counted tool's accounting follows
+        the state in the same transaction (core/limits/gate.py)."""
+        if self.gate is None:
+            return await self.store.update(record, entry)
+        return await self.gate.write(record, dispatching=dispatching, entry=entry)

@@ -29,6 +29,7 @@ from effectgate.gateway.config import Approval, OnMismatch, OnRepeat, ToolConfig
 from effectgate.gateway.core import failpoints, history
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, policy_of
+from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET
 from effectgate.gateway.core.replay_cache import ReplayCache, RequestKey, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
@@ -46,6 +47,7 @@ from effectgate.gateway.model import (
     Page,
     PayloadMismatch,
     PolicyConflict,
+    Reservation,
     State,
     keys,
 )
@@ -119,7 +121,8 @@ class EffectProtocol:
         # "" while this replica's clock may be trusted (store.clock.skew_problem), else why not:
         # then it claims nothing and sends nothing (docs/protocol.md, "Clocks").
         self._clock_problem = clock_problem
-        self._driver = Driver(store, settings, clock=clock, sleep=sleep, clock_problem=clock_problem)
+        self._limits = LimitGate(store, tools, clock)
+        self._driver = Driver(store, settings, clock=clock, sleep=sleep, clock_problem=clock_problem, gate=self._limits)
         self._cache = cache if cache is not None else ReplayCache()
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.
@@ -156,11 +159,12 @@ class EffectProtocol:
         tool = self._tools.get(who.tool)
         payload = tool.normalize(tool.parse(cmd.payload_type_url, cmd.payload))
         fingerprint = keys.fingerprint(payload)
+        limited_id = self._limits.action_id(tool, who, payload)  # the payload's bounds checked first
         if tool.config.on_repeat is OnRepeat.ALLOW:
             # No dedup for harmless effects: every call is its own action, still recorded.
             action_id = "act_" + uuid.uuid4().hex
         else:
-            action_id = who.action_id
+            action_id = limited_id
             # Read before claim: an existing action never takes the write path. A bypass always
             # reads the store (a grant may come from another replica).
             existing = None if cmd.bypass else self._cache.get(action_id)
@@ -171,7 +175,8 @@ class EffectProtocol:
                 self._cache.learn(request_key(cmd), action_id)  # the payload passed the fingerprint check
                 return result
         now = self._clock()
-        needs_approval = tool.config.approval is Approval.REQUIRED
+        ruled, reservation = await self._guard(self._limits.admit(tool, who, payload, now))
+        needs_approval = tool.config.approval is Approval.REQUIRED or ruled
         claim = t.Claim(
             identity=who,
             action_id=action_id,
@@ -186,7 +191,7 @@ class EffectProtocol:
             policy_version=tool.policy_version,
         )
         created = t.create(claim, now, self._policy(tool))
-        record, inserted = await self._claim(created, history.entry(claim, created, now))
+        record, inserted = await self._claim(created, history.entry(claim, created, now), reservation)
         if not inserted:  # another caller claimed it between our read and our insert
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
         if record.state is State.AWAITING_APPROVAL:
@@ -197,14 +202,16 @@ class EffectProtocol:
             self._cache.learn(request_key(cmd), action_id)
         return ExecuteResult(settled, replayed=False)
 
-    async def _claim(self, record: ActionRecord, entry: ActionEvent) -> tuple[ActionRecord, bool]:
+    async def _claim(
+        self, record: ActionRecord, entry: ActionEvent, reservation: Reservation | None
+    ) -> tuple[ActionRecord, bool]:
         """Inserts the claim. While the insert commits, a duplicate in this process that already
         sees the claimed row waits on `_claiming` instead of polling: the future resolves when the
         insert returns, and by the time its waiters run, the drive is registered in `_inflight`."""
         claiming = asyncio.get_running_loop().create_future()
         self._claiming.setdefault(record.action_id, claiming)
         try:
-            return await self._guard(self._store.insert_if_absent(record, entry))
+            return await self._guard(self._limits.claim(record, reservation, entry))
         finally:
             if self._claiming.get(record.action_id) is claiming:
                 del self._claiming[record.action_id]
@@ -216,6 +223,7 @@ class EffectProtocol:
         """A second Execute of an existing action."""
         if record.tenant != cmd.identity.tenant:  # a hash collision across tenants: never mix them
             raise ActionNotFound(record.action_id)
+        self._limits.refuse_repeat(tool, record, cmd.identity)
         if record.fingerprint != fingerprint and tool.config.on_mismatch is OnMismatch.REFUSE:
             raise PayloadMismatch(record, fingerprint)
         if cmd.bypass:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
 
 from effectgate.adapters.base import Adapter, InvalidPayload
 from effectgate.gateway.config import ToolConfig
+from effectgate.gateway.core.limits.policy import ToolPolicy
 from effectgate.gateway.model import InvalidRequest
 
 # Fields masked by default, by payload type: what a person deciding never needs to read.
@@ -40,6 +41,12 @@ class BoundTool:
     @property
     def payload_type_name(self) -> str:
         return self.adapter.payload_type.DESCRIPTOR.full_name
+
+    @functools.cached_property
+    def policy(self) -> ToolPolicy:
+        """The tool's limits, compiled on first use (the server compiles every tool's at start-up,
+        so a bad rule stops it there: `runtime/server.build_tools`)."""
+        return ToolPolicy(self.name, self.config.limits, self.adapter.payload_type)
 
     @property
     def consistency_window(self) -> float:
@@ -79,6 +86,9 @@ class ToolSet:
 
     def __init__(self, tools: Mapping[str, BoundTool]) -> None:
         self._tools = dict(tools)
+
+    def __iter__(self) -> Iterator[BoundTool]:
+        return iter(self._tools.values())
 
     def get(self, name: str) -> BoundTool:
         tool = self._tools.get(name)

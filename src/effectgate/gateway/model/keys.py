@@ -30,3 +30,10 @@ def provider_key(action: str, generation: int) -> str:
     """The idempotency key sent to the provider: stable across retries, restarts and
     replicas; a new generation only after an operator-granted bypass."""
     return f"effectgate-{action}-g{generation}"
+
+
+def scope_action_id(tenant: str, tool: str, scope: str) -> str:
+    """The action id of a tool with `unique = "scope"`: one action per (tenant, tool, scope),
+    whatever the run and step (a run and step are never empty, so this never names an action of
+    another tool's key)."""
+    return action_id(tenant, "", "", tool, scope)

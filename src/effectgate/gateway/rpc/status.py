@@ -18,6 +18,7 @@ from effectgate.gateway.model import (
     GatewayUnavailable,
     InFlight,
     InvalidRequest,
+    LimitExceeded,
     PayloadMismatch,
     PermissionDenied,
     PolicyConflict,
@@ -39,6 +40,7 @@ CODES: list[tuple[type[GatewayError], int]] = [
     (PolicyConflict, code_pb2.FAILED_PRECONDITION),
     (GatewayUnavailable, code_pb2.UNAVAILABLE),
     (ProviderRateLimited, code_pb2.UNAVAILABLE),
+    (LimitExceeded, code_pb2.RESOURCE_EXHAUSTED),
 ]
 # What a handler may raise that becomes a status here (anything else is INTERNAL, rpc/admission.py).
 ANSWERED = (GatewayError, IllegalTransition)
@@ -92,6 +94,10 @@ def to_status(error: GatewayError | IllegalTransition) -> grpc.Status:
     if isinstance(error, ProviderRateLimited):
         metadata = {"action_id": error.action_id}
         details.append(_pack(_retry_info(error.retry_after)))
+    if isinstance(error, LimitExceeded):
+        metadata = dict(error.figures)
+        if error.retry_after is not None:
+            details.append(_pack(_retry_info(error.retry_after)))
     details.insert(0, _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata)))
     status = status_pb2.Status(code=code, message=error.message, details=details)
     return rpc_status.to_status(status)

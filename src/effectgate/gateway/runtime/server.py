@@ -37,7 +37,15 @@ from effectgate.gateway.background import (
     retention_job,
 )
 from effectgate.gateway.config import Config, ConfigError
-from effectgate.gateway.core import BoundTool, Clock, DriverSettings, EffectProtocol, Operations, ToolSet
+from effectgate.gateway.core import (
+    BoundTool,
+    Clock,
+    DriverSettings,
+    EffectProtocol,
+    Operations,
+    PolicyError,
+    ToolSet,
+)
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.store import Store, StoreClock, open_store
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
@@ -63,6 +71,18 @@ def build_adapters(config: Config) -> dict[str, Adapter]:
             message = str(exc).removeprefix(f"adapters.{name}: ").removeprefix(f"{name}: ")
             raise ConfigError(f"{config.source}: [adapters.{name}] {message}") from exc
     return built
+
+
+def build_tools(config: Config, adapters: Mapping[str, Adapter]) -> ToolSet:
+    """The configured tools, each with its limits compiled: a rule that does not compile or a
+    field the payload does not have is a ConfigError naming the tool (one line)."""
+    tools = {name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()}
+    for name, tool in tools.items():
+        try:
+            tool.policy  # noqa: B018 (compiles it)
+        except PolicyError as exc:
+            raise ConfigError(f"{config.source}: [tools.{name}.limits] {exc}") from None
+    return ToolSet(tools)
 
 
 async def close_adapters(adapters: dict[str, Adapter]) -> None:
@@ -162,6 +182,7 @@ async def check(config: Config) -> StoreClock:
     its clock's offset to this host's (the probed clock is returned), close the store."""
     adapters = build_adapters(config)
     try:
+        build_tools(config, adapters)
         _credentials(config)
         store = open_configured_store(config)
         await store.open()
@@ -284,7 +305,7 @@ class Gateway:
         clock: Clock | None,
         background_clock: Clock | None,
     ) -> Gateway:
-        tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
+        tools = build_tools(config, adapters)
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         watch: ClockWatch | None = None
         if clock is None:

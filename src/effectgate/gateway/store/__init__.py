@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from effectgate.gateway.store.base import Store, StoreError, StoreUnavailable
+from effectgate.gateway.store.accounting import denial
+from effectgate.gateway.store.base import Store, StoreError, StoreUnavailable, Usage
 from effectgate.gateway.store.clock import StoreClock, skew_problem
 from effectgate.gateway.store.registry import open_store
 from effectgate.gateway.store.rows import decode_cursor, encode_cursor
@@ -13,7 +14,9 @@ __all__ = [
     "StoreClock",
     "StoreError",
     "StoreUnavailable",
+    "Usage",
     "decode_cursor",
+    "denial",
     "encode_cursor",
     "open_store",
     "redact_url",

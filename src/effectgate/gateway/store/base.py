@@ -9,10 +9,14 @@ and pass the store conformance suite (tests/store_conformance.py).
 from __future__ import annotations
 
 import base64
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model import ActionEvent, ActionRecord, ListQuery, Page
+from effectgate.gateway.model import ActionEvent, ActionRecord, ListQuery, Page, Reservation
+
+# One counter row of a tool's limits: (currency, bucket, effects, spent).
+Usage = tuple[str, str, int, int]
 
 
 class StoreError(Exception):
@@ -96,6 +100,37 @@ class Store(ABC):
     async def probe(self, now: float) -> None:
         """The readiness probe: durably writes a heartbeat (`now`) into a table of its own,
         touching no action. Raises StoreUnavailable when the store cannot be written."""
+
+    # -- limits (docs/limits.md): a store that keeps them overrides all four ----------------------
+
+    async def claim(
+        self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None = None
+    ) -> tuple[ActionRecord, bool]:
+        """`insert_if_absent` (with its `event`) and, when it inserts, the reservation, in one
+        transaction: all or nothing. Raises `LimitExceeded` (nothing inserted) when the reservation
+        does not fit."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
+
+    async def update_accounted(
+        self,
+        record: ActionRecord,
+        *,
+        hold: Reservation | None = None,
+        release: bool = False,
+        event: ActionEvent | None = None,
+    ) -> bool:
+        """`update` (with its `event`), and in the same transaction: `release` gives back what the record's generation
+        holds; `hold` makes it hold a reservation again (raises `LimitExceeded`, nothing written,
+        when one released before no longer fits)."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
+
+    async def release_reservation(self, action_id: str, generation: int) -> bool:
+        """Gives back what the generation holds (a denial, an expiry); False when it held nothing."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
+
+    async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
+        """The tool's counter rows for one tenant (windows `w:<start>`, runs `r:<run id>`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
 
     async def insert_many(self, records: Sequence[ActionRecord]) -> None:
         """Bulk load (benchmarks, imports): inserts every record whose id is absent."""

@@ -2,7 +2,9 @@
 
 The statements and their rules are the shared ones (`sql.SqlStore`); this module supplies the
 connections. Every write is one statement in its own (autocommit) transaction: one round trip per
-primitive, prepared once per connection by asyncpg's statement cache. No session state (advisory
+primitive, prepared once per connection by asyncpg's statement cache. The exception is the
+writes of a tool with limits (`_transact`): the claim and its reservation, and a write that
+releases or takes one again, are one explicit transaction (store/accounting.py). No session state (advisory
 locks, temp tables) is kept, so the store works behind transaction-mode poolers, and a pooled
 connection is handed back without a reset round trip (see `_reset`).
 """
@@ -17,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from effectgate.gateway.store import schema
+from effectgate.gateway.store.accounting import AccountingStatements, Script
 from effectgate.gateway.store.base import StoreUnavailable
 from effectgate.gateway.store.sql import POSTGRES, Row, SqlStore, Statements
 from effectgate.gateway.store.urls import redact_url
@@ -52,6 +55,7 @@ _STORE_OPTIONS = frozenset({"pool_min", "pool_max", "connect_timeout", "command_
 
 class PostgresStore(SqlStore):
     statements = Statements(POSTGRES)
+    accounting = AccountingStatements(POSTGRES)
 
     def __init__(
         self,
@@ -157,6 +161,15 @@ class PostgresStore(SqlStore):
     async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         async with self._conn() as conn, conn.transaction():
             await conn.executemany(sql, params)
+
+    async def _transact(self, script: Script) -> Any:
+        async with self._conn() as conn, conn.transaction():
+            try:
+                sql, params = next(script)
+                while True:
+                    sql, params = script.send(list(await conn.fetch(sql, *params)))
+            except StopIteration as done:
+                return done.value
 
 
 async def _migrate(conn: Any) -> None:

@@ -4,7 +4,8 @@ one statement on its connections (`_read`, `_write_rows`, `_write_count`, `_writ
 
 Every write of the protocol is a single statement, so a backend can run it as its own transaction
 (PostgreSQL, autocommit) or batch many of them into one commit (SQLite's group commit) without
-changing what it means (only the bulk `insert_many` runs several, in one transaction). Lease rules, in one place:
+changing what it means (only the bulk `insert_many` and the limits' scripts, `_transact`, run
+several, in one transaction). Lease rules, in one place:
 - a lease is free when it has no owner or its expiry has passed (`lease_expires_at <= now`);
 - taking it writes only the lease columns (owner, expiry, fence + 1), which are laid over the
   body's copies on every read (`rows.record`);
@@ -13,15 +14,27 @@ changing what it means (only the bulk `insert_many` runs several, in one transac
 
 from __future__ import annotations
 
+import builtins
 import re
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionEvent, ActionRecord, ListQuery, Page, State
-from effectgate.gateway.store import rows
-from effectgate.gateway.store.base import Store, StoreUnavailable
+from effectgate.gateway.model import (
+    DUE,
+    RECOVERABLE,
+    TERMINAL,
+    ActionEvent,
+    ActionRecord,
+    ListQuery,
+    Page,
+    Reservation,
+    State,
+)
+from effectgate.gateway.store import accounting, rows
+from effectgate.gateway.store.accounting import AccountingStatements, Script
+from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
 from effectgate.gateway.store.story import StorySql, event_of, event_values
 
 Row = Sequence[Any]
@@ -86,6 +99,12 @@ class Statements:
             " WHERE action_id = ? AND fence = ?"
         )
         self.update = d.render(update)
+        # The same, answering a row when it wrote (a script sees rows, not counts).
+        self.update_returning = d.render(
+            "UPDATE actions SET tenant = ?, run_id = ?, tool = ?, state = ?, lease_owner = ?,"
+            " lease_expires_at = ?, next_check_at = ?, created_at = ?, updated_at = ?, body = ?"
+            " WHERE action_id = ? AND fence = ? RETURNING action_id"
+        )
         # Parameters: now, now, limit, owner, expiry. Oldest change first, ties by id.
         self.claim = d.render(
             f"WITH due AS (SELECT action_id FROM actions WHERE {DUE_WHERE}"
@@ -141,6 +160,7 @@ class SqlStore(Store):
     """The `Store` primitives on top of four hooks that run one statement each."""
 
     statements: Statements
+    accounting: AccountingStatements
 
     @abstractmethod
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
@@ -161,6 +181,63 @@ class SqlStore(Store):
     @abstractmethod
     async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         """Runs one statement for each parameter set, all in one transaction."""
+
+    @abstractmethod
+    async def _transact(self, script: Script) -> Any:
+        """Runs a script (store/accounting.py) in one transaction: each statement it yields, its
+        rows sent back; commits when it returns (its value), rolls back when it raises."""
+
+    # -- limits ------------------------------------------------------------------------------
+
+    async def claim(
+        self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None = None
+    ) -> tuple[ActionRecord, bool]:
+        return await self._transact(self._claim(record, reservation, event))  # type: ignore[no-any-return]
+
+    def _claim(self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None) -> Script:
+        q = self.statements
+        if (yield q.insert, rows.values(record)):
+            if event is not None:
+                yield q.insert_event, event_values(event)
+            yield from accounting.reserve(self.accounting, record.action_id, record.generation, reservation)
+            return record, True
+        found = yield q.get, (record.action_id,)
+        if not found:
+            raise StoreUnavailable("action row vanished during insert")
+        return rows.record(found[0]), False
+
+    async def update_accounted(
+        self,
+        record: ActionRecord,
+        *,
+        hold: Reservation | None = None,
+        release: bool = False,
+        event: ActionEvent | None = None,
+    ) -> bool:
+        script = self._update_accounted(record, hold, release, event)
+        return await self._transact(script)  # type: ignore[no-any-return]
+
+    def _update_accounted(
+        self, record: ActionRecord, hold: Reservation | None, release: bool, event: ActionEvent | None
+    ) -> Script:
+        row = rows.values(record)
+        params = (*row[1:5], *row[6:], record.action_id, record.fence)
+        if not (yield self.statements.update_returning, params):
+            return False
+        if event is not None:
+            yield self.statements.insert_event, event_values(event)
+        if release:
+            yield from accounting.release(self.accounting, record.action_id, record.generation)
+        if hold is not None:
+            yield from accounting.hold(self.accounting, record.action_id, record.generation, hold)
+        return True
+
+    async def release_reservation(self, action_id: str, generation: int) -> bool:
+        return bool(await self._transact(accounting.release(self.accounting, action_id, generation)))
+
+    async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
+        found = await self._read(self.accounting.usage, (tenant, tool))
+        return [(str(c), str(b), int(e), int(s)) for c, b, e, s in found]
 
     async def _insert_logged(self, row: Sequence[Any], event: Sequence[Any]) -> bool:
         """Inserts the row and, if inserted, its event, in one transaction (here: one statement;

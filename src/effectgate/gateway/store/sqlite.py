@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
 from effectgate.gateway.store import schema
+from effectgate.gateway.store.accounting import AccountingStatements, Script
 from effectgate.gateway.store.base import StoreUnavailable
 from effectgate.gateway.store.sql import SQLITE, Row, SqlStore, Statements
 from effectgate.gateway.store.sqlite_io import Readers, Writer, unavailable
@@ -36,6 +37,7 @@ T = TypeVar("T")
 
 class SqliteStore(SqlStore):
     statements = Statements(SQLITE)
+    accounting = AccountingStatements(SQLITE)
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000) -> None:
         if synchronous.upper() not in SYNC_MODES:
@@ -202,6 +204,17 @@ class SqliteStore(SqlStore):
             return len(doomed)
 
         return await self._transaction(purge)
+
+    async def _transact(self, script: Script) -> Any:
+        def run(conn: sqlite3.Connection) -> Any:
+            try:
+                statement = next(script)
+                while True:
+                    statement = script.send(conn.execute(*statement).fetchall())
+            except StopIteration as done:
+                return done.value
+
+        return await self._transaction(run)
 
     @property
     def commits(self) -> tuple[int, int]:

@@ -101,6 +101,42 @@ class Unavailable(EffectGateError):
     gateway is unreachable); call again after `retry_after` with the same run context."""
 
 
+class LimitExceeded(EffectGateError):
+    """RESOURCE_EXHAUSTED from a limit (gRPC's own RESOURCE_EXHAUSTED, e.g. a message too large,
+    stays an EffectGateError): a limit of the tool refused a new action; nothing was stored or sent.
+    `metadata` holds the figures: `limit` (which one), `budget`, `spent`, `left`, `amount`,
+    `currency`, `max_effects`, `effects`, `window_resets_at`."""
+
+    @property
+    def limit(self) -> str:
+        return self.metadata.get("limit", "")
+
+    @property
+    def left(self) -> int | None:
+        value = self.metadata.get("left", "")
+        return int(value) if value.lstrip("-").isdigit() else None
+
+
+class BudgetExceeded(LimitExceeded):
+    """RESOURCE_EXHAUSTED/BUDGET_EXCEEDED: the amount does not fit what is left of the budget
+    (of the window or of the run). A retry does not help before the window resets."""
+
+
+class RateLimited(LimitExceeded):
+    """RESOURCE_EXHAUSTED/RATE_LIMITED: the tool's effects per window are used up; call again
+    after `retry_after` (the window's end)."""
+
+
+class ScopeTaken(AlreadyExecuted):
+    """ALREADY_EXISTS/SCOPE_TAKEN: the tool allows one effect per scope and another run or step
+    holds it; `action` is that action."""
+
+
+class CircuitOpen(Unavailable):
+    """UNAVAILABLE/CIRCUIT_OPEN: the tool's provider failed too often; new actions are refused
+    until `retry_after` (replays still answer)."""
+
+
 class DeadlineExceeded(EffectGateError):
     """DEADLINE_EXCEEDED: the outcome is not known yet; the same call later returns it."""
 
@@ -116,7 +152,13 @@ _BY_CODE: dict[grpc.StatusCode, type[EffectGateError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
 }
-_BY_REASON: dict[str, type[EffectGateError]] = {"PAYLOAD_MISMATCH": PayloadMismatch}
+_BY_REASON: dict[str, type[EffectGateError]] = {
+    "PAYLOAD_MISMATCH": PayloadMismatch,
+    "BUDGET_EXCEEDED": BudgetExceeded,
+    "RATE_LIMITED": RateLimited,
+    "SCOPE_TAKEN": ScopeTaken,
+    "CIRCUIT_OPEN": CircuitOpen,
+}
 
 
 def _unpack(

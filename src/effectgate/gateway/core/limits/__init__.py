@@ -1,0 +1,10 @@
+"""Limits agents cannot exceed (docs/limits.md): payload bounds, reservations, approval rules,
+one effect per scope, circuit breakers."""
+
+from __future__ import annotations
+
+from effectgate.gateway.core.limits.breaker import Breaker, Breakers
+from effectgate.gateway.core.limits.policy import PolicyError, ToolPolicy
+from effectgate.gateway.core.limits.rules import RuleError
+
+__all__ = ["Breaker", "Breakers", "PolicyError", "RuleError", "ToolPolicy"]

@@ -1,0 +1,108 @@
+"""Where the effect protocol and the driver meet the limits: a few calls, so that neither grows.
+
+- before anything is stored: the payload bounds, and the action id (`unique = "scope"`);
+- for a new action: the breaker, the approval rules and the reservation taken with the claim;
+- for every write of a counted tool: release into UNCOUNTED, hold again on a dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from google.protobuf.message import Message
+
+from effectgate.gateway.config import OnUnique, Unique
+from effectgate.gateway.core.limits.breaker import Breakers
+from effectgate.gateway.model import (
+    UNCOUNTED,
+    ActionEvent,
+    ActionIdentity,
+    ActionRecord,
+    InvalidRequest,
+    LimitExceeded,
+    Reservation,
+    ScopeTaken,
+)
+from effectgate.gateway.observability import limits_log
+from effectgate.gateway.store import Store
+
+if TYPE_CHECKING:
+    from effectgate.gateway.core.tools import BoundTool, ToolSet
+
+
+class LimitGate:
+    def __init__(self, store: Store, tools: ToolSet, clock: Callable[[], float]) -> None:
+        self._store = store
+        self._tools = tools
+        self._clock = clock
+        self.breakers = Breakers({t.name: t.config.breaker for t in tools if t.config.breaker is not None}, clock)
+
+    # -- the protocol ---------------------------------------------------------------------------
+
+    def action_id(self, tool: BoundTool, who: ActionIdentity, payload: Message) -> str:
+        """Checks the payload bounds; the action id (per scope under `unique = "scope"`)."""
+        tool.policy.check(who, payload)
+        return tool.policy.action_id(who)
+
+    def refuse_repeat(self, tool: BoundTool, record: ActionRecord, who: ActionIdentity) -> None:
+        """`on_unique = "refuse"`: a repeat from another run or step is another logical action."""
+        limits = tool.config.limits
+        if (
+            limits.unique is Unique.SCOPE
+            and limits.on_unique is OnUnique.REFUSE
+            and (record.run_id, record.step_id) != (who.run_id, who.step_id)
+        ):
+            raise ScopeTaken(record)
+
+    async def admit(
+        self, tool: BoundTool, who: ActionIdentity, payload: Message, now: float
+    ) -> tuple[bool, Reservation | None]:
+        """A new action: the breaker, then (needs approval, what to reserve with the claim)."""
+        self.breakers.admit(tool.name)
+        policy = tool.policy
+        usage: Sequence[tuple[str, str, int, int]] = ()
+        if policy.reads_usage:
+            usage = await self._store.usage(who.tenant, who.tool)
+        return policy.needs_approval(who, payload, now, usage), policy.reservation(who, payload, now)
+
+    async def claim(
+        self, record: ActionRecord, reservation: Reservation | None, entry: ActionEvent | None = None
+    ) -> tuple[ActionRecord, bool]:
+        if reservation is None:
+            return await self._store.insert_if_absent(record, entry)
+        try:
+            return await self._store.claim(record, reservation, entry)
+        except LimitExceeded as exc:
+            limits_log.denied(record.tool, exc.reason)
+            raise
+
+    # -- the driver -------------------------------------------------------------------------------
+
+    async def write(self, record: ActionRecord, *, dispatching: bool = False, entry: ActionEvent | None = None) -> bool:
+        """`Store.update` (with its entry in the story), and what the write changes in the
+        accounting of a counted tool."""
+        policy = self._policy(record.tool)
+        if policy is None:
+            return await self._store.update(record, entry)
+        if record.state in UNCOUNTED:
+            return await self._store.update_accounted(record, release=True, event=entry)
+        if dispatching:
+            tool = self._tools.get(record.tool)
+            hold = tool.policy.reservation(record.identity, tool.load(record.payload), self._clock())
+            try:
+                return await self._store.update_accounted(record, hold=hold, event=entry)
+            except LimitExceeded as exc:
+                limits_log.denied(record.tool, exc.reason)
+                raise
+        return await self._store.update(record, entry)
+
+    def provider_answered(self, tool: str, failed: bool) -> None:
+        self.breakers.record(tool, failed)
+
+    def _policy(self, name: str) -> object | None:
+        try:
+            tool = self._tools.get(name)
+        except InvalidRequest:  # a tool since removed from the config
+            return None
+        return tool.policy if tool.policy.counted else None

@@ -1,0 +1,173 @@
+"""A tool's limits, compiled once: payload bounds, what a new action reserves, its action id
+under `unique = "scope"`, and whether the approval rules hold it (docs/limits.md)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from effectgate.gateway.config import ToolLimits, Unique
+from effectgate.gateway.core.limits.rules import USAGE_VARIABLES, Rule, RuleError
+from effectgate.gateway.model import ActionIdentity, Bucket, InvalidRequest, Reservation, keys
+
+# Bidirectional control characters (the "Trojan Source" set): text that reads one way and runs another.
+BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_INTEGERS = {
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+}
+# The currency of the rows that count effects of every currency.
+ALL = "*"
+# (currency, bucket, effects, spent): a store's counter rows (`Store.usage`).
+UsageRow = tuple[str, str, int, int]
+
+
+class PolicyError(ValueError):
+    """A limit the tool's payload cannot support; one line naming the key."""
+
+
+class ToolPolicy:
+    def __init__(self, tool: str, limits: ToolLimits, payload_type: type[Message]) -> None:
+        self.tool = tool
+        self.limits = limits
+        fields = {f.name: f for f in payload_type.DESCRIPTOR.fields}
+        name = payload_type.DESCRIPTOR.full_name
+        # The amount and currency fields are read when the payload has them (rules may use them)
+        # and must exist when a budget or a bound needs them.
+        amount = fields.get(limits.amount_field)
+        self._amount_field = limits.amount_field if amount is not None and amount.type in _INTEGERS else ""
+        if not self._amount_field and (limits.budget or limits.run_budget or limits.max_amount is not None):
+            raise PolicyError(f"amount_field: {limits.amount_field!r} is not an integer field of {name}")
+        currency = fields.get(limits.currency_field)
+        self._currency_field = limits.currency_field if currency is not None else ""
+        if limits.currency_field and not self._currency_field and (limits.budget or limits.run_budget):
+            raise PolicyError(f"currency_field: {limits.currency_field!r} is not a field of {name}")
+        for name in limits.no_bidi:
+            found = fields.get(name)
+            if found is None or found.type != FieldDescriptor.TYPE_STRING:
+                raise PolicyError(f"no_bidi: {name!r} is not a text field of {payload_type.DESCRIPTOR.full_name}")
+        try:
+            self.rules = tuple(Rule(source, fields) for source in limits.require_approval_when)
+        except RuleError as exc:
+            raise PolicyError(f"require_approval_when: {exc}") from None
+        self.reads_usage = any(rule.names & USAGE_VARIABLES for rule in self.rules)
+        self.counted = limits.counted
+
+    # -- before anything is stored ---------------------------------------------------------------
+
+    def check(self, identity: ActionIdentity, payload: Message) -> None:
+        """The payload bounds: INVALID_ARGUMENT naming each field out of bounds."""
+        limits = self.limits
+        violations: list[tuple[str, str]] = []
+        if (limits.scope == "required" or limits.unique is Unique.SCOPE) and not identity.scope.strip():
+            violations.append(("scope", f"tool {self.tool!r} needs a scope (the business object the effect is about)"))
+        if limits.max_amount is not None:
+            amount = self.amount(payload)
+            if amount > limits.max_amount or amount < 0:
+                violations.append(
+                    (f"payload.{self._amount_field}", f"{amount} is out of bounds (0 to {limits.max_amount})")
+                )
+        for name in limits.no_bidi:
+            if BIDI.search(getattr(payload, name)):
+                violations.append((f"payload.{name}", "contains bidirectional control characters"))
+        if violations:
+            raise InvalidRequest(violations)
+
+    def action_id(self, identity: ActionIdentity) -> str:
+        if self.limits.unique is Unique.SCOPE:
+            return keys.scope_action_id(identity.tenant, identity.tool, identity.scope)
+        return identity.action_id
+
+    def amount(self, payload: Message) -> int:
+        return int(getattr(payload, self._amount_field)) if self._amount_field else 0
+
+    def currency(self, payload: Message) -> str:
+        return str(getattr(payload, self._currency_field)).lower() if self._currency_field else ""
+
+    # -- the reservation --------------------------------------------------------------------------
+
+    def reservation(
+        self, identity: ActionIdentity, payload: Message, now: float, *, forced: bool = False
+    ) -> Reservation | None:
+        """What a new action (or a re-dispatch, at `now`) adds to its buckets; None when uncounted."""
+        if not self.counted:
+            return None
+        limits = self.limits
+        currency = self.currency(payload)
+        amount = self.amount(payload) if limits.budget or limits.run_budget else 0
+        start = math.floor(now / limits.window) * limits.window
+        buckets: list[Bucket] = []
+        for key, max_effects, budget, names, resets_at in (
+            (f"w:{start:.0f}", limits.max_effects, limits.budget, ("max_effects", "budget"), start + limits.window),
+            (
+                f"r:{identity.run_id}",
+                limits.run_max_effects,
+                limits.run_budget,
+                ("run_max_effects", "run_budget"),
+                None,
+            ),
+        ):
+            if max_effects is not None:  # effects of every currency, in rows of their own
+                buckets.append(Bucket(ALL, key, 0, max_effects, None, names[0], names[1], resets_at))
+            if budget:  # a currency with no budget has none to spend
+                buckets.append(
+                    Bucket(currency, key, amount, None, budget.get(currency, 0), names[0], names[1], resets_at)
+                )
+        return Reservation(identity.tenant, identity.tool, currency, amount, tuple(buckets), forced, now)
+
+    # -- approval ---------------------------------------------------------------------------------
+
+    def needs_approval(
+        self, identity: ActionIdentity, payload: Message, now: float, usage: Sequence[UsageRow] = ()
+    ) -> bool:
+        if not self.rules:
+            return False
+        activation = {
+            "amount": self.amount(payload),
+            "currency": self.currency(payload),
+            "scope": identity.scope,
+            "run_id": identity.run_id,
+            "step_id": identity.step_id,
+            "agent": identity.agent,
+            "payload": _fields(payload),
+            **self._left(identity, payload, now, usage),
+        }
+        return any(rule.holds(activation) for rule in self.rules)
+
+    def _left(
+        self, identity: ActionIdentity, payload: Message, now: float, usage: Sequence[UsageRow]
+    ) -> dict[str, int]:
+        """What is left now (a large number when a limit is not set)."""
+        limits = self.limits
+        currency = self.currency(payload)
+        window = f"w:{math.floor(now / limits.window) * limits.window:.0f}"
+        counters = {(c, b): (e, s) for c, b, e, s in usage}
+        run = f"r:{identity.run_id}"
+        effects, spent = counters.get((ALL, window), (0, 0))[0], counters.get((currency, window), (0, 0))[1]
+        run_effects, run_spent = counters.get((ALL, run), (0, 0))[0], counters.get((currency, run), (0, 0))[1]
+        unlimited = 1 << 62
+        budget = limits.budget.get(currency, 0) if limits.budget else unlimited
+        max_effects = limits.max_effects if limits.max_effects is not None else unlimited
+        return {
+            "budget_left": max(budget - spent, 0),
+            "effects_left": max(max_effects - effects, 0),
+            "run_spent": run_spent,
+            "run_effects": run_effects,
+        }
+
+
+def _fields(payload: Message) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for field in payload.DESCRIPTOR.fields:
+        value = getattr(payload, field.name)
+        if isinstance(value, str | int | float | bool):
+            out[field.name] = value
+    return out

@@ -1,0 +1,159 @@
+"""Limits in SQL: reserve, release and re-hold, written once for both dialects as *scripts*.
+
+A script is a generator that yields `(sql, params)` and is sent back each statement's rows; a
+backend runs the whole script in one transaction (`SqlStore._transact`) and rolls it back when the
+script raises. So the claim's insert and its reservation commit together or not at all.
+
+Serialisation: a reservation adds to each of its counter rows with one conditional upsert,
+`INSERT … ON CONFLICT DO UPDATE … WHERE effects + 1 <= cap AND spent + amount <= cap RETURNING`.
+On PostgreSQL the upsert row-locks the counter until commit, so concurrent reservers of one
+(tenant, tool, currency, bucket) queue on that row and each sees the previous one's sum (READ
+COMMITTED re-evaluates the WHERE on the newest version): no advisory lock, no SERIALIZABLE retry
+loop, and replicas serialise through the database. SQLite has one writer. Every transaction locks
+the action row first, then its counters in key order, so no two wait on each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from effectgate.gateway.model import Bucket, BudgetExceeded, LimitExceeded, RateLimited, Reservation
+
+if TYPE_CHECKING:
+    from effectgate.gateway.store.sql import Dialect
+
+Row = Sequence[Any]
+Script = Generator[tuple[str, Sequence[Any]], list[Row], Any]
+# An uncapped bucket's cap in the conditional upsert (the columns are signed 64-bit).
+UNCAPPED = (1 << 63) - 1
+
+
+class AccountingStatements:
+    def __init__(self, d: Dialect) -> None:
+        key = "tenant = ? AND tool = ? AND currency = ? AND bucket = ?"
+        # Parameters: tenant, tool, currency, bucket, spent; effects cap, spent cap.
+        self.add = d.render(
+            "INSERT INTO limit_counters (tenant, tool, currency, bucket, effects, spent) VALUES (?, ?, ?, ?, 1, ?)"
+            " ON CONFLICT (tenant, tool, currency, bucket) DO UPDATE SET"
+            " effects = limit_counters.effects + 1, spent = limit_counters.spent + excluded.spent"
+            " WHERE limit_counters.effects + 1 <= ? AND limit_counters.spent + excluded.spent <= ?"
+            " RETURNING effects, spent"
+        )
+        # Parameters: spent, then the key.
+        self.subtract = d.render(f"UPDATE limit_counters SET effects = effects - 1, spent = spent - ? WHERE {key}")
+        self.counter = d.render(f"SELECT effects, spent FROM limit_counters WHERE {key}")
+        self.reservation = d.render(
+            "INSERT INTO reservations (action_id, generation, tenant, tool, currency, amount, buckets, held, forced,"
+            " reserved_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+        )
+        self.held = d.render("SELECT held FROM reservations WHERE action_id = ? AND generation = ?")
+        self.forget = d.render("DELETE FROM reservations WHERE action_id = ? AND generation = ?")
+        self.release = d.render(
+            "UPDATE reservations SET held = 0 WHERE action_id = ? AND generation = ? AND held = 1"
+            " RETURNING tenant, tool, currency, amount, buckets"
+        )
+        # Parameters: tenant, tool, prefix, prefix. The window and run counters of one tool.
+        self.usage = d.render(
+            "SELECT currency, bucket, effects, spent FROM limit_counters WHERE tenant = ? AND tool = ?"
+            " ORDER BY currency, bucket"
+        )
+
+
+def reserve(q: AccountingStatements, action_id: str, generation: int, r: Reservation) -> Script:
+    """Adds the reservation to its buckets, or raises LimitExceeded (the caller rolls back). The
+    reservation's own row goes first: a counter row stays locked from its upsert to the commit,
+    so the upserts come last, in key order."""
+    r = r.ordered()
+    lines = "\n".join(f"{b.currency}\t{b.amount}\t{b.key}" for b in r.buckets)
+    row = (action_id, generation, r.tenant, r.tool, r.currency, r.amount, lines, int(r.forced), r.at)
+    yield q.reservation, row
+    for bucket in r.buckets:
+        if not r.forced:
+            _fits_alone(r, bucket)
+        effects_cap = UNCAPPED if r.forced or bucket.max_effects is None else bucket.max_effects
+        spent_cap = UNCAPPED if r.forced or bucket.max_spent is None else bucket.max_spent
+        added = yield q.add, (r.tenant, r.tool, bucket.currency, bucket.key, bucket.amount, effects_cap, spent_cap)
+        if not added:
+            found = yield q.counter, (r.tenant, r.tool, bucket.currency, bucket.key)
+            effects, spent = (int(found[0][0]), int(found[0][1])) if found else (0, 0)
+            raise denial(r, bucket, effects, spent)
+
+
+def release(q: AccountingStatements, action_id: str, generation: int) -> Script:
+    """Gives back what the generation holds (nothing when it holds nothing): idempotent."""
+    found = yield q.release, (action_id, generation)
+    if not found:
+        return False
+    tenant, tool, _, _, buckets = found[0]
+    for line in sorted(str(buckets).split("\n")):  # the reservation's lock order
+        if line:
+            currency, amount, key = line.split("\t", 2)
+            yield q.subtract, (int(amount), tenant, tool, currency, key)
+    return True
+
+
+def hold(q: AccountingStatements, action_id: str, generation: int, r: Reservation) -> Script:
+    """Makes sure the generation holds a reservation: a dispatch out of NOT_FOUND (released) takes
+    one again in the current window, a generation with none (a bypass) takes its first."""
+    found = yield q.held, (action_id, generation)
+    if found and int(found[0][0]):
+        return False
+    if found:
+        yield q.forget, (action_id, generation)
+    # None held before (a bypass's new generation, an action claimed before limits were set): it
+    # is counted as it stands; one released before is checked again, in today's window.
+    yield from reserve(q, action_id, generation, r if found else dataclasses.replace(r, forced=True))
+    return True
+
+
+def _fits_alone(r: Reservation, bucket: Bucket) -> None:
+    """The first row of a bucket is inserted without the upsert's check: check it here."""
+    if (bucket.max_effects is not None and bucket.max_effects < 1) or (
+        bucket.max_spent is not None and bucket.max_spent < bucket.amount
+    ):
+        raise denial(r, bucket, 0, 0)
+
+
+def denial(r: Reservation, bucket: Bucket, effects: int, spent: int) -> LimitExceeded:
+    """The error naming the first cap the reservation does not fit, with the figures left."""
+    where = f"tool {r.tool!r} for tenant {r.tenant!r}"
+    figures = {"tool": r.tool, "effects": str(effects)}
+    resets = "" if bucket.resets_at is None else f"; the window resets at {_iso(bucket.resets_at)}"
+    if bucket.resets_at is not None:
+        figures["window_resets_at"] = _iso(bucket.resets_at)
+    if bucket.max_effects is not None and effects + 1 > bucket.max_effects:
+        figures |= {"limit": bucket.effects_limit, "max_effects": str(bucket.max_effects)}
+        if bucket.resets_at is None:
+            return BudgetExceeded(
+                f"{where}: this run may make {bucket.max_effects} effects and made {effects}; nothing was sent",
+                figures,
+            )
+        retry = max(bucket.resets_at - r.at, 1.0)
+        return RateLimited(
+            f"{where}: {effects} of {bucket.max_effects} effects used in this window{resets}; nothing was sent",
+            figures,
+            retry_after=retry,
+        )
+    cap = bucket.max_spent if bucket.max_spent is not None else 0
+    left = max(cap - spent, 0)
+    figures |= {
+        "limit": bucket.spent_limit,
+        "currency": r.currency,
+        "budget": str(cap),
+        "spent": str(spent),
+        "left": str(left),
+        "amount": str(r.amount),
+    }
+    scope = "this window" if bucket.resets_at is not None else "this run"
+    return BudgetExceeded(
+        f"{where}: an amount of {r.amount} {r.currency} does not fit the budget of {cap} {r.currency} for "
+        f"{scope} ({spent} spent, {left} left){resets}; nothing was sent",
+        figures,
+    )
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
