@@ -28,6 +28,7 @@ from effectgate.gateway.model.errors import (
     PermissionDenied,
     PolicyConflict,
     ProviderRateLimited,
+    StoreFailedAfterSend,
     Unauthenticated,
 )
 from effectgate.gateway.model.keys import provider_key
@@ -56,6 +57,7 @@ __all__ = [
     "PolicyConflict",
     "ProviderRateLimited",
     "State",
+    "StoreFailedAfterSend",
     "Unauthenticated",
     "provider_key",
 ]

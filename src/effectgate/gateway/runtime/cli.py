@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -105,8 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_level.upper() not in LEVELS:
         print(f"effectgate: --log-level: {args.log_level!r} is not one of {', '.join(LEVELS)}", file=sys.stderr)
         return EXIT_STARTUP
-    # gRPC's C core logs every failed TLS handshake at INFO, as text: errors only, unless asked.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     setup_logging(args.log_level, args.log_format)
     try:
         if args.command == "serve":
