@@ -119,7 +119,9 @@ async def http_get(port: int, path: str) -> httpx.Response:
         return await client.get(f"http://127.0.0.1:{port}{path}")
 
 
-async def http_until(port: int, path: str, check: Callable[[httpx.Response], bool], what: str, timeout: float = 60.0) -> httpx.Response:
+async def http_until(
+    port: int, path: str, check: Callable[[httpx.Response], bool], what: str, timeout: float = 60.0
+) -> httpx.Response:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while True:
