@@ -19,6 +19,7 @@ from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import config_doc, stripe_tools
 from tests.serve_child import ServeChild
 from tests.test_execute import request
+from tests.tls_certs import Pki, make_pki
 
 OLD, NEW = "old-token-0123456789", "new-token-9876543210"
 
@@ -106,4 +107,32 @@ async def test_sighup_swaps_a_token_under_load(tmp_path: Path, sim: StripeSimula
             assert answer.action.action_id
     finally:
         stop.set()
+        assert await child.stop() == 0, child.transcript()
+
+
+async def test_sighup_swaps_the_tls_certificate(tmp_path: Path, sim: StripeSimulator) -> None:
+    old_ca, new_ca = make_pki(tmp_path / "old"), make_pki(tmp_path / "new")
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=[principal(NEW)], **stripe_tools(sim.base_url))
+    doc["server"]["tls"] = {"cert_file": str(old_ca.server_cert), "key_file": str(old_ca.server_key)}
+    path = tmp_path / "eg.toml"
+    child = await ServeChild.for_config(doc, path).start()
+
+    async def call(ca: Pki) -> None:
+        creds = grpc.ssl_channel_credentials(ca.ca.read_bytes())
+        async with grpc.aio.secure_channel(target, creds) as channel:
+            stub = gateway_pb2_grpc.EffectGatewayStub(channel)
+            await stub.Execute(request(step="tls"), metadata=bearer(NEW), timeout=10)
+
+    try:
+        target = f"127.0.0.1:{await child.ready()}"
+        await call(old_ca)
+        doc["server"]["tls"] = {"cert_file": str(new_ca.server_cert), "key_file": str(new_ca.server_key)}
+        write_config(doc, path)
+        child.signal(signal.SIGHUP)
+        await child.until(lambda: any("reloaded" in line for line in child.stderr), "the reload line")
+        await call(new_ca)  # a new connection gets the new certificate
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call(old_ca)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
         assert await child.stop() == 0, child.transcript()
