@@ -58,6 +58,10 @@ CASES = {
     "adapter kind": Case('[adapters.acme]\nx = 1\n[tools.charge_card]\nadapter = "acme"\n'),
     "database": Case('[store]\nurl = "postgresql://effectgate:secret@127.0.0.1:9/effectgate"\n' + BASE),
     "port": Case(f'[server]\nlisten = "127.0.0.1:{BUSY_PORT}"\n' + BASE, argv=("serve", "--config", "effectgate.toml")),
+    "metrics port": Case(
+        f'[telemetry]\nprometheus_listen = "127.0.0.1:{BUSY_PORT}"\n' + BASE,
+        argv=("serve", "--config", "effectgate.toml"),
+    ),
     "option": Case(BASE, argv=("--log-level", "verbose", "check", "--config", "effectgate.toml")),
 }
 

@@ -112,4 +112,4 @@ def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -
     assert server.returncode == 0, stderr[-2000:]
     # The CMD asks for JSON logs: every line a JSON object.
     lines = [line for line in stderr.splitlines() if line.strip()]
-    assert lines and all(json.loads(line)["level"] for line in lines)
+    assert lines and all(json.loads(line)["severity_text"] for line in lines)

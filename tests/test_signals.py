@@ -114,7 +114,7 @@ async def test_refusals_rpc_codes_approval_backlog_and_audit_lines(tmp_path: Pat
         ("unknown_token", "/effectgate.v1.EffectGateway/Execute", ""),
         ("role_required", "/effectgate.v1.Operator/Approve", "bot"),
     ]
-    assert all(f["peer"].startswith("ipv4:127.0.0.1:") and f["level"] == "WARNING" for f in failures)
+    assert all(f["peer"].startswith("ipv4:127.0.0.1:") and f["severity_text"] == "WARNING" for f in failures)
     settled = {line["action_id"]: line for line in lines if line.get("event") == "action_settled"}
     first = settled[done[0].action.action_id]
     assert (first["principal"], first["tenant"], first["run_id"], first["step_id"], first["tool"]) == (

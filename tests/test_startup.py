@@ -140,7 +140,8 @@ def _broken(tmp_path: Path, case: str) -> tuple[list[str], tuple[str, ...], dict
             port = free.getsockname()[1]
         url = f"postgresql://eg:hunter2secret@127.0.0.1:{port}/eg?connect_timeout=2"
         text = ok.replace(f"sqlite:///{tmp_path}/eg.db", url)
-        return ["serve", "--config", str(write(tmp_path, text))], ("[store]", f"127.0.0.1:{port}"), {}
+        # `serve` waits for an unreachable store unless told to fail fast (tests/test_store_outage.py).
+        return ["serve", "--config", str(write(tmp_path, text)), "--fail-fast"], ("[store]", f"127.0.0.1:{port}"), {}
     if case == "log level":
         return ["--log-level", "verbose", "serve", "--config", str(write(tmp_path, ok))], ("--log-level",), {}
     if case == "adapter timeout":
@@ -179,7 +180,7 @@ def test_every_startup_failure_is_one_line_and_exit_2(tmp_path: Path, case: str)
     assert "hunter2secret" not in done.stderr + done.stdout  # a database password is never printed
     if args[0] == "serve" and case not in ("log level",):
         # `check` says the same, without serving.
-        one_line_failure(run_cli("check", *args[1:], env=env), *needles)
+        one_line_failure(run_cli("check", *[a for a in args[1:] if a != "--fail-fast"], env=env), *needles)
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def otlp_sums(receiver: OtlpReceiver, name: str) -> dict[frozenset[tuple[str, An
 
 def audit_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
     docs = [json.loads(line) for line in lines if line.startswith("{")]
-    return [doc for doc in docs if doc.get("logger") == "effectgate.audit"]
+    return [doc for doc in docs if doc.get("scope.name") == "effectgate.audit"]
 
 
 async def test_a_scripted_run_is_counted_exactly(tmp_path: Path) -> None:

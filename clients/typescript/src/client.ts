@@ -20,8 +20,9 @@ import { pack, payloadRegistry } from "./payloads.js";
 import { type ConnectionOptions, type Settings, baseUrl, resolveSettings, tlsOptions } from "./settings.js";
 
 /** Retries for the cases where calling again cannot make a second effect: UNAVAILABLE (nothing
- * was sent) and ABORTED/IN_FLIGHT (another call drives the same action). The same run, step,
- * tool and scope are the same action, so the gateway answers with the stored outcome. */
+ * was sent; or STORE_UNAVAILABLE_AFTER_SEND: the effect may exist and the gateway verifies it
+ * before any re-send) and ABORTED/IN_FLIGHT (another call drives the same action). The same run,
+ * step, tool and scope are the same action, so the gateway answers with the stored outcome. */
 export interface RetryPolicy {
   maxAttempts: number;
   initialBackoffMs: number;

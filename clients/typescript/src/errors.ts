@@ -65,7 +65,9 @@ export class AlreadyExecuted extends EffectGateError {
 }
 /** ABORTED/IN_FLIGHT: another call drives this action; call again after `retryAfterMs`. */
 export class InFlight extends EffectGateError {}
-/** UNAVAILABLE: nothing was sent; call again (same run context) after `retryAfterMs`. */
+/** UNAVAILABLE: nothing was sent; call again (same run context) after `retryAfterMs`. Reason
+ * STORE_UNAVAILABLE_AFTER_SEND: the effect may exist; the same run context is still safe (the
+ * gateway verifies before any re-send), a new one is not. */
 export class Unavailable extends EffectGateError {}
 /** DEADLINE_EXCEEDED: the outcome is not known yet; the same call later returns it. */
 export class DeadlineExceeded extends EffectGateError {}

@@ -47,6 +47,7 @@ class Readiness:
         # Why this replica's clock is not trusted ("" when it is): background/clock_watch.py.
         self.clock_problem = clock_problem
         self.serving: bool | None = None
+        self.problem = "starting"  # why not ready ("" when ready)
         self._task: asyncio.Task[None] | None = None
         self._checking = asyncio.Lock()
 
@@ -63,7 +64,11 @@ class Readiness:
         if not done:
             return f"a store write did not finish within {self.timeout:g}s"
         error = task.exception()
-        return f"the store cannot be written ({type(error).__name__})" if error else ""
+        if error is None:
+            return ""
+        # The store's own words when they are safe to show (a full disk says "database or disk is full").
+        detail = " ".join(str(error).split())[:200] or type(error).__name__
+        return f"the store cannot be written ({detail})"
 
     async def check(self) -> bool:
         """Probes once and publishes the result; True when ready.
@@ -78,6 +83,7 @@ class Readiness:
 
     async def _publish(self, problem: str) -> bool:
         ready = not problem
+        self.problem = problem
         if ready != self.serving:
             if ready:
                 log.info("ready: health SERVING")

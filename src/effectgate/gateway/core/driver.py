@@ -17,6 +17,7 @@ Ordering rules that make "at most one effect" hold:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -45,9 +46,17 @@ from effectgate.gateway.model import (
     provider_key,
 )
 from effectgate.gateway.observability import telemetry
-from effectgate.gateway.store import Store
+from effectgate.gateway.store import Store, StoreUnavailable
 
 log = logging.getLogger("effectgate.driver")
+
+
+# The provider calls of the drive running in this task (see `Driver.drive`).
+_CALLS: contextvars.ContextVar[list[str]] = contextvars.ContextVar("effectgate_drive_calls")
+
+
+class SentThenStoreFailed(StoreUnavailable):
+    """The store failed after this drive called the provider (the effect may exist)."""
 
 
 class LeaseLost(Exception):
@@ -101,7 +110,20 @@ class Driver:
         """Moves a leased action as far as `deadline` allows, then releases the lease.
 
         `unsent`: the record was claimed already DISPATCHED and nothing has been sent yet, so
-        the first step is the send itself (the claim was its durable intent)."""
+        the first step is the send itself (the claim was its durable intent). A store failure
+        once the provider was called is `SentThenStoreFailed`."""
+        calls: list[str] = []
+        token = _CALLS.set(calls)
+        try:
+            return await self._drive(record, tool, deadline, unsent=unsent)
+        except StoreUnavailable as exc:
+            if calls and not isinstance(exc, SentThenStoreFailed):
+                raise SentThenStoreFailed(str(exc)) from exc
+            raise
+        finally:
+            _CALLS.reset(token)
+
+    async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool) -> ActionRecord:
         policy = policy_of(tool, self.settings)
         sends_left = tool.config.max_attempts
         observed: Observation | None = None
@@ -196,6 +218,9 @@ class Driver:
 
     async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:
         """The adapter's execute, classified into an event."""
+        calls = _CALLS.get(None)
+        if calls is not None:
+            calls.append(record.action_id)
         try:
             with telemetry.provider_span("execute", record, tool.config.adapter):
                 # asyncio.timeout, not wait_for: no task of its own, so no extra loop turns.

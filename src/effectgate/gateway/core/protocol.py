@@ -28,7 +28,7 @@ from effectgate.adapters.base import Observation
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat, ToolConfig
 from effectgate.gateway.core import failpoints, history
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, policy_of
+from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, SentThenStoreFailed, policy_of
 from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET
 from effectgate.gateway.core.replay_cache import ReplayCache, RequestKey, Serializer
@@ -49,6 +49,7 @@ from effectgate.gateway.model import (
     PolicyConflict,
     Reservation,
     State,
+    StoreFailedAfterSend,
     keys,
 )
 from effectgate.gateway.observability import audit_log, metrics, telemetry
@@ -302,13 +303,21 @@ class EffectProtocol:
             return audit_log.settled(
                 await self._driver.drive(record, tool, deadline, unsent=unsent and record.state is State.DISPATCHED)
             )
+        except SentThenStoreFailed as exc:
+            # The provider was called: the effect may exist. The lease runs out and the
+            # reconciler verifies the action before anything more is sent.
+            metrics.store_error("drive")
+            raise StoreFailedAfterSend(
+                f"the store failed after the request reached the provider ({exc}); the action is "
+                "verified before anything is sent again: call again with the same run context, never a new one",
+                retry_after=self._settings.lease_ttl,
+            ) from exc
         except StoreUnavailable as exc:
-            # Something may have been sent already: the lease runs out and the reconciler
-            # verifies the action before anything more is sent.
+            # Nothing was sent by this call; the action is verified before any send.
             metrics.store_error("drive")
             raise GatewayUnavailable(
-                f"the store failed while the action was in flight ({exc}); it is verified before any "
-                "retry: call again with the same run context",
+                f"the store failed while the action was in flight ({exc}), before anything was sent: "
+                "call again with the same run context",
                 retry_after=self._settings.lease_ttl,
             ) from exc
         except LeaseLost:

@@ -30,6 +30,7 @@ from effectgate.gateway.model.errors import (
     PermissionDenied,
     PolicyConflict,
     ProviderRateLimited,
+    StoreFailedAfterSend,
     Unauthenticated,
 )
 from effectgate.gateway.model.keys import provider_key
@@ -78,6 +79,7 @@ __all__ = [
     "Reservation",
     "ScopeTaken",
     "State",
+    "StoreFailedAfterSend",
     "Unauthenticated",
     "provider_key",
 ]

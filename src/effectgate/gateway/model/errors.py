@@ -114,6 +114,14 @@ class GatewayUnavailable(GatewayError):
         self.retry_after = retry_after
 
 
+class StoreFailedAfterSend(GatewayUnavailable):
+    """The store failed after a request reached (or may have reached) the provider: the effect may
+    exist. The action stays DISPATCHED under its lease and is verified before anything is sent
+    again, so calling again with the same run context is safe; a new run context is not."""
+
+    reason = "STORE_UNAVAILABLE_AFTER_SEND"
+
+
 class ProviderRateLimited(GatewayError):
     """The provider asked for a pause (429/503 with Retry-After) longer than the caller's
     deadline allows. Nothing was sent that took effect: the action is NOT_FOUND, and the next

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from effectgate.gateway.observability.audit_log import auth_failed, caller, set_caller
-from effectgate.gateway.observability.logging_setup import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging
+from effectgate.gateway.observability.logging_setup import (
+    IDENTITY,
+    LEVELS,
+    identify,
+    json_line,
+    mask_url,
+    provider_sdk_logs,
+    redact,
+    setup_logging,
+)
 from effectgate.gateway.observability.metrics import (
     APPROVALS,
     BACKLOG,
@@ -17,6 +26,7 @@ from effectgate.gateway.observability.metrics import (
 __all__ = [
     "APPROVALS",
     "BACKLOG",
+    "IDENTITY",
     "LEVELS",
     "MAX_PAGES",
     "PAGE",
@@ -24,6 +34,8 @@ __all__ = [
     "RpcMetrics",
     "auth_failed",
     "caller",
+    "identify",
+    "json_line",
     "mask_url",
     "provider_sdk_logs",
     "redact",

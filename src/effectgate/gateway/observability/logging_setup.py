@@ -5,17 +5,22 @@ secret in any record.
 library (stripe, httpx, grpc…) after they are formatted: each configured secret the adapters
 resolved, bearer-looking tokens, provider API keys and passwords in URLs become `***`.
 `--log-format json` makes every record one JSON object with the current trace_id and span_id, so
-a line leads to its trace and back; audit fields (`extra=`) become keys.
+a line leads to its trace and back; audit fields (`extra=`) become keys; the keys follow the
+OpenTelemetry log data model (docs/observability.md).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
@@ -82,22 +87,63 @@ def _trace_ids() -> dict[str, str]:
     return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
 
 
+# OpenTelemetry log data model: SeverityNumber of each Python level (TRACE 1-4, DEBUG 5-8, ...).
+SEVERITY_NUMBERS = {"DEBUG": 5, "INFO": 9, "WARNING": 13, "ERROR": 17, "CRITICAL": 21}
+
+
+@dataclass
+class Identity:
+    """The resource fields every JSON line carries (`setup_logging`, then `identify`)."""
+
+    service_name: str = "effectgate"
+    instance_id: str = ""
+
+
+IDENTITY = Identity()
+
+
+def new_instance_id() -> str:
+    """`host-pid-random`: unique per process, and readable (which host, which process)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def identify(service_name: str, instance_id: str = "") -> None:
+    """Names the service (OTEL_SERVICE_NAME wins, as for the telemetry resource) and the instance."""
+    IDENTITY.service_name = os.environ.get("OTEL_SERVICE_NAME") or service_name
+    if instance_id:
+        IDENTITY.instance_id = instance_id
+
+
+def _timestamp(created: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created % 1 * 1000):03d}Z"
+
+
+def json_line(body: str, level: str, scope: str, created: float, attributes: dict[str, Any] | None = None) -> str:
+    """One log line as JSON, its keys named after the OpenTelemetry log data model (`timestamp`,
+    `severity_text`, `severity_number`, `body`, `trace_id`, `span_id`), the resource's
+    `service.name` and `service.instance.id`, the logger as `scope.name`, attributes flat."""
+    doc: dict[str, Any] = {
+        "timestamp": _timestamp(created),
+        "severity_text": level,
+        "severity_number": SEVERITY_NUMBERS.get(level, 9),
+        "body": body,
+        "scope.name": scope,
+        "service.name": IDENTITY.service_name,
+        "service.instance.id": IDENTITY.instance_id,
+        **(attributes or {}),
+    }
+    return json.dumps(doc, default=str, separators=(",", ":"))
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the `extra` fields and the trace
-    context of the code that logged."""
+    """One JSON object per line (`json_line`): the `extra` fields and the trace context of the
+    code that logged become attributes."""
 
     def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-            **_extra(record),
-            **_trace_ids(),
-        }
+        attributes = {**_extra(record), **_trace_ids()}
         if record.exc_info:
-            doc["exception"] = record.exc_text or self.formatException(record.exc_info)
-        return json.dumps(doc, default=str, separators=(",", ":"))
+            attributes["exception.stacktrace"] = record.exc_text or self.formatException(record.exc_info)
+        return json_line(record.getMessage(), record.levelname, record.name, record.created, attributes)
 
 
 class TextFormatter(logging.Formatter):
@@ -113,7 +159,15 @@ class TextFormatter(logging.Formatter):
 
 def setup_logging(level: str, fmt: str = "text") -> None:
     """One root handler on stderr at `level` (`text` or `json` lines), provider SDKs at WARNING,
-    redaction on every handler."""
+    redaction on every handler. JSON: every other line written to stderr (gRPC's C core, a
+    library's print) is turned into a JSON line too (native_stderr.py)."""
+    if not IDENTITY.instance_id:
+        IDENTITY.instance_id = new_instance_id()
+    identify(IDENTITY.service_name)
+    if fmt == "json":
+        from effectgate.gateway.observability.native_stderr import capture_stderr
+
+        capture_stderr()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()

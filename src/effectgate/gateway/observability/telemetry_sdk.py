@@ -61,8 +61,8 @@ class Telemetry:
     config: TelemetryConfig
     tracer_provider: Any = None
     meter_provider: Any = None
+    # The Prometheus reader (its registry is served on the metrics port by runtime/probes.py).
     prometheus: Any = None
-    prometheus_port: int = 0
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
@@ -82,12 +82,28 @@ class Telemetry:
             await loop.run_in_executor(None, self.tracer_provider.shutdown)
         if self.meter_provider is not None:
             await loop.run_in_executor(None, self.meter_provider.shutdown)
-        if self.prometheus is not None:
-            self.prometheus.shutdown()
 
 
-def setup(config: TelemetryConfig, adapters: Mapping[str, Mapping[str, Any]] | None = None) -> Telemetry:
-    """Installs providers and instrumentations as the environment and `[telemetry]` ask."""
+def prometheus_address(config: TelemetryConfig, env: Mapping[str, str] | None = None) -> tuple[str, int] | None:
+    """Where the metrics port listens: `[telemetry] prometheus_listen`, else the standard
+    OTEL_METRICS_EXPORTER=prometheus with OTEL_EXPORTER_PROMETHEUS_HOST/PORT; None = no port."""
+    env = os.environ if env is None else env
+    if config.prometheus_address is not None:
+        return config.prometheus_address
+    if "prometheus" in _env_list(env, "OTEL_METRICS_EXPORTER", "otlp"):
+        return env.get("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost"), int(
+            env.get("OTEL_EXPORTER_PROMETHEUS_PORT", "9464")
+        )
+    return None
+
+
+def setup(
+    config: TelemetryConfig,
+    adapters: Mapping[str, Mapping[str, Any]] | None = None,
+    resource_attributes: Mapping[str, str] | None = None,
+) -> Telemetry:
+    """Installs providers and instrumentations as the environment and `[telemetry]` ask.
+    `resource_attributes`: more attributes of the resource (the instance id)."""
     env = os.environ
     result = Telemetry(config)
     if _is_true(env.get("OTEL_SDK_DISABLED")):
@@ -100,12 +116,7 @@ def setup(config: TelemetryConfig, adapters: Mapping[str, Mapping[str, Any]] | N
     )
     metric_exporters = _env_list(env, "OTEL_METRICS_EXPORTER", "otlp")
     want_otlp_metrics = "otlp" in metric_exporters and bool(metrics_endpoint or config.otlp_endpoint)
-    prometheus_at = config.prometheus_address
-    if prometheus_at is None and "prometheus" in metric_exporters:
-        prometheus_at = (
-            env.get("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost"),
-            int(env.get("OTEL_EXPORTER_PROMETHEUS_PORT", "9464")),
-        )
+    prometheus_at = prometheus_address(config, env)
     if not (want_traces or want_otlp_metrics or prometheus_at):
         return result
     try:
@@ -118,7 +129,7 @@ def setup(config: TelemetryConfig, adapters: Mapping[str, Mapping[str, Any]] | N
             "OpenTelemetry SDK is not installed: pip install 'effectgate[otel]'"
         ) from None
 
-    resource = Resource.create(_resource_attributes(config, env))
+    resource = Resource.create({**_resource_attributes(config, env), **(resource_attributes or {})})
     _propagators(env)
     if want_traces:
         result.tracer_provider = _tracing(config, env, resource, bool(traces_endpoint), adapters or {})
@@ -224,13 +235,9 @@ def _metrics(
         readers.append(PeriodicExportingMetricReader(exporter))
     if prometheus_at is not None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import start_http_server
 
-        readers.append(PrometheusMetricReader())
-        host, port = prometheus_at
-        result.prometheus, _ = start_http_server(port, addr=host)
-        result.prometheus_port = int(result.prometheus.server_address[1])
-        log.info("Prometheus metrics on http://%s:%d/metrics", host, result.prometheus_port)
+        result.prometheus = PrometheusMetricReader()
+        readers.append(result.prometheus)
     provider = MeterProvider(resource=resource, metric_readers=readers)
     otel_metrics.set_meter_provider(provider)
     result.meter_provider = provider

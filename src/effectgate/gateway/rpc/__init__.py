@@ -7,6 +7,7 @@ from effectgate.gateway.rpc.agent_service import EffectGatewayService
 from effectgate.gateway.rpc.auth import Authenticator
 from effectgate.gateway.rpc.limits import Limits
 from effectgate.gateway.rpc.operator_service import OperatorService
+from effectgate.gateway.rpc.status import to_status
 
 __all__ = [
     "Admission",
@@ -14,4 +15,5 @@ __all__ = [
     "EffectGatewayService",
     "Limits",
     "OperatorService",
+    "to_status",
 ]

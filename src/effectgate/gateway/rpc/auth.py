@@ -10,7 +10,7 @@ import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 
-from effectgate.gateway.config import ROLES, Principal
+from effectgate.gateway.config import ROLES, ConfigError, Principal
 from effectgate.gateway.model import PermissionDenied, Unauthenticated
 from effectgate.gateway.observability import caller, set_caller
 
@@ -30,6 +30,13 @@ class Authenticator:
     @property
     def dev_mode(self) -> bool:
         return not self._principals
+
+    def replace(self, principals: Sequence[Principal]) -> None:
+        """A new set of principals (SIGHUP). One assignment: a call is checked against the old set
+        or the new one, never a mix. Development mode can neither start nor end here."""
+        if bool(principals) != bool(self._principals):
+            raise ConfigError("[[principals]]: going to or from development mode (no principals) needs a restart")
+        self._principals = tuple(principals)
 
     def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None, roles: frozenset[str]) -> Principal:
         """The principal whose token the metadata carries, if it holds one of `roles`."""

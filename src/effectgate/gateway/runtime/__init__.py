@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+
+# gRPC's C core reads its log verbosity once, when grpc is first imported (before any `main`
+# runs): at INFO it writes a text line for every failed TLS handshake. Errors only, unless the
+# environment asks for more; what it still writes is made JSON under `--log-format json`.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 if TYPE_CHECKING:
     from effectgate.gateway.runtime.server import Gateway

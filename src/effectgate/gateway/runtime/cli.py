@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import os
-import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -21,7 +18,9 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
 from effectgate.gateway.config import ConfigError, load_config
-from effectgate.gateway.observability import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging, telemetry_sdk
+from effectgate.gateway.observability import LEVELS, mask_url, redact, setup_logging
+from effectgate.gateway.runtime.serving import ServeOptions, StartupFailed
+from effectgate.gateway.runtime.serving import run as run_serve
 from effectgate.gateway.store import skew_problem
 
 COMMANDS_GROUP = "effectgate.commands"
@@ -39,55 +38,6 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
             command: Callable[[list[str]], int] = ep.load()
             return command
     return None
-
-
-class StartupFailed(Exception):
-    """Start-up failed; the message is the one line to print."""
-
-
-async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_level: str = "INFO") -> int:
-    from effectgate.gateway.runtime.server import Gateway
-    from effectgate.gateway.runtime.workers import serve_workers, watch_parent
-
-    config = load_config(config_path)
-    if workers:
-        try:
-            return await serve_workers(config, config_path, workers, log_level)
-        except (ConfigError, OSError) as exc:
-            raise StartupFailed(str(exc)) from exc
-        except Exception as exc:  # the store, as below
-            raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
-    if worker_port:  # one of the workers: the parent holds this port for us
-        host = config.listen.rpartition(":")[0]
-        config = config.model_copy(
-            update={"server": config.server.model_copy(update={"listen": f"{host}:{worker_port}"})}
-        )
-    provider_sdk_logs(config.telemetry.provider_sdk_logs)
-    observability = telemetry_sdk.setup(config.telemetry, config.adapters)
-    try:
-        # The UNKNOWN backlog gauges are read only when there are metrics to show them.
-        metrics_on = observability.meter_provider is not None
-        gateway = await Gateway.start(config, shared_port=bool(worker_port), watch_backlog=metrics_on)
-    except (ConfigError, OSError) as exc:
-        raise StartupFailed(str(exc)) from exc
-    except Exception as exc:  # the store: unreachable, refused, unwritable
-        raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    # The parent's pid is read now, before the ready line below lets the parent be killed.
-    watcher = asyncio.create_task(watch_parent(stop, os.getppid())) if worker_port else None
-    # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a SIGTERM
-    # sent as soon as they read it is a graceful stop (the handlers are in place).
-    print(f"effectgate serving on port {gateway.port}", flush=True)
-    await stop.wait()
-    logging.getLogger("effectgate").info("shutting down gracefully")
-    await gateway.stop()
-    await observability.shutdown()
-    if watcher is not None:
-        await watcher
-    return 0
 
 
 async def check(config_path: str) -> int:
@@ -166,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=0, help="N gateway processes sharing the port (the parent binds it once)"
     )
     serve_cmd.add_argument("--worker-port", type=int, default=0, help=argparse.SUPPRESS)
+    serve_cmd.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="exit 2 when the store cannot be reached at start-up (default: wait for it, NOT_SERVING)",
+    )
     check_cmd = commands.add_parser(
         "check", help="validate a config: secrets, adapters, store; then exit", parents=[common]
     )
@@ -180,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_format)
     try:
         if args.command == "serve":
-            return asyncio.run(serve(args.config, args.workers, args.worker_port, args.log_level))
+            options = ServeOptions(
+                args.config, args.workers, args.worker_port, args.log_level, args.log_format, args.fail_fast
+            )
+            return run_serve(options)
         if args.command == "check":
             return asyncio.run(check(args.config))
         return admin_cli.run_command(args)

@@ -18,6 +18,7 @@ import ssl
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import _async as health_aio
@@ -36,7 +37,7 @@ from effectgate.gateway.background import (
     expiry_job,
     retention_job,
 )
-from effectgate.gateway.config import Config, ConfigError
+from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.core import (
     BoundTool,
     Clock,
@@ -125,17 +126,47 @@ def _check_tls_files(config: Config) -> None:
             ) from None
 
 
-def _credentials(config: Config) -> grpc.ServerCredentials | None:
-    if config.tls is None:
-        return None
+def _certificates(config: Config) -> grpc.ServerCertificateConfiguration:
+    tls = config.tls
+    assert tls is not None
     _check_tls_files(config)
-    with open(config.tls.key_file, "rb") as key, open(config.tls.cert_file, "rb") as cert:
+    with open(tls.key_file, "rb") as key, open(tls.cert_file, "rb") as cert:
         pair = (key.read(), cert.read())
     root = None
-    if config.tls.client_ca_file:
-        with open(config.tls.client_ca_file, "rb") as ca:
+    if tls.client_ca_file:
+        with open(tls.client_ca_file, "rb") as ca:
             root = ca.read()
-    return grpc.ssl_server_credentials([pair], root_certificates=root, require_client_auth=root is not None)
+    return grpc.ssl_server_certificate_configuration([pair], root_certificates=root)
+
+
+class Certificates:
+    """The server's certificates, swappable without a restart (SIGHUP): gRPC asks `fetch` at each
+    new handshake; established connections keep theirs."""
+
+    def __init__(self, config: Config) -> None:
+        self.mutual = bool(config.tls and config.tls.client_ca_file)
+        self._pending: grpc.ServerCertificateConfiguration | None = None
+        self.initial = _certificates(config)
+
+    def replace(self, config: Config) -> None:
+        """Loads the new files (raises ConfigError when they are unusable; the old stay)."""
+        self._pending = _certificates(config)
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """None: no change since the last handshake."""
+        pending, self._pending = self._pending, None
+        return pending
+
+    def credentials(self) -> grpc.ServerCredentials:
+        fetch: Any = self.fetch  # grpc's stubs forget that the fetcher may answer None
+        return grpc.dynamic_ssl_server_credentials(self.initial, fetch, require_client_authentication=self.mutual)
+
+
+def credentials(config: Config, certificates: Certificates | None = None) -> grpc.ServerCredentials | None:
+    """The listener's credentials (None: plaintext); `certificates` makes them reloadable."""
+    if config.tls is None:
+        return None
+    return (certificates or Certificates(config)).credentials()
 
 
 def _probe_bind(listen: str) -> None:
@@ -158,15 +189,15 @@ def _probe_bind(listen: str) -> None:
                 raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
-def _listen(server: grpc.aio.Server, config: Config, shared: bool) -> int:
+def _listen(server: grpc.aio.Server, config: Config, shared: bool, certificates: Certificates | None) -> int:
     if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
         _probe_bind(config.listen)
-    credentials = _credentials(config)
+    creds = credentials(config, certificates)
     try:
-        if credentials is None:
+        if creds is None:
             port = server.add_insecure_port(config.listen)
         else:
-            port = server.add_secure_port(config.listen, credentials)
+            port = server.add_secure_port(config.listen, creds)
     except RuntimeError:
         port = 0
     if port == 0:
@@ -183,7 +214,7 @@ async def check(config: Config) -> StoreClock:
     adapters = build_adapters(config)
     try:
         build_tools(config, adapters)
-        _credentials(config)
+        credentials(config)
         store = open_configured_store(config)
         await store.open()
         try:
@@ -259,6 +290,34 @@ class Gateway:
     health: health_aio.HealthServicer
     background: Runner
     port: int
+    readiness: Readiness | None = None
+    auth: Authenticator | None = None
+    certificates: Certificates | None = None
+
+    def ready_state(self) -> tuple[bool, str]:
+        """(ready, why not) for the metrics port's /readyz: the health service's last verdict."""
+        if self.readiness is None or not self.readiness.serving:
+            return False, (self.readiness.problem if self.readiness else "") or "starting"
+        return True, ""
+
+    async def reload(self, config_path: str) -> bool:
+        """SIGHUP: principals (and TLS certificates) from the config file again. Calls in flight
+        finish under the set they were admitted with; the next call sees the new one. A file
+        that does not load keeps the running set, with one line saying why."""
+        try:
+            config = load_config(config_path)
+            if self.auth is None:
+                raise ConfigError("this gateway has no principals to reload")
+            if self.certificates is not None and config.tls is not None:
+                self.certificates.replace(config)
+            elif (self.certificates is None) != (config.tls is None):
+                raise ConfigError(f"{config.source}: [server.tls] is added or removed: that needs a restart")
+            self.auth.replace(config.principals)
+        except ConfigError as exc:
+            log.error("reload refused, the running principals and certificates stay: %s", exc)
+            return False
+        log.info("reloaded: %d principal(s)%s", len(config.principals), ", TLS certificates" if config.tls else "")
+        return True
 
     @classmethod
     async def start(
@@ -271,8 +330,10 @@ class Gateway:
         adapters: Mapping[str, Adapter] | None = None,
         clock: Clock | None = None,
         background_clock: Clock | None = None,
+        store_open: bool = False,
     ) -> Gateway:
-        """`shared_port`: one of the workers of `effectgate serve --workers N` (runtime/workers.py);
+        """`store_open`: `store` is open already (runtime/waiting.py waited for it).
+        `shared_port`: one of the workers of `effectgate serve --workers N` (runtime/workers.py);
         `watch_backlog`: read the UNKNOWN backlog for the metrics' gauges. `store`, `adapters`,
         `clock`: parts to serve instead of the config's and the store's clock (the in-process
         gateway of `effectgate.testing`; no clock-skew watch then); the gateway opens and closes
@@ -287,7 +348,8 @@ class Gateway:
             await close_adapters(adapters)
             raise
         try:
-            await store.open()
+            if not store_open:
+                await store.open()
             return await cls._serve(config, store, adapters, shared_port, watch_backlog, clock, background_clock)
         except BaseException:
             await store.close()
@@ -360,7 +422,8 @@ class Gateway:
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        port = _listen(server, config, shared_port)
+        certificates = Certificates(config) if config.tls is not None else None
+        port = _listen(server, config, shared_port, certificates)
         background, readiness = compose_background(
             config,
             protocol,
@@ -380,7 +443,9 @@ class Gateway:
             await server.stop(0)
             raise
         log.info("effectgate listening on port %d (store %s)", port, store.describe())
-        return cls(config, store, adapters, protocol, server, health_servicer, background, port)
+        return cls(
+            config, store, adapters, protocol, server, health_servicer, background, port, readiness, auth, certificates
+        )
 
     async def stop(self) -> None:
         """Graceful: refuse new calls, let in-flight actions finish within the grace period;

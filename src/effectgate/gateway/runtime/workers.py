@@ -7,23 +7,37 @@ it gets no connections) and claims it under an abstract Unix socket name, then s
 from the same config that listen on that port with SO_REUSEPORT. A plain gateway cannot join
 (its bind has no SO_REUSEPORT) and another `--workers` parent cannot either (the claim is taken).
 Each worker is a full gateway on the shared store: they cooperate like replicas (leases, fences).
+
+The metrics port is the parent's: each worker serves its own on a loopback port it announces, and
+the parent answers `/metrics` with every worker's samples (labelled `worker`), `/readyz` with 200
+only while every worker is ready, `/livez` while it runs. (prometheus_client's multiprocess mode
+does not fit: the gateway's metrics are OpenTelemetry instruments read by the OTel Prometheus
+reader, not prometheus_client metric classes, and it would need a shared writable directory.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING, Any
 
 from effectgate.gateway.config import Config, ConfigError
+from effectgate.gateway.observability import telemetry_sdk
+from effectgate.gateway.runtime.probes import ProbeServer, fetch, merge_metrics
 from effectgate.gateway.runtime.server import check
+from effectgate.gateway.runtime.serving import PROBES, READY, announce
+from effectgate.gateway.store import StoreUnavailable
+
+if TYPE_CHECKING:
+    from effectgate.gateway.runtime.serving import ServeOptions
 
 log = logging.getLogger("effectgate.workers")
-READY = "effectgate serving on port"
 
 
 class PortClaim:
@@ -75,13 +89,53 @@ async def watch_parent(stop: asyncio.Event, parent: int, interval: float = 1.0) 
             await asyncio.wait_for(stop.wait(), interval)
 
 
-async def _ready(worker: asyncio.subprocess.Process) -> bool:
-    """Waits for the worker's ready line; False when it exited first (its error is on stderr)."""
-    assert worker.stdout is not None
-    while line := await worker.stdout.readline():
-        if line.decode().startswith(READY):
+def said(line: bytes) -> str:
+    """What a worker's stdout line says (its `body` when the line is JSON)."""
+    text = line.decode(errors="replace").strip()
+    if text.startswith("{"):
+        try:
+            return str(json.loads(text).get("body", ""))
+        except ValueError:
+            return ""
+    return text
+
+
+class Worker:
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.probes_port = 0
+
+
+async def _ready(worker: Worker) -> bool:
+    """Waits for the worker's ready line (noting its metrics port on the way); False when it
+    exited first (its error is on stderr)."""
+    assert worker.process.stdout is not None
+    while line := await worker.process.stdout.readline():
+        text = said(line)
+        if text.startswith(PROBES):
+            worker.probes_port = int(text.split()[-1])
+        elif text.startswith(READY):
             return True
     return False
+
+
+class PoolProbes:
+    """The parent's view of its workers' metrics ports."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+
+    def metrics(self) -> bytes:
+        return merge_metrics([fetch(w.probes_port, "/metrics")[1] for w in self.workers if w.probes_port])
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.workers:
+            return False, "starting"
+        for index, worker in enumerate(self.workers):
+            status, body = fetch(worker.probes_port, "/readyz") if worker.probes_port else (0, b"starting")
+            if status != 200:
+                return False, f"worker {index}: {body.decode(errors='replace').strip() or 'no answer'}"
+        return True, ""
 
 
 async def _echo(worker: asyncio.subprocess.Process) -> None:
@@ -104,25 +158,59 @@ async def _stop(workers: list[asyncio.subprocess.Process], grace: float) -> None
         await asyncio.gather(*(w.wait() for w in workers))
 
 
-async def serve_workers(config: Config, config_path: str, count: int, log_level: str) -> int:
-    """Runs `count` workers on the config's address; returns when stopped by a signal (0) or
-    when a worker died (1). A worker that fails to start fails the whole start (2)."""
+def _relay_hangup(workers: list[asyncio.subprocess.Process]) -> None:
+    """SIGHUP to the pool: every worker reloads its principals and certificates."""
+    for worker in workers:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGHUP)
+
+
+async def serve_workers(config: Config, options: ServeOptions) -> int:
+    """Runs `options.workers` workers on the config's address; returns when stopped by a signal
+    (0) or when a worker died (1). A worker that fails to start fails the whole start (2)."""
+    count = options.workers
     if count < 1:
         raise ConfigError("--workers: at least 1")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # from the start: never leave workers behind
         loop.add_signal_handler(sig, stop.set)
-    await check(config)  # one clear error here rather than the same one from every worker
+    try:
+        await check(config)  # one clear error here rather than the same one from every worker
+    except StoreUnavailable:
+        if options.fail_fast:
+            raise
+        # each worker waits for the store itself (NOT_SERVING meanwhile)
     claim = PortClaim(config.listen)
-    argv = ["--log-level", log_level, "serve", "--config", config_path, "--worker-port", str(claim.port)]
+    probe_at = telemetry_sdk.prometheus_address(config.telemetry)
+    pool = PoolProbes([])
+    try:
+        probes = ProbeServer(*probe_at, metrics=pool.metrics) if probe_at else None
+    except OSError:
+        claim.close()
+        raise
+    if probes is not None:
+        probes.ready = pool.ready
+    argv = ["--log-level", options.log_level, "--log-format", options.log_format, "serve"]
+    argv += ["--config", options.config_path, "--worker-port", str(claim.port)]
+    argv += ["--fail-fast"] if options.fail_fast else []
     workers: list[asyncio.subprocess.Process] = []
     try:
-        workers = [await _start_worker(argv) for _ in range(count)]
-        if not all(await asyncio.gather(*(_ready(w) for w in workers))):
+        pool.workers = [Worker(await _start_worker(argv)) for _ in range(count)]
+        workers = [w.process for w in pool.workers]
+        loop.add_signal_handler(signal.SIGHUP, _relay_hangup, workers)
+        starting: asyncio.Future[list[bool]] = asyncio.ensure_future(asyncio.gather(*(_ready(w) for w in pool.workers)))
+        halted: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([starting, halted], return_when=asyncio.FIRST_COMPLETED)
+        halted.cancel()
+        if not starting.done():  # stopped while the workers waited (for their store)
+            starting.cancel()
+            await _stop(workers, config.shutdown_grace)
+            return 0
+        if not all(starting.result()):
             await _stop(workers, config.shutdown_grace)
             return 2
-        print(f"{READY} {claim.port} ({count} workers)", flush=True)
+        announce(f"{READY} {claim.port} ({count} workers)", options.log_format, port=claim.port, workers=count)
         echoes = [asyncio.create_task(_echo(w)) for w in workers]
         exits = [asyncio.create_task(w.wait()) for w in workers]
         died = asyncio.create_task(asyncio.wait(exits, return_when=asyncio.FIRST_COMPLETED))
@@ -141,3 +229,5 @@ async def serve_workers(config: Config, config_path: str, count: int, log_level:
         if any(w.returncode is None for w in workers):
             await _stop(workers, config.shutdown_grace)
         claim.close()
+        if probes is not None:
+            probes.close()

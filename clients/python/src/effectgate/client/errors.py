@@ -98,7 +98,9 @@ class InFlight(EffectGateError):
 
 class Unavailable(EffectGateError):
     """UNAVAILABLE: nothing was sent (the store cannot persist, the provider rate-limits, or the
-    gateway is unreachable); call again after `retry_after` with the same run context."""
+    gateway is unreachable); call again after `retry_after` with the same run context. Reason
+    STORE_UNAVAILABLE_AFTER_SEND: the store failed after the send, the effect may exist; the same
+    run context is still safe (the action is verified before any re-send), a new one is not."""
 
 
 class LimitExceeded(EffectGateError):

@@ -4,7 +4,9 @@ An Execute is keyed by (run, step, tool, scope), not by the call: calling again 
 context is the same action, so the gateway answers with the stored outcome or keeps driving the
 one it has. The client retries only where the gateway said nothing was decided:
 UNAVAILABLE (nothing was sent: the store could not persist, the provider rate-limited, the
-gateway was unreachable) and ABORTED/IN_FLIGHT (another call drives the action). It waits what
+gateway was unreachable; or STORE_UNAVAILABLE_AFTER_SEND: something may have been sent, and the
+gateway verifies the action before any re-send, so the same context is still safe) and
+ABORTED/IN_FLIGHT (another call drives the action). It waits what
 RetryInfo asks, else a capped exponential back-off, within a total budget.
 """
 

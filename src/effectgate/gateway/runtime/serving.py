@@ -1,0 +1,175 @@
+"""`effectgate serve`: one gateway process (or one worker of `--workers N`) from its config to
+its graceful stop: telemetry, the metrics port (runtime/probes.py), the wait for the store
+(runtime/waiting.py), the gateway, the ready line, SIGHUP reloads, the stop on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+
+from effectgate.gateway.config import Config, ConfigError, load_config
+from effectgate.gateway.observability import IDENTITY, identify, json_line, mask_url, provider_sdk_logs, telemetry_sdk
+from effectgate.gateway.runtime.probes import ProbeServer
+from effectgate.gateway.runtime.server import (
+    Gateway,
+    build_adapters,
+    close_adapters,
+    credentials,
+    open_configured_store,
+)
+from effectgate.gateway.runtime.waiting import WaitingRoom, open_store
+from effectgate.gateway.store import StoreError
+
+log = logging.getLogger("effectgate.server")
+READY = "effectgate serving on port"
+PROBES = "effectgate probes on port"
+
+
+class StartupFailed(Exception):
+    """Start-up failed; the message is the one line to print."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    config_path: str
+    workers: int = 0
+    worker_port: int = 0
+    log_level: str = "INFO"
+    log_format: str = "text"
+    fail_fast: bool = False
+
+
+def announce(text: str, log_format: str, **fields: object) -> None:
+    """A line supervisors and tests read on stdout (the port): JSON under `--log-format json`."""
+    if log_format == "json":
+        text = json_line(text, "INFO", "effectgate.server", time.time(), dict(fields))
+    # One write with its newline: stdout may be unbuffered (PYTHONUNBUFFERED), where print() writes
+    # the text and the newline apart, and a log line sharing the pipe could land in between.
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def store_failure(config: Config, exc: BaseException) -> StartupFailed:
+    return StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}")
+
+
+async def serve(options: ServeOptions) -> int:
+    from effectgate.gateway.runtime.workers import serve_workers, watch_parent
+
+    config = load_config(options.config_path)
+    identify(config.telemetry.service_name)
+    if options.workers:
+        try:
+            return await serve_workers(config, options)
+        except (ConfigError, OSError) as exc:
+            raise StartupFailed(str(exc)) from exc
+        except StoreError as exc:
+            raise store_failure(config, exc) from exc
+    probe_at = telemetry_sdk.prometheus_address(config.telemetry)
+    if options.worker_port:  # one of the workers: the parent holds this port for us
+        host = config.listen.rpartition(":")[0]
+        config = config.model_copy(
+            update={"server": config.server.model_copy(update={"listen": f"{host}:{options.worker_port}"})}
+        )
+        # The parent serves the pool's metrics port; each worker's is on loopback for it.
+        probe_at = ("127.0.0.1", 0) if probe_at else None
+    provider_sdk_logs(config.telemetry.provider_sdk_logs)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    # The parent's pid is read now, before the ready line below lets the parent be killed.
+    watcher = asyncio.create_task(watch_parent(stop, os.getppid())) if options.worker_port else None
+    probes: ProbeServer | None = None
+    try:
+        resource = {"service.instance.id": IDENTITY.instance_id}
+        observability = telemetry_sdk.setup(config.telemetry, config.adapters, resource)
+        if probe_at is not None:
+            probes = ProbeServer(*probe_at)
+            if options.worker_port:
+                announce(f"{PROBES} {probes.port}", options.log_format, probes_port=probes.port)
+        # The UNKNOWN backlog gauges are read only when there are metrics to show them.
+        metrics_on = observability.meter_provider is not None
+        gateway = await start(config, options, stop, probes, metrics_on)
+    except (ConfigError, OSError) as exc:
+        if probes is not None:
+            probes.close()
+        raise StartupFailed(str(exc)) from exc
+    except StoreError as exc:  # the store: refused, unwritable, behind (or unreachable with --fail-fast)
+        if probes is not None:
+            probes.close()
+        raise store_failure(config, exc) from exc
+    if gateway is not None:
+        if probes is not None:
+            probes.ready = gateway.ready_state
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(gateway.reload(options.config_path)))
+        # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a
+        # SIGTERM sent as soon as they read it is a graceful stop (the handlers are in place).
+        announce(f"{READY} {gateway.port}", options.log_format, port=gateway.port)
+        await stop.wait()
+        log.info("shutting down gracefully")
+        await gateway.stop()
+    await observability.shutdown()
+    if probes is not None:
+        probes.close()
+    if watcher is not None:
+        await watcher
+    return 0
+
+
+async def start(
+    config: Config, options: ServeOptions, stop: asyncio.Event, probes: ProbeServer | None, metrics_on: bool
+) -> Gateway | None:
+    """The gateway, once its store answers (None when stopped while waiting for it)."""
+    shared = bool(options.worker_port)
+    adapters = build_adapters(config)  # config errors before anything is opened
+    try:
+        store = open_configured_store(config)
+    except BaseException:
+        await close_adapters(adapters)
+        raise
+    room: WaitingRoom | None = None
+
+    async def hold_the_port() -> None:
+        nonlocal room
+        room = WaitingRoom(config.listen, credentials(config), shared)
+        await room.start()
+
+    def not_ready(why: str) -> None:
+        if probes is not None:
+            probes.ready = lambda: (False, f"the store cannot be reached: {why}")
+
+    try:
+        opened = await open_store(
+            store, fail_fast=options.fail_fast, stop=stop, on_wait=hold_the_port, on_problem=not_ready
+        )
+    except BaseException:
+        await close_adapters(adapters)
+        raise
+    finally:
+        if room is not None:
+            await room.close()
+    if not opened:
+        await close_adapters(adapters)
+        return None
+    if room is not None and room.port:  # the same port (it was 0: the room's is the one now known)
+        host = config.listen.rpartition(":")[0]
+        config = config.model_copy(
+            update={"server": config.server.model_copy(update={"listen": f"{host}:{room.port}"})}
+        )
+    return await Gateway.start(
+        config, shared_port=shared, watch_backlog=metrics_on, store=store, adapters=adapters, store_open=True
+    )
+
+
+def run(options: ServeOptions) -> int:
+    try:
+        return asyncio.run(serve(options))
+    finally:
+        sys.stdout.flush()
