@@ -22,6 +22,7 @@ from typing import Any
 from effectgate.gateway.model import DUE, RECOVERABLE, TERMINAL, ActionRecord, ListQuery, Page, State
 from effectgate.gateway.store import rows
 from effectgate.gateway.store.base import Store, StoreUnavailable
+from effectgate.gateway.store.evidence import SqlProviderLog
 
 Row = Sequence[Any]
 
@@ -126,10 +127,13 @@ class Statements:
         return self.dialect.render(sql), params
 
 
-class SqlStore(Store):
+class SqlStore(SqlProviderLog, Store):
     """The `Store` primitives on top of four hooks that run one statement each."""
 
     statements: Statements
+
+    def _render(self, sql: str) -> str:
+        return self.statements.dialect.render(sql)
 
     @abstractmethod
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
