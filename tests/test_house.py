@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 WINGS = [
     f"effectgate.gateway.{wing}"
-    for wing in ("model", "config", "observability", "store", "core", "background", "rpc", "runtime")
+    for wing in ("model", "config", "observability", "store", "core", "background", "rpc", "intake", "runtime")
 ]
 PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "postmark", "smtp", "http")]
 SOURCES = [ROOT / "src", ROOT / "lab" / "src", ROOT / "clients" / "python" / "src"]

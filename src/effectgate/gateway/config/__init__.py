@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from effectgate.gateway.config.provider import AuditSection, ConsistencySection, WebhooksSection
 from effectgate.gateway.config.schema import (
     ROLES,
     STORE_GROUP,
@@ -16,20 +17,25 @@ from effectgate.gateway.config.schema import (
     load_config,
     parse_config,
 )
+from effectgate.gateway.config.tables import TlsConfig
 from effectgate.gateway.config.telemetry import TelemetryConfig
 
 __all__ = [
     "ROLES",
     "STORE_GROUP",
     "Approval",
+    "AuditSection",
     "Bypass",
     "Config",
     "ConfigError",
+    "ConsistencySection",
     "OnMismatch",
     "OnRepeat",
     "Principal",
     "TelemetryConfig",
+    "TlsConfig",
     "ToolConfig",
+    "WebhooksSection",
     "load_config",
     "parse_config",
 ]

@@ -6,12 +6,15 @@ from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
+from effectgate.gateway.core.provider_reports import Applied, Busy, ProviderReports, Replayed
 from effectgate.gateway.core.replay_cache import ReplayCache
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
 
 __all__ = [
+    "Applied",
     "BoundTool",
+    "Busy",
     "Clock",
     "DriverSettings",
     "EffectProtocol",
@@ -20,7 +23,9 @@ __all__ = [
     "IllegalTransition",
     "Operations",
     "Policy",
+    "ProviderReports",
     "ReplayCache",
+    "Replayed",
     "SystemClock",
     "ToolSet",
     "policy_of",

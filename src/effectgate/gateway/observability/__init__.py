@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from effectgate.gateway.observability import provider_metrics
 from effectgate.gateway.observability.logging_setup import LEVELS, mask_url, provider_sdk_logs, redact, setup_logging
 from effectgate.gateway.observability.metrics import BACKLOG, MAX_PAGES, PAGE, Backlog, store_error
 
@@ -12,6 +13,7 @@ __all__ = [
     "PAGE",
     "Backlog",
     "mask_url",
+    "provider_metrics",
     "provider_sdk_logs",
     "redact",
     "setup_logging",

@@ -81,6 +81,8 @@ async def serve(config_path: str, workers: int = 0, worker_port: int = 0, log_le
     # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a SIGTERM
     # sent as soon as they read it is a graceful stop (the handlers are in place).
     print(f"effectgate serving on port {gateway.port}", flush=True)
+    if gateway.webhooks is not None:
+        print(f"effectgate webhooks on port {gateway.webhook_port}", flush=True)
     await stop.wait()
     logging.getLogger("effectgate").info("shutting down gracefully")
     await gateway.stop()

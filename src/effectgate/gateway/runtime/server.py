@@ -28,7 +28,16 @@ from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
 from effectgate.gateway.background import ClockWatch, Job, Readiness, Reconciler, Runner, backlog_job, retention_job
 from effectgate.gateway.config import Config, ConfigError
-from effectgate.gateway.core import BoundTool, Clock, DriverSettings, EffectProtocol, Operations, ToolSet
+from effectgate.gateway.core import (
+    BoundTool,
+    Clock,
+    DriverSettings,
+    EffectProtocol,
+    Operations,
+    ProviderReports,
+    ToolSet,
+)
+from effectgate.gateway.intake import WebhookIntake
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.store import Store, StoreClock, open_store
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
@@ -224,6 +233,9 @@ class Gateway:
     health: health_aio.HealthServicer
     background: Runner
     port: int
+    # The webhook listener ([webhooks]) and its port; None and 0 when not configured.
+    webhooks: WebhookIntake | None = None
+    webhook_port: int = 0
 
     @classmethod
     async def start(
@@ -330,21 +342,29 @@ class Gateway:
         background, readiness = compose_background(
             config, protocol, store, health_servicer, background_clock, watch, watch_backlog=watch_backlog
         )
+        intake = None
+        if config.webhooks is not None:
+            intake = WebhookIntake(ProviderReports(protocol, store, tools), adapters, config.webhooks)
         background.start()
         try:
             await server.start()
+            webhook_port = await intake.start() if intake is not None else 0
             await readiness.check()
         except BaseException:
             await background.stop()
             await server.stop(0)
+            if intake is not None:
+                await intake.stop()
             raise
         log.info("effectgate listening on port %d (store %s)", port, store.describe())
-        return cls(config, store, adapters, protocol, server, health_servicer, background, port)
+        return cls(config, store, adapters, protocol, server, health_servicer, background, port, intake, webhook_port)
 
     async def stop(self) -> None:
         """Graceful: refuse new calls, let in-flight actions finish within the grace period;
         whatever is still running stays DISPATCHED under a lease for the next reconciler."""
         await self.health.enter_graceful_shutdown()
+        if self.webhooks is not None:
+            await self.webhooks.stop()
         grace = self.config.shutdown_grace
         await self.server.stop(grace)
         await self.protocol.drain(grace)
