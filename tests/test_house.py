@@ -16,7 +16,7 @@ WINGS = [
     f"effectgate.gateway.{wing}"
     for wing in ("model", "config", "observability", "store", "core", "background", "rpc", "intake", "runtime")
 ]
-PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "postmark", "smtp", "http")]
+PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "square", "postmark", "smtp", "http")]
 SOURCES = [ROOT / "src", ROOT / "lab" / "src", ROOT / "clients" / "python" / "src"]
 
 
