@@ -41,9 +41,10 @@ def config(tmp_path: Path, stripe: StripeSimulator, square: SquareSimulator, ada
 async def test_same_agent_program_charges_through_stripe_then_square(tmp_path: Path) -> None:
     os.environ["STRIPE_API_KEY"] = "sk_test_switch"
     os.environ["SQUARE_ACCESS_TOKEN"] = "EAAA_test_switch"
-    async with StripeSimulator(api_key="sk_test_switch") as stripe, SquareSimulator(
-        access_token="EAAA_test_switch"
-    ) as square:
+    async with (
+        StripeSimulator(api_key="sk_test_switch") as stripe,
+        SquareSimulator(access_token="EAAA_test_switch") as square,
+    ):
         assert isinstance(stripe, StripeSimulator) and isinstance(square, SquareSimulator)
         for adapter, order in (("stripe", "1"), ("square", "2")):
             live = await start_gateway(config(tmp_path, stripe, square, adapter))

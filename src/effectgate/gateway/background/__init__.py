@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.background.clock_watch import ClockWatch
+from effectgate.gateway.background.drift import DriftReport, audit, drift_job
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
 from effectgate.gateway.background.retention import retention_job
@@ -11,10 +12,13 @@ from effectgate.gateway.background.watchers import backlog_job
 
 __all__ = [
     "ClockWatch",
+    "DriftReport",
     "Job",
     "Readiness",
     "Reconciler",
     "Runner",
+    "audit",
     "backlog_job",
+    "drift_job",
     "retention_job",
 ]

@@ -16,6 +16,7 @@ from effectgate.gateway.config.schema import (
     ToolConfig,
     load_config,
     parse_config,
+    parse_duration,
 )
 from effectgate.gateway.config.tables import TlsConfig
 from effectgate.gateway.config.telemetry import TelemetryConfig
@@ -38,4 +39,5 @@ __all__ = [
     "WebhooksSection",
     "load_config",
     "parse_config",
+    "parse_duration",
 ]

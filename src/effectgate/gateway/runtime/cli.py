@@ -144,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--worker-port", type=int, default=0, help=argparse.SUPPRESS)
     check_cmd = commands.add_parser("check", help="validate a config: secrets, adapters, store; then exit")
     check_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    audit_cmd = commands.add_parser("audit", help="drift audit: the providers' records against the gateway's")
+    audit_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    audit_cmd.add_argument("--since", default="24h", help="how far back to look (default 24h)")
+    audit_cmd.add_argument("-o", "--output", choices=("text", "json"), default="text", help="a summary or JSON")
     for name in sorted(plugin_names()):
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands)
@@ -157,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(serve(args.config, args.workers, args.worker_port, args.log_level))
         if args.command == "check":
             return asyncio.run(check(args.config))
+        if args.command == "audit":
+            from effectgate.gateway.runtime.audit import run_audit
+
+            return asyncio.run(run_audit(args.config, args.since, args.output))
         return admin_cli.run_command(args)
     except (ConfigError, StartupFailed) as exc:
         if args.debug:

@@ -26,7 +26,16 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
-from effectgate.gateway.background import ClockWatch, Job, Readiness, Reconciler, Runner, backlog_job, retention_job
+from effectgate.gateway.background import (
+    ClockWatch,
+    Job,
+    Readiness,
+    Reconciler,
+    Runner,
+    backlog_job,
+    drift_job,
+    retention_job,
+)
 from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.core import (
     BoundTool,
@@ -175,6 +184,11 @@ async def check(config: Config) -> StoreClock:
         await close_adapters(adapters)
 
 
+def tenants_of(config: Config) -> list[str]:
+    """The tenants whose actions the gateway serves (development mode: "dev")."""
+    return sorted({p.tenant for p in config.principals} or {"dev"})
+
+
 def _no_problem() -> str:
     return ""
 
@@ -188,6 +202,8 @@ def compose_background(
     watch: ClockWatch | None,
     *,
     watch_backlog: bool,
+    tools: Mapping[str, BoundTool] | None = None,
+    adapters: Mapping[str, Adapter] | None = None,
 ) -> tuple[Runner, Readiness]:
     """The gateway's background jobs on one runner, and the readiness they report through."""
     reconciler = Reconciler(protocol, interval=config.reconcile_interval)
@@ -217,6 +233,19 @@ def compose_background(
     if watch_backlog:  # the UNKNOWN backlog gauges (metrics only)
         tenants = sorted({p.tenant for p in config.principals} or {"dev"})
         jobs.append(backlog_job(store, tenants, config.telemetry.backlog_interval))
+    if config.audit.interval > 0 and tools is not None and adapters is not None:  # the drift audit
+        audited = tenants_of(config)
+        jobs.append(
+            drift_job(
+                store,
+                tools,
+                adapters,
+                audited,
+                interval=config.audit.interval,
+                lookback=config.audit.since,
+                clock=clock,
+            )
+        )
     runner = Runner(clock, jobs)
     return runner, readiness
 
@@ -282,7 +311,8 @@ class Gateway:
         clock: Clock | None,
         background_clock: Clock | None,
     ) -> Gateway:
-        tools = ToolSet({name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()})
+        bound = {name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()}
+        tools = ToolSet(bound)
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         watch: ClockWatch | None = None
         if clock is None:
@@ -340,7 +370,15 @@ class Gateway:
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         port = _listen(server, config, shared_port)
         background, readiness = compose_background(
-            config, protocol, store, health_servicer, background_clock, watch, watch_backlog=watch_backlog
+            config,
+            protocol,
+            store,
+            health_servicer,
+            background_clock,
+            watch,
+            watch_backlog=watch_backlog,
+            tools=bound,
+            adapters=adapters,
         )
         intake = None
         if config.webhooks is not None:
