@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
+from effectgate.gateway.core.lag import LagBook, LagSampler, quantile
 from effectgate.gateway.core.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
 from effectgate.gateway.core.provider_reports import Applied, Busy, ProviderReports, Replayed
@@ -21,6 +22,8 @@ __all__ = [
     "ExecuteCommand",
     "ExecuteResult",
     "IllegalTransition",
+    "LagBook",
+    "LagSampler",
     "Operations",
     "Policy",
     "ProviderReports",
@@ -29,5 +32,6 @@ __all__ = [
     "SystemClock",
     "ToolSet",
     "policy_of",
+    "quantile",
     "validate_context",
 ]

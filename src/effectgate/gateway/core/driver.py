@@ -76,8 +76,11 @@ class Driver:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock_problem: Callable[[], str] = lambda: "",
+        on_answered: Callable[[ActionRecord, BoundTool], None] | None = None,
     ) -> None:
         self.store = store
+        # Told of every write the provider answered with a receipt (the read-lag sampler).
+        self.on_answered = on_answered
         self.settings = settings
         self.clock = clock
         self.sleep = sleep
@@ -177,6 +180,8 @@ class Driver:
         if isinstance(event, t.Answered):
             failpoints.hit("after_provider_commit")
         record = await self._write(t.apply(record, event, self.clock(), policy), policy)
+        if isinstance(event, t.Answered) and self.on_answered is not None:
+            self.on_answered(record, tool)
         return record, event if isinstance(event, t.RefusedBeforeActing) else None
 
     async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:

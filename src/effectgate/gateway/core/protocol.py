@@ -109,6 +109,7 @@ class EffectProtocol:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         cache: ReplayCache | None = None,
         clock_problem: Callable[[], str] = lambda: "",
+        on_answered: Callable[[ActionRecord, BoundTool], None] | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
@@ -118,7 +119,9 @@ class EffectProtocol:
         # "" while this replica's clock may be trusted (store.clock.skew_problem), else why not:
         # then it claims nothing and sends nothing (docs/protocol.md, "Clocks").
         self._clock_problem = clock_problem
-        self._driver = Driver(store, settings, clock=clock, sleep=sleep, clock_problem=clock_problem)
+        self._driver = Driver(
+            store, settings, clock=clock, sleep=sleep, clock_problem=clock_problem, on_answered=on_answered
+        )
         self._cache = cache if cache is not None else ReplayCache()
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.

@@ -16,14 +16,11 @@ import enum
 import logging
 from dataclasses import replace
 
-from google.protobuf.message import Message
-
-from effectgate.adapters.base import ActionCall
 from effectgate.adapters.capabilities import EventKind, ProviderEvent, ReceivesWebhooks
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.protocol import EffectProtocol
 from effectgate.gateway.core.tools import ToolSet
-from effectgate.gateway.model import ActionRecord, provider_key
+from effectgate.gateway.model import ActionRecord
 from effectgate.gateway.store import Store
 
 log = logging.getLogger("effectgate.webhooks")
@@ -84,7 +81,7 @@ class ProviderReports:
             await self._protocol.release(leased)
             return Applied.IGNORED
         tool = self._tools.get(leased.tool)
-        observation = adapter.observe_event(event, self._call(leased, tool.load(leased.payload)))
+        observation = adapter.observe_event(event, tool.action_call(leased))
         observation = replace(observation, evidence={**observation.evidence, "source": "webhook"})
         settled = await self._protocol.commit(leased, t.Observed(observation, read_at=self._protocol.now()))
         log.info(
@@ -96,16 +93,3 @@ class ProviderReports:
             settled.state.value,
         )
         return Applied.SETTLED if settled.state is not leased.state else Applied.IGNORED
-
-    @staticmethod
-    def _call(record: ActionRecord, payload: Message) -> ActionCall:
-        return ActionCall(
-            action_id=record.action_id,
-            provider_key=provider_key(record.action_id, record.generation),
-            payload=payload,
-            scope=record.scope,
-            tool=record.tool,
-            tenant=record.tenant,
-            attempt=record.attempts,
-            receipt=record.receipt,
-        )

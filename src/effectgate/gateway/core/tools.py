@@ -7,15 +7,18 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
 
-from effectgate.adapters.base import Adapter, InvalidPayload
+from effectgate.adapters.base import ActionCall, Adapter, InvalidPayload
 from effectgate.gateway.config import ToolConfig
-from effectgate.gateway.model import InvalidRequest
+from effectgate.gateway.core.lag import LagBook
+from effectgate.gateway.model import ActionRecord, InvalidRequest, provider_key
 
 
 @dataclass(frozen=True)
 class BoundTool:
     config: ToolConfig
     adapter: Adapter
+    # The learned read lags (`consistency_window = "auto"`); None: no learning in this process.
+    lags: LagBook | None = None
 
     @property
     def name(self) -> str:
@@ -26,10 +29,29 @@ class BoundTool:
         return self.adapter.payload_type.DESCRIPTOR.full_name
 
     @property
+    def lag_key(self) -> str:
+        return self.config.lag_key or self.config.adapter
+
+    @property
     def consistency_window(self) -> float:
-        if self.config.consistency_window is not None:
-            return self.config.consistency_window
-        return self.adapter.capabilities.consistency_window
+        configured = self.config.consistency_window
+        declared = self.adapter.capabilities.consistency_window
+        if configured == "auto":
+            return self.lags.window(self.lag_key, declared) if self.lags is not None else declared
+        return declared if configured is None else configured
+
+    def action_call(self, record: ActionRecord, *, receipt: bool = True) -> ActionCall:
+        """The action as the adapter sees it (`receipt=False`: as if the answer had been lost)."""
+        return ActionCall(
+            action_id=record.action_id,
+            provider_key=provider_key(record.action_id, record.generation),
+            payload=self.load(record.payload),
+            scope=record.scope,
+            tool=record.tool,
+            tenant=record.tenant,
+            attempt=record.attempts,
+            receipt=record.receipt if receipt else None,
+        )
 
     def parse(self, type_url: str, value: bytes) -> Message:
         """Unpacks an Any's content into the tool's message type (not yet normalised)."""

@@ -97,7 +97,7 @@ async def check(config_path: str) -> int:
 
     config = load_config(config_path)
     try:
-        clock = await server.check(config)
+        clock, window_problems = await server.check(config)
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:
@@ -108,6 +108,9 @@ async def check(config_path: str) -> int:
         f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
         f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
     )
+    for problem in window_problems:
+        print(f"window: WARNING: {problem}")
+        logging.getLogger("effectgate.check").warning("%s", problem)
     bound = config.clock_skew_bound
     if not clock.shared:
         print(f"clock: the store has no clock of its own; this host's is used (skew bound {bound:g}s unused)")

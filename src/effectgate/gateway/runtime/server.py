@@ -42,6 +42,8 @@ from effectgate.gateway.core import (
     Clock,
     DriverSettings,
     EffectProtocol,
+    LagBook,
+    LagSampler,
     Operations,
     ProviderReports,
     ToolSet,
@@ -166,9 +168,10 @@ def _listen(server: grpc.aio.Server, config: Config, shared: bool) -> int:
     return port
 
 
-async def check(config: Config) -> StoreClock:
+async def check(config: Config) -> tuple[StoreClock, list[str]]:
     """What `effectgate check` does: load every adapter (secrets resolved), open the store, measure
-    its clock's offset to this host's (the probed clock is returned), close the store."""
+    its clock's offset to this host's (the probed clock is returned), compare each tool's window
+    with the read lags observed (the problems are returned), close the store."""
     adapters = build_adapters(config)
     try:
         _credentials(config)
@@ -177,11 +180,31 @@ async def check(config: Config) -> StoreClock:
         try:
             clock = StoreClock(store)
             await clock.probe()
+            lags = LagBook(config.consistency)
+            bound = {name: BoundTool(tool, adapters[tool.adapter], lags) for name, tool in config.tools.items()}
+            await lags.load(store, (t.lag_key for t in bound.values()))
+            problems = window_problems(bound, lags)
         finally:
             await store.close()
-        return clock
+        return clock, problems
     finally:
         await close_adapters(adapters)
+
+
+def window_problems(tools: Mapping[str, BoundTool], lags: LagBook) -> list[str]:
+    """Tools whose configured consistency window is shorter than the observed p99 read lag."""
+    problems = []
+    for name, tool in sorted(tools.items()):
+        key, configured = tool.lag_key, tool.config.consistency_window
+        n = lags.count(key)
+        p99 = lags.quantile(key, 0.99)
+        if n >= lags.settings.min_samples and isinstance(configured, float) and configured < p99:
+            problems.append(
+                f"[tools.{name}] consistency_window {configured:g}s is shorter than the observed p99 read lag "
+                f"{p99:.3f}s of {key} (p50 {lags.quantile(key, 0.5):.3f}s, {n} samples): a read-back may take a "
+                'write that is not visible yet for absence; raise it, or set consistency_window = "auto"'
+            )
+    return problems
 
 
 def tenants_of(config: Config) -> list[str]:
@@ -311,8 +334,12 @@ class Gateway:
         clock: Clock | None,
         background_clock: Clock | None,
     ) -> Gateway:
-        bound = {name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()}
+        lags = LagBook(config.consistency)
+        bound = {name: BoundTool(tool, adapters[tool.adapter], lags) for name, tool in config.tools.items()}
         tools = ToolSet(bound)
+        await lags.load(store, (t.lag_key for t in bound.values()))
+        for problem in window_problems(bound, lags):
+            log.warning("%s", problem)
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         watch: ClockWatch | None = None
         if clock is None:
@@ -334,6 +361,7 @@ class Gateway:
             clock=clock,
             sleep=clock.sleep,
             clock_problem=watch or _no_problem,
+            on_answered=LagSampler(store, lags, clock).on_answered,
         )
         auth = Authenticator(config.principals)
         if auth.dev_mode:
