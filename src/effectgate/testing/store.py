@@ -9,6 +9,7 @@ all with `StoreUnavailable`, as a real backend that cannot persist.
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -175,6 +176,6 @@ class MemoryStore(Store):
         self._enter("record_read_lag", write=True)
         self.db.lags.setdefault(lag_key, []).append((at, lag))
 
-    async def read_lags(self, lag_key: str, limit: int = 2000) -> list[float]:
+    async def read_lags(self, lag_key: str, limit: int = 2000) -> builtins.list[float]:
         self._enter("read_lags", write=False)
         return [lag for _, lag in sorted(self.db.lags.get(lag_key, []))[-limit:]]

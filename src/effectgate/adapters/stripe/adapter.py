@@ -46,7 +46,10 @@ from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, parse_settings
 from effectgate.adapters.stripe import webhooks
-from effectgate.adapters.stripe.errors import _code, _guard, _id
+from effectgate.adapters.stripe.errors import _code, _guard, _id, classify
+
+# `classify` moved to errors.py; re-exported for code that imports it from here.
+__all__ = ["ACTION_METADATA_KEY", "StripeAdapter", "StripeSettings", "classify"]
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
 # The PaymentIntent metadata key that ties an intent to its action (verify searches on it).

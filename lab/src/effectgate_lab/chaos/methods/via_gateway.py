@@ -48,7 +48,8 @@ def tool_name(run: Run) -> str:
 # (its history with that provider), with every confirmed write followed by read-backs.
 WARMUP_WRITES = 40
 WARMUP_SEED = 1_000_000
-AUTO = {"sample_every": 1, "min_samples": 10, "floor": "0.05s", "margin": 0.5}
+MIN_SAMPLES = 10
+AUTO: dict[str, object] = {"sample_every": 1, "min_samples": MIN_SAMPLES, "floor": "0.05s", "margin": 0.5}
 
 
 def gateway_doc(
@@ -161,7 +162,7 @@ class ViaGateway(Method):
         while loop.time() < end:  # until the probes stop adding lags
             await asyncio.sleep(max(like.lag, 0.2))
             count = len(_lags(db))
-            if count == last and count >= int(AUTO["min_samples"]):
+            if count == last and count >= MIN_SAMPLES:
                 break
             last = count
         return _lags(db)
