@@ -33,6 +33,7 @@ from effectgate.adapters.base import (
     Adapter,
     AmbiguousError,
     Capabilities,
+    ConfigError,
     DefinitiveError,
     InvalidPayload,
     Observation,
@@ -63,7 +64,11 @@ class HttpAdapter(Adapter):
         self._path_fields = settings.path_fields()
         self._token = settings.secret("token", required=False)
         hook = settings.webhook
-        self._webhook_secret = hook.secret("secret", required=False) if hook is not None else ""
+        try:
+            self._webhook_secret = hook.secret("secret", required=False) if hook is not None else ""
+        except ConfigError as exc:
+            exc.key = f"webhook.{exc.key}" if exc.key else "webhook"
+            raise
         headers = dict(settings.headers)
         headers.setdefault("Accept", "application/json")
         if self._token:
