@@ -22,6 +22,7 @@ from effectgate_lab.simulators.crm_sim import CrmSimulator
 from effectgate_lab.simulators.postmark_sim import PostmarkSimulator
 from effectgate_lab.simulators.server import SimulatorServer
 from effectgate_lab.simulators.smtp_sim import MaildirDrop, SmtpSimulator
+from effectgate_lab.simulators.square_sim import SquareSimulator
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import dovecot
 
@@ -30,7 +31,9 @@ SECRET_ENV = "EG_TEST_PROVIDER_SECRET"
 LAG = 0.6  # visibility lag of delayed writes; adapters declare a window of 2 s
 WINDOW = 2.0
 SCENARIOS = Path(__file__).resolve().parent.parent / "docs" / "examples" / "crm-http-adapters.toml"
-TARGET_NAMES = ["stripe", "postmark", "smtp+imap", "smtp", "http:activate_customer", "http:record_invoice"]
+# The payment-method names agents use, mapped to Square's test sources (config only).
+SQUARE_SOURCES = {"pm_card_visa": "cnon:card-nonce-ok", "pm_card_chargeDeclined": "cnon:card-nonce-declined"}
+TARGET_NAMES = ["stripe", "square", "postmark", "smtp+imap", "smtp", "http:activate_customer", "http:record_invoice"]
 
 
 def _email(to: str, tag: str) -> tools_pb2.SendEmail:
@@ -105,6 +108,8 @@ class Target:
             return [e.message_id for e in self.sim.ledger]
         if isinstance(self.sim, CrmSimulator):
             return [str(e["params"]["id"]) for e in self.sim.ledger]
+        if isinstance(self.sim, SquareSimulator):
+            return [str(e["reference_id"]) for e in self.sim.ledger]
         # Stripe and Postmark: the action id the adapter put in the provider's metadata.
         return [str(e["metadata"]["effectgate_action_id"]) for e in self.sim.ledger]
 
@@ -129,6 +134,28 @@ async def start_target(name: str, imap: dovecot.DovecotServer | None = None) -> 
             ),
         )
         target.sim = stripe
+        return target
+    if name == "square":
+        square = SquareSimulator(access_token=CANARY, visibility_lag=LAG, settle_seconds=LAG)
+        url = await square.start()
+        target = Target(
+            name,
+            lambda: {
+                "kind": "square",
+                "base_url": url,
+                "access_token_env": SECRET_ENV,
+                "source_ids": SQUARE_SOURCES,
+                "consistency_window": WINDOW,
+                "timeout": 5,
+            },
+            lambda tag: tools_pb2.ChargeCard(
+                customer="cus_42", amount=1250, currency="USD", payment_method="pm_card_visa", description=tag
+            ),
+            lambda tag: tools_pb2.ChargeCard(
+                customer="cus_42", amount=1250, currency="usd", payment_method="pm_card_chargeDeclined"
+            ),
+        )
+        target.sim = square
         return target
     if name == "postmark":
         postmark = PostmarkSimulator(server_token=CANARY, visibility_lag=LAG)

@@ -389,6 +389,21 @@ class StoreConformance:
             stored = await store.get(f"w{i:02}")
             assert stored is not None and stored.reason == ("ok" if i % 2 else "")
 
+    async def test_provider_log_applies_each_event_once_and_keeps_lags(self, backend: Backend) -> None:
+        store = await backend.store()
+        claims = await asyncio.gather(
+            *(store.claim_provider_event("stripe", "evt_1", "a1", "succeeded", NOW) for _ in range(5))
+        )
+        assert sorted(claims) == [False, False, False, False, True]  # concurrent deliveries: one wins
+        assert await store.claim_provider_event("square", "evt_1", "a1", "succeeded", NOW)  # per source
+        await store.forget_provider_event("stripe", "evt_1")  # a 503: the provider's retry applies it
+        assert await store.claim_provider_event("stripe", "evt_1", "a1", "succeeded", NOW)
+        for i, lag in enumerate((0.3, 0.1, 0.2)):
+            await store.record_read_lag("stripe", NOW + i, lag)
+        assert sorted(await store.read_lags("stripe")) == [0.1, 0.2, 0.3]
+        assert sorted(await store.read_lags("stripe", limit=2)) == [0.1, 0.2]  # the newest two
+        assert await store.read_lags("other") == []
+
     async def test_describe_never_shows_a_password(self, backend: Backend) -> None:
         store = await backend.store()
         assert store.describe() and "secret" not in store.describe()

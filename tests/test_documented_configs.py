@@ -62,9 +62,13 @@ def localize(doc: dict[str, Any], tmp_path: Path, pki: Pki, pg_url: str, env: di
         doc["store"]["url"] = pg_url
     elif url.startswith("sqlite:////"):
         doc["store"]["url"] = f"sqlite:///{tmp_path}/abs.db"
-    for table in doc.get("adapters", {}).values():
+    tables = list(doc.get("adapters", {}).values())
+    while tables:  # nested tables too (an adapter's `webhook` table names its own secret)
+        table = tables.pop()
         for key, value in list(table.items()):
-            if key.endswith("_env"):
+            if isinstance(value, dict):
+                tables.append(value)
+            elif key.endswith("_env"):
                 env[str(value)] = f"dummy-secret-{key}"
             elif key.endswith("_file"):
                 secret = tmp_path / f"{key}.txt"

@@ -14,9 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 WINGS = [
     f"effectgate.gateway.{wing}"
-    for wing in ("model", "config", "observability", "store", "core", "background", "rpc", "runtime")
+    for wing in ("model", "config", "observability", "store", "core", "background", "rpc", "intake", "runtime")
 ]
-PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "postmark", "smtp", "http")]
+PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "square", "postmark", "smtp", "http")]
 # Lab tools that reach into a wing on purpose, and why.
 WHITE_BOX = {
     "effectgate_lab.bench.host_clock": "hides PostgreSQL's clock for the bench's store/host clock comparison",

@@ -162,6 +162,13 @@ CASES = {
     "reconcile-dispatched-not-found": Case(D, t.Reconcile(N, "ops", "absent"), N, {}),
     "grant-confirmed": Case(C, t.GrantBypass("ops", "again"), C, {"bypass_granted": True}),
     "grant-rejected": Case(R, t.GrantBypass("ops", "again"), R, {"bypass_granted": True}),
+    # A refund reported by the provider's webhook: history only, the state stays.
+    "provider-note-confirmed": Case(
+        C,
+        t.ProviderNote("stripe", "evt_1", "refunded", "amount_refunded=1250"),
+        C,
+        {"notes": ("refunded reported by stripe (event evt_1): amount_refunded=1250",), "state": C},
+    ),
     # Missed by the old diagram: a used bypass starts a new generation from PLANNED.
     "use-bypass-confirmed": Case(
         C, t.UseBypass(), P, {"generation": 1, "bypass_granted": False, "receipt": None}, {"bypass_granted": True}

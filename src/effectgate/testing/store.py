@@ -47,6 +47,9 @@ class MemoryDatabase:
     # (the reservation, held).
     counters: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
     reservations: dict[tuple[str, int], tuple[Reservation, bool]] = field(default_factory=dict)
+    # Provider evidence (`ProviderLog`): webhook events applied, and read lags by lag key.
+    provider_events: dict[tuple[str, str], str] = field(default_factory=dict)
+    lags: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def fail_writes_after(self, n: int) -> None:
         self.writes_left = n
@@ -280,3 +283,22 @@ class MemoryStore(Store):
     async def probe(self, now: float) -> None:
         self._enter("probe", write=True)
         self.db.probed_at = now
+
+    async def claim_provider_event(self, source: str, event_id: str, action_id: str, kind: str, at: float) -> bool:
+        self._enter("claim_provider_event", write=True)
+        if (source, event_id) in self.db.provider_events:
+            return False
+        self.db.provider_events[(source, event_id)] = action_id
+        return True
+
+    async def forget_provider_event(self, source: str, event_id: str) -> None:
+        self._enter("forget_provider_event", write=True)
+        self.db.provider_events.pop((source, event_id), None)
+
+    async def record_read_lag(self, lag_key: str, at: float, lag: float) -> None:
+        self._enter("record_read_lag", write=True)
+        self.db.lags.setdefault(lag_key, []).append((at, lag))
+
+    async def read_lags(self, lag_key: str, limit: int = 2000) -> builtins.list[float]:
+        self._enter("read_lags", write=False)
+        return [lag for _, lag in sorted(self.db.lags.get(lag_key, []))[-limit:]]

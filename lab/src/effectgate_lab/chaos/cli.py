@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--crash", action="store_true", help="kill -9 the gateway amid traffic; faults never stop")
     parser.add_argument("--parallel", type=int, default=4, help="cells run at a time")
     parser.add_argument("--json", type=Path, help="record the run (episodes, rows, machine) here")
+    parser.add_argument(
+        "--window",
+        choices=("margin", "auto"),
+        default="margin",
+        help='effectgate\'s window: margin x lag (default), or "auto", learned from a warm-up of 40 writes',
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if effectgate shows a duplicate or false success")
     return parser
 
@@ -64,6 +70,7 @@ def options_from(args: argparse.Namespace) -> Options:
         lag=args.lag,
         crash=args.crash,
         parallel=args.parallel,
+        window="auto" if args.window == "auto" else "",
     )
 
 
@@ -137,6 +144,8 @@ def main(argv: list[str]) -> int:
     # A stopped gateway's reconciler leaves an orphaned waiter that asyncio reports at exit.
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     meta: dict[str, Any] = {**machine(options.parallel), "lag_s": options.lag, "crash": options.crash}
+    if options.window:
+        meta["window"] = options.window
     meta["margin"] = MARGIN
     meta["argv"] = argv
     start = time.monotonic()

@@ -94,6 +94,8 @@ class Options:
     lag: float = DEFAULT_LAG
     crash: bool = False
     parallel: int = 4  # cells at a time; a cell runs all its episodes at once
+    # effectgate's window: "" (margin x lag, like every method) or "auto" (learned after a warm-up).
+    window: str = ""
 
 
 def fault_plan(part: Part, level: str, seed: int) -> FaultPlan:
@@ -177,6 +179,7 @@ async def run_cell(cell: Cell, options: Options, progress: Progress) -> list[Res
             http = httpx.AsyncClient(base_url=url, timeout=HTTP_TIMEOUT, headers=scenario.headers())
             runs.append(Run(episode, scenario, sim, http, options.lag))
         method = METHOD_TYPES[cell.method]()
+        method.window = options.window
         try:
             await method.open(runs, options.crash)
             acted = await asyncio.gather(*(_agent_phase(method, run, options.crash) for run in runs))

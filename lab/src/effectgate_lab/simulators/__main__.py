@@ -24,6 +24,7 @@ from effectgate_lab.simulators.crm_sim import CrmSimulator
 from effectgate_lab.simulators.faults import FAULT_KINDS, FaultPlan
 from effectgate_lab.simulators.postmark_sim import PostmarkSimulator
 from effectgate_lab.simulators.server import SimulatorServer
+from effectgate_lab.simulators.square_sim import SquareSimulator
 from effectgate_lab.simulators.stripe_sim import DEFAULT_API_KEY, StripeSimulator
 
 Factory = Callable[[argparse.Namespace, FaultPlan], SimulatorServer]
@@ -40,6 +41,14 @@ SIMULATORS: dict[str, Factory] = {
     "postmark": lambda a, p: PostmarkSimulator(
         server_token=a.api_key,
         search_lag=a.search_lag,
+        faults=p,
+        visibility_lag=a.visibility_lag,
+        latency=a.latency,
+    ),
+    "square": lambda a, p: SquareSimulator(
+        access_token=a.api_key,
+        list_lag=a.search_lag,
+        settle_seconds=a.settle_seconds,
         faults=p,
         visibility_lag=a.visibility_lag,
         latency=a.latency,

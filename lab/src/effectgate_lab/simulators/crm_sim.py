@@ -4,7 +4,8 @@ Endpoints (JSON, `Authorization: Bearer <api_key>`):
 
     POST /customers/{id}/activate   status := ACTIVE, activated_at := now
     GET  /customers/{id}            the customer as reads see it now
-    POST /invoices                  {"id", "amount", "currency"?}: appends an invoice row
+    POST /invoices                  {"id", "amount", "currency"?, "reference"?}: appends an invoice row
+                                    (and, with `webhooks` set, sends a signed `invoice.recorded`)
     GET  /invoices/{id}             the first visible row with this id (404 if none)
     GET  /invoices?id=X             {"data": [every visible row with this id]} (a list read:
                                     "no rows" is an empty list, duplicates are all there)
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -46,6 +48,7 @@ from aiohttp import web
 
 from effectgate_lab.simulators.faults import Fault, FaultPlan
 from effectgate_lab.simulators.server import JsonDict, SimResponse, SimulatorServer
+from effectgate_lab.simulators.webhook_sender import WebhookSender
 
 DEFAULT_API_KEY = "crm-sim-key"
 _CUSTOMER_ID = re.compile(r"^cus_[A-Za-z0-9]+$")
@@ -96,6 +99,9 @@ class CrmSimulator(SimulatorServer):
         self.customers: dict[str, list[_Version]] = {}
         # Every invoice row ever written, duplicates included, each with its visibility.
         self.invoices: list[_Version] = []
+        # Signed events (`X-Signature: sha256=<HMAC of "timestamp.body">`), sent when a URL and a
+        # secret are set: `invoice.recorded` for each invoice row written.
+        self.webhooks = WebhookSender(scheme="hmac")
 
     def reset_state(self) -> None:
         self.customers.clear()
@@ -202,7 +208,10 @@ class CrmSimulator(SimulatorServer):
         amount = body.get("amount")
         if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
             return self.error_response(422, "invalid", "amount must be a positive integer.")
-        return {"id": str(body["id"]), "amount": amount, "currency": str(body.get("currency", "usd"))}
+        parsed = {"id": str(body["id"]), "amount": amount, "currency": str(body.get("currency", "usd"))}
+        if isinstance(body.get("reference"), str):  # the caller's own reference, kept on the row
+            parsed["reference"] = body["reference"]
+        return parsed
 
     async def _create_invoice(self, request: web.Request) -> web.StreamResponse:
         refused = self._authenticate(request)
@@ -211,13 +220,17 @@ class CrmSimulator(SimulatorServer):
         parsed = self._invoice_body(await request.text())
         if isinstance(parsed, SimResponse):
             return self.render(parsed)
+        reference = parsed.pop("reference", None)
         params = parsed
 
         async def commit(fault: Fault | None) -> SimResponse:
             now = self.now()
-            version = self._half(dict(params, created_at=now), "amount", fault, now)
+            row = dict(params, created_at=now) | ({"reference": reference} if reference else {})
+            version = self._half(row, "amount", fault, now)
             self.invoices.append(version)
             self.record("invoice", dict(params), fault=fault.value if fault else None)
+            event = {"id": "evt_" + secrets.token_hex(10), "type": "invoice.recorded", "data": dict(version.data or {})}
+            self.webhooks.emit(event)
             return SimResponse(201, dict(version.data or {}))
 
         return await self.write(request, commit)

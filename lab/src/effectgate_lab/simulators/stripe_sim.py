@@ -6,6 +6,13 @@ Endpoints (form bodies as the official SDK sends them, Stripe's JSON and error s
     GET  /v1/payment_intents/{id}       retrieve: immediate, as at Stripe
     GET  /v1/payment_intents/search     `query=metadata['k']:'v' AND status:'succeeded'`;
                                         an intent shows only `search_lag` seconds after creation
+    GET  /v1/payment_intents            list, newest first (`created[gte]`, `limit`,
+                                        `starting_after`): immediate, as at Stripe
+
+Signed webhooks (`webhooks`, a `WebhookSender`): with a URL and a secret set, each succeeded
+intent is announced by `payment_intent.succeeded` `webhooks.delay` seconds later; `refund(id)`
+and `dispute(id)` announce `charge.refunded` and `charge.dispute.created`; `remove(id)` deletes an
+intent (a provider object gone behind the gateway's back, for the drift audit).
 
 Behaviour copied from Stripe:
 
@@ -40,6 +47,7 @@ from effectgate_lab.simulators.faults import Fault, FaultPlan
 from effectgate_lab.simulators.idempotency import ClaimState, IdempotencyStore, fingerprint
 from effectgate_lab.simulators.server import JsonDict, SimResponse, SimulatorServer
 from effectgate_lab.simulators.stripe_wire import QueryError, matches, parse_form, parse_search_query
+from effectgate_lab.simulators.webhook_sender import WebhookSender
 
 DEFAULT_API_KEY = "sk_test_effectgate"
 SUCCEEDING_METHODS = frozenset({"pm_card_visa", "pm_card_mastercard", "pm_card_amex"})
@@ -91,6 +99,7 @@ class StripeSimulator(SimulatorServer):
         self.settle_seconds = settle_seconds
         self.intents: dict[str, _Intent] = {}
         self.keys = IdempotencyStore()
+        self.webhooks = WebhookSender()
 
     def reset_state(self) -> None:
         self.intents.clear()
@@ -99,6 +108,7 @@ class StripeSimulator(SimulatorServer):
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/payment_intents", self._create)
         app.router.add_get("/v1/payment_intents/search", self._search)
+        app.router.add_get("/v1/payment_intents", self._list)
         app.router.add_get("/v1/payment_intents/{id}", self._retrieve)
 
     def middlewares(self) -> list[Any]:
@@ -274,6 +284,7 @@ class StripeSimulator(SimulatorServer):
             intent.settles_at = now + self.settle_seconds
         else:
             data.update(status="succeeded", amount_received=data["amount"], latest_charge=_new_id("ch"))
+            self.webhooks.emit(self.webhooks.stripe_event("payment_intent.succeeded", dict(data)))
         self.record(
             "payment_intent",
             form,
@@ -324,3 +335,60 @@ class StripeSimulator(SimulatorServer):
             "next_page": str(offset + limit) if has_more else None,
         }
         return self.render(SimResponse(200, body))
+
+    async def _list(self, request: web.Request) -> web.StreamResponse:
+        try:
+            since = int(request.query.get("created[gte]", "0") or "0")
+            limit = int(request.query.get("limit", "10"))
+        except ValueError:
+            return self.render(self.error_response(400, "parameter_invalid", "Invalid integer.", param="created"))
+        after = request.query.get("starting_after", "")
+        newest_first = [self._view(i) for i in reversed(self.intents.values()) if i.data["created"] >= since]
+        if after:
+            ids = [d["id"] for d in newest_first]
+            newest_first = newest_first[ids.index(after) + 1 :] if after in ids else []
+        page = newest_first[:limit]
+        body = {"object": "list", "url": "/v1/payment_intents", "has_more": len(newest_first) > limit, "data": page}
+        return self.render(SimResponse(200, body))
+
+    # -- what happens at the provider later (for webhooks and the drift audit) -----------------------
+
+    def _charge(self, intent_id: str) -> JsonDict:
+        data = self._view(self.intents[intent_id])
+        return {
+            "id": data["latest_charge"] or _new_id("ch"),
+            "object": "charge",
+            "amount": data["amount"],
+            "currency": data["currency"],
+            "payment_intent": intent_id,
+            "status": "succeeded",
+        }
+
+    def refund(self, intent_id: str, *, delay: float | None = None) -> JsonDict:
+        """Refunds the intent's charge in full and announces `charge.refunded` (no metadata on the
+        charge: the receiver finds the action through the PaymentIntent)."""
+        charge = {**self._charge(intent_id), "refunded": True}
+        charge["amount_refunded"] = charge["amount"]
+        event = self.webhooks.stripe_event("charge.refunded", charge)
+        self.webhooks.emit(event, delay)
+        return event
+
+    def dispute(self, intent_id: str, *, delay: float | None = None) -> JsonDict:
+        charge = self._charge(intent_id)
+        dispute = {
+            "id": _new_id("dp"),
+            "object": "dispute",
+            "amount": charge["amount"],
+            "currency": charge["currency"],
+            "charge": charge["id"],
+            "payment_intent": intent_id,
+            "reason": "fraudulent",
+            "status": "needs_response",
+        }
+        event = self.webhooks.stripe_event("charge.dispute.created", dispute)
+        self.webhooks.emit(event, delay)
+        return event
+
+    def remove(self, intent_id: str) -> None:
+        """Deletes an intent (gone from every read), as if removed behind the gateway's back."""
+        del self.intents[intent_id]

@@ -20,6 +20,7 @@ it is compared, stored or echoed; URLs, which carry payload values, are never pu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,13 +33,16 @@ from effectgate.adapters.base import (
     Adapter,
     AmbiguousError,
     Capabilities,
+    ConfigError,
     DefinitiveError,
     InvalidPayload,
     Observation,
     Outcome,
     Receipt,
 )
+from effectgate.adapters.capabilities import EventKind, ProviderEvent, WebhookRejected
 from effectgate.adapters.http import template as tpl
+from effectgate.adapters.http import webhooks
 from effectgate.adapters.http.settings import HttpSettings, RequestSpec
 from effectgate.adapters.http_outcome import status_error, transport_error
 from effectgate.adapters.redact import scrub, scrub_json
@@ -59,6 +63,12 @@ class HttpAdapter(Adapter):
         self._fields = settings.payload_fields()
         self._path_fields = settings.path_fields()
         self._token = settings.secret("token", required=False)
+        hook = settings.webhook
+        try:
+            self._webhook_secret = hook.secret("secret", required=False) if hook is not None else ""
+        except ConfigError as exc:
+            exc.key = f"webhook.{exc.key}" if exc.key else "webhook"
+            raise
         headers = dict(settings.headers)
         headers.setdefault("Accept", "application/json")
         if self._token:
@@ -208,6 +218,31 @@ class HttpAdapter(Adapter):
             return Observation(Outcome.NOT_FOUND, detail=f"absent: {'; '.join(wrong)}")
         # Something is there but not the whole effect (or absence is not provable).
         return Observation.unknown(f"postconditions fail: {scrub('; '.join(wrong), ())}")
+
+    # -- signed webhooks (adapters/capabilities.ReceivesWebhooks, when `webhook` is configured) --
+
+    async def parse_webhook(self, body: bytes, headers: Mapping[str, str]) -> ProviderEvent:
+        spec = self._s.webhook
+        if spec is None:
+            raise WebhookRejected("forged", f"{self.name} takes no webhooks (no `webhook` table)")
+        secrets = [s for s in re.split(r"[\s,]+", self._webhook_secret) if s]
+        return webhooks.verify(spec, secrets, body, headers)
+
+    def observe_event(self, event: ProviderEvent, call: ActionCall) -> Observation:
+        spec = self._s.webhook
+        if spec is None or not event.kind.settles:
+            return Observation.unknown("not an outcome event")
+        evidence = {"event_id": event.event_id, "event_type": event.type}
+        if event.kind is not EventKind.SUCCEEDED:
+            return Observation.unknown(f"the provider reported {event.kind.value}", **evidence)
+        doc = scrub_json(event.raw, self._secrets())
+        wrong = tpl.failures(spec.expect, doc, self._values(call))
+        if wrong:
+            return Observation.unknown(f"event postconditions fail: {'; '.join(wrong)}", **evidence)
+        external = tpl.lookup(doc, self._s.receipt_id)
+        ext = str(external) if external not in (tpl.MISSING, None) else call.action_id
+        receipt = Receipt(external_id=ext, result=doc if isinstance(doc, dict) else {})
+        return Observation(Outcome.CONFIRMED, detail="the provider's signed event", evidence=evidence, receipt=receipt)
 
     async def close(self) -> None:
         await self._client.aclose()

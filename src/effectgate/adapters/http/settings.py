@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from effectgate.adapters.base import ConfigError
 from effectgate.adapters.http import template as tpl
 from effectgate.adapters.http.template import Postcondition
+from effectgate.adapters.http.webhooks import WebhookSpec
 from effectgate.adapters.settings import AdapterSettings
 
 Method = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
@@ -66,6 +67,8 @@ class HttpSettings(AdapterSettings):
     auth_scheme: str = "Bearer"
     receipt_id: str = "id"
     headers: dict[str, str] = Field(default_factory=dict)
+    # Signed webhooks from the provider (http/webhooks.py); None: this adapter takes none.
+    webhook: WebhookSpec | None = None
 
     @field_validator("verify", mode="before")
     @classmethod

@@ -2,7 +2,9 @@
 
 Settings (`[adapters.stripe]`): `api_base` (default https://api.stripe.com), `api_key_env` or
 `api_key_file`, `consistency_window` (seconds, default 60: Stripe search can lag about a
-minute), `timeout` (seconds per HTTP request, default 30).
+minute), `timeout` (seconds per HTTP request, default 30); for signed webhooks
+(docs/webhooks.md) `webhook_secret_env` or `webhook_secret_file` (several secrets, comma
+separated, during a rotation) and `webhook_tolerance` (seconds, default 300).
 
 The official SDK runs with its own retries off: the gateway owns retries, and a retry must carry
 the same idempotency key. Every SDK failure goes through `classify`, which builds the message
@@ -17,7 +19,7 @@ third of the CPU of the SDK's default httpx client with full objects.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
@@ -35,15 +37,19 @@ from effectgate.adapters.base import (
     Capabilities,
     DefinitiveError,
     InvalidPayload,
-    NoEffectError,
     Observation,
     Outcome,
     Receipt,
 )
-from effectgate.adapters.http_outcome import rate_limit
+from effectgate.adapters.capabilities import ProviderEffect, ProviderEvent, WebhookRejected
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, parse_settings
+from effectgate.adapters.stripe import webhooks
+from effectgate.adapters.stripe.errors import _code, _guard, _id, classify
+
+# `classify` moved to errors.py; re-exported for code that imports it from here.
+__all__ = ["ACTION_METADATA_KEY", "StripeAdapter", "StripeSettings", "classify"]
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
 # The PaymentIntent metadata key that ties an intent to its action (verify searches on it).
@@ -64,6 +70,9 @@ class StripeSettings(AdapterSettings):
     # Stripe search can lag about a minute behind a write.
     consistency_window: float = Field(default=60.0, ge=0)
     timeout: float = Field(default=30.0, gt=0)
+    webhook_secret_env: str | None = None
+    webhook_secret_file: str | None = None
+    webhook_tolerance: float = Field(default=300.0, gt=0)
 
     @field_validator("api_base")
     @classmethod
@@ -71,76 +80,6 @@ class StripeSettings(AdapterSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http(s) URL")
         return value.rstrip("/")
-
-
-def _code(value: object, default: str, pattern: re.Pattern[str] = _SAFE_CODE) -> str:
-    """A provider code fit for a message: Stripe's enumerations only, never free text."""
-    text = str(value) if value else ""
-    return text if pattern.fullmatch(text) else default
-
-
-def _id(value: object) -> str:
-    return _code(value, "unparsable", _SAFE_ID)
-
-
-def classify(exc: Exception, what: str) -> AdapterError:
-    """The one place an SDK failure becomes an adapter error (no effect / refused / maybe)."""
-    if isinstance(exc, stripe.StripeError):
-        err = exc.error
-        status = exc.http_status
-        code = _code(exc.code or (err.code if err else None), "")
-        details: dict[str, Any] = {"http_status": status}
-        if exc.request_id:
-            details["request_id"] = _id(exc.request_id)
-        if isinstance(exc, stripe.CardError):
-            details["decline_code"] = _code(err.decline_code if err else None, "")
-            if err and err.payment_intent is not None:
-                details["payment_intent"] = _id(err.payment_intent.id)
-            code = code or "card_error"
-            return DefinitiveError(f"{what}: card refused ({code})", code=code, details=details)
-        if isinstance(exc, stripe.IdempotencyError):
-            # The key was used before with other parameters: that earlier request may have moved money.
-            msg = f"{what}: idempotency key reused with other parameters; an earlier effect may exist"
-            return AmbiguousError(msg, code="idempotency_error", details=details)
-        limited = rate_limit(status or 0, exc.headers, what)
-        if limited is not None:
-            limited.details.update(details)
-            return limited
-        if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError | stripe.RateLimitError):
-            code = code or {401: "authentication_failed", 403: "permission_denied"}.get(status or 0, "rate_limited")
-            return NoEffectError(f"{what}: refused before acting ({code}); retry later", code=code, details=details)
-        if isinstance(exc, stripe.InvalidRequestError):
-            details["param"] = _code(exc.param, "")
-            code = code or "invalid_request"
-            return DefinitiveError(f"{what}: invalid request ({code})", code=code, details=details)
-        if isinstance(exc, stripe.APIConnectionError):
-            cause = exc.__cause__
-            # Raised only while a connection is being opened: the request never left.
-            if isinstance(cause, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
-                return NoEffectError(f"{what}: could not connect; nothing was sent", code="connect")
-            if isinstance(cause, TimeoutError):
-                return AmbiguousError(f"{what}: timed out; the effect may have happened", code="timeout")
-            return AmbiguousError(f"{what}: connection lost; the effect may have happened", code="connection_lost")
-        # 409 (key in use, lock timeout), 5xx and anything unexpected: the outcome is unknown.
-        code = code or (f"http_{status}" if status else "stripe_error")
-        return AmbiguousError(
-            f"{what}: provider error ({code}); the effect may have happened", code=code, details=details
-        )
-    if isinstance(exc, TimeoutError):  # the answer's body did not arrive in time
-        return AmbiguousError(f"{what}: timed out; the effect may have happened", code="timeout")
-    if isinstance(exc, aiohttp.ClientError):  # the connection broke while the answer was read
-        return AmbiguousError(f"{what}: connection lost; the effect may have happened", code="connection_lost")
-    return AmbiguousError(f"{what}: unexpected {type(exc).__name__}", code="unexpected")
-
-
-async def _guard(awaitable: Awaitable[T], what: str) -> T:
-    try:
-        return await awaitable
-    except Exception as exc:
-        mapped = classify(exc, what)
-        mapped.details = scrub_json(mapped.details, resolved_secrets())
-    # Raised outside the except block so the SDK error (its body, its message) is not chained.
-    raise mapped
 
 
 def _customer_id(customer: Any) -> str:
@@ -186,11 +125,15 @@ class StripeAdapter(Adapter):
         api_base: str = DEFAULT_API_BASE,
         consistency_window: float = 60.0,
         timeout: float = 30.0,
+        webhook_secrets: list[str] | None = None,
+        webhook_tolerance: float = 300.0,
     ) -> None:
         # No telemetry id file in the home directory, no platform details in headers.
         stripe.enable_telemetry = False
         self.name = name
         self._consistency_window = consistency_window
+        self._webhook_secrets = list(webhook_secrets or [])
+        self._webhook_tolerance = webhook_tolerance
         quiet_transport_loggers()
         self._http = stripe.AIOHTTPClient(timeout=aiohttp.ClientTimeout(total=timeout))
         self._client = stripe.StripeClient(
@@ -212,6 +155,8 @@ class StripeAdapter(Adapter):
             api_base=parsed.api_base,
             consistency_window=parsed.consistency_window,
             timeout=parsed.timeout,
+            webhook_secrets=webhooks.split_secrets(parsed.secret("webhook_secret", required=False)),
+            webhook_tolerance=parsed.webhook_tolerance,
         )
 
     @property
@@ -350,6 +295,46 @@ class StripeAdapter(Adapter):
                 "decline_code": _code(error.decline_code if error else None, ""),
             }
         return Observation(Outcome.NOT_FOUND, detail="no payment moved money", evidence=evidence)
+
+    # -- optional capabilities (adapters/capabilities.py) -------------------------------------------
+
+    async def parse_webhook(self, body: bytes, headers: Mapping[str, str]) -> ProviderEvent:
+        if not self._webhook_secrets:
+            raise WebhookRejected("forged", "no webhook secret is configured for this adapter")
+        event = webhooks.verify(body, headers, self._webhook_secrets, self._webhook_tolerance)
+        return await webhooks.to_event(event, ACTION_METADATA_KEY, self._action_of_intent)
+
+    async def _action_of_intent(self, intent_id: str) -> str:
+        try:
+            intent = await _guard(self._client.v1.payment_intents.retrieve_async(intent_id), "read payment")
+        except AdapterError:
+            return ""
+        return _action_of(intent)
+
+    def observe_event(self, event: ProviderEvent, call: ActionCall) -> Observation:
+        """A PaymentIntent event judged like a read-back that found this one intent."""
+        if not isinstance(event.raw, stripe.PaymentIntent) or not event.kind.settles:
+            return Observation.unknown("not a PaymentIntent outcome", event_type=event.type)
+        obs = self._judge(call, self.normalize(call.payload), [event.raw], "webhook", "")
+        return replace(obs, evidence={**obs.evidence, "event_id": event.event_id, "event_type": event.type})
+
+    async def list_effects(self, since: float) -> list[ProviderEffect]:
+        """PaymentIntents created since `since` that moved (or may move) money."""
+        page = await _guard(
+            self._client.v1.payment_intents.list_async(params={"created": {"gte": int(since)}, "limit": 100}),
+            "list payments",
+        )
+        found: list[ProviderEffect] = []
+        async for intent in page.auto_paging_iter():
+            if intent.status in _NO_MONEY:
+                continue
+            fields = {"amount": intent.amount, "currency": (intent.currency or "").lower(), "status": intent.status}
+            found.append(ProviderEffect(_id(intent.id), _action_of(intent), float(intent.created), fields))
+        return found
+
+    def expected_effect(self, payload: Message) -> dict[str, Any]:
+        charge = self.normalize(payload)
+        return {"amount": charge.amount, "currency": charge.currency}
 
     async def close(self) -> None:
         await self._http.close_async()  # type: ignore[no-untyped-call]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.background.clock_watch import ClockWatch
+from effectgate.gateway.background.drift import DriftReport, audit, drift_job
 from effectgate.gateway.background.expiry import expiry_job
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
@@ -12,11 +13,14 @@ from effectgate.gateway.background.watchers import backlog_job
 
 __all__ = [
     "ClockWatch",
+    "DriftReport",
     "Job",
     "Readiness",
     "Reconciler",
     "Runner",
+    "audit",
     "backlog_job",
+    "drift_job",
     "expiry_job",
     "retention_job",
 ]

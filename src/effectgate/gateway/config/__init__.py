@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.config.limits import MAX_CAP, BreakerConfig, OnUnique, ToolLimits, Unique
+from effectgate.gateway.config.provider import AuditSection, ConsistencySection, WebhooksSection
 from effectgate.gateway.config.schema import (
     ROLES,
     STORE_GROUP,
@@ -16,7 +17,9 @@ from effectgate.gateway.config.schema import (
     ToolConfig,
     load_config,
     parse_config,
+    parse_duration,
 )
+from effectgate.gateway.config.tables import TlsConfig
 from effectgate.gateway.config.telemetry import TelemetryConfig
 
 __all__ = [
@@ -24,18 +27,23 @@ __all__ = [
     "ROLES",
     "STORE_GROUP",
     "Approval",
+    "AuditSection",
     "BreakerConfig",
     "Bypass",
     "Config",
     "ConfigError",
+    "ConsistencySection",
     "OnMismatch",
     "OnRepeat",
     "OnUnique",
     "Principal",
     "TelemetryConfig",
+    "TlsConfig",
     "ToolConfig",
     "ToolLimits",
     "Unique",
+    "WebhooksSection",
     "load_config",
     "parse_config",
+    "parse_duration",
 ]

@@ -20,12 +20,14 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config.durations import Duration, parse_duration
 from effectgate.gateway.config.errors import describe, did_you_mean
 from effectgate.gateway.config.limits import BreakerConfig, ToolLimits
+from effectgate.gateway.config.provider import AuditSection, ConsistencySection, WebhooksSection
+from effectgate.gateway.config.tables import TlsConfig, _Table
 from effectgate.gateway.config.telemetry import TelemetryConfig
 
 __all__ = [
@@ -77,10 +79,6 @@ class Approval(enum.Enum):
     REQUIRED = "required"
 
 
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 class ToolConfig(_Table):
     # Set from the table's name ([tools.NAME]); not a key of the table.
     name: str = Field(default="", exclude=True)
@@ -89,8 +87,11 @@ class ToolConfig(_Table):
     on_mismatch: OnMismatch = OnMismatch.REFUSE
     bypass: Bypass = Bypass.NEVER
     approval: Approval = Approval.NONE
-    # None: use the adapter's declared window.
-    consistency_window: Duration | None = None
+    # None: use the adapter's declared window; "auto": learn it (the observed p99 read lag with a
+    # floor and a margin, [consistency]; docs/webhooks.md).
+    consistency_window: Duration | Literal["auto"] | None = None
+    # The read lags this tool learns from and records under (default: its adapter's name).
+    lag_key: str = ""
     # Budget of one Execute when the caller sets no deadline.
     deadline: Duration = 30.0
     # Provider calls per action before it stops retrying on its own.
@@ -136,26 +137,6 @@ class Principal(_Table):
         if not re.fullmatch(r"[0-9a-fA-F]{64}", value):
             raise ValueError("must be the hex SHA-256 digest of the token (64 hex characters), not the token")
         return value.lower()
-
-
-def _readable(path: str) -> str:
-    try:
-        with open(path, "rb"):
-            return path
-    except OSError as exc:
-        raise ValueError(f"cannot read {path!r}: {exc.strerror}") from None
-
-
-class TlsConfig(_Table):
-    cert_file: str
-    key_file: str
-    # Set: clients must present a certificate signed by this CA (mTLS).
-    client_ca_file: str = ""
-
-    @field_validator("cert_file", "key_file", "client_ca_file")
-    @classmethod
-    def _exists(cls, value: str) -> str:
-        return _readable(value) if value else value
 
 
 class ServerSection(_Table):
@@ -222,6 +203,10 @@ class Config(_Table):
     adapters: dict[str, dict[str, Any]] = {}
     tools: dict[str, ToolConfig] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
+    # The webhook listener (off unless configured), the learned consistency window, the drift audit.
+    webhooks: WebhooksSection | None = None
+    consistency: ConsistencySection = ConsistencySection()
+    audit: AuditSection = AuditSection()
     # Read and validated by `effectgate mcp` (the MCP front door); the gateway itself ignores it.
     mcp: dict[str, Any] = {}
     # The file the config came from, for error messages.

@@ -4,32 +4,41 @@ from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
-from effectgate.gateway.core.inbox import Watch, masked_payload
 from effectgate.gateway.core.limits import Breakers, PolicyError, ToolPolicy
-from effectgate.gateway.core.operator import Operations
+from effectgate.gateway.core.operators.inbox import Watch, masked_payload
+from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
+from effectgate.gateway.core.provider.lag import LagBook, LagSampler, quantile
+from effectgate.gateway.core.provider.reports import Applied, Busy, ProviderReports, Replayed
 from effectgate.gateway.core.replay_cache import ReplayCache
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
 
 __all__ = [
+    "Applied",
     "BoundTool",
     "Breakers",
+    "Busy",
     "Clock",
     "DriverSettings",
     "EffectProtocol",
     "ExecuteCommand",
     "ExecuteResult",
     "IllegalTransition",
+    "LagBook",
+    "LagSampler",
     "Operations",
     "Policy",
     "PolicyError",
+    "ProviderReports",
     "ReplayCache",
+    "Replayed",
     "SystemClock",
     "ToolPolicy",
     "ToolSet",
     "Watch",
     "masked_payload",
     "policy_of",
+    "quantile",
     "validate_context",
 ]

@@ -96,9 +96,12 @@ class Driver:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock_problem: Callable[[], str] = lambda: "",
         gate: LimitGate | None = None,
+        on_answered: Callable[[ActionRecord, BoundTool], None] | None = None,
     ) -> None:
         self.store = store
         self.gate = gate
+        # Told of every write the provider answered with a receipt (the read-lag sampler).
+        self.on_answered = on_answered
         self.settings = settings
         self.clock = clock
         self.sleep = sleep
@@ -214,6 +217,8 @@ class Driver:
         if isinstance(event, t.Answered):
             failpoints.hit("after_provider_commit")
         record = await self.step(record, event, policy)
+        if isinstance(event, t.Answered) and self.on_answered is not None:
+            self.on_answered(record, tool)
         return record, event if isinstance(event, t.RefusedBeforeActing) else None
 
     async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:

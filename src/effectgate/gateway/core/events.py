@@ -161,3 +161,16 @@ class UseBypass(Event):
     """An Execute with `bypass` and a grant: a new generation, a new provider key."""
 
     name: ClassVar[str] = "use_bypass"
+
+
+@dataclass(frozen=True)
+class ProviderNote(Event):
+    """The provider reported something that happened to a settled effect (a refund, a dispute):
+    recorded in the action's history, the state stays. Today the history is the record's notes;
+    the event carries what an action-history row needs (source, event id, kind, detail)."""
+
+    name: ClassVar[str] = "provider_note"
+    source: str
+    event_id: str
+    kind: str
+    detail: str = ""

@@ -113,6 +113,7 @@ class EffectProtocol:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         cache: ReplayCache | None = None,
         clock_problem: Callable[[], str] = lambda: "",
+        on_answered: Callable[[ActionRecord, BoundTool], None] | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
@@ -123,7 +124,15 @@ class EffectProtocol:
         # then it claims nothing and sends nothing (docs/protocol.md, "Clocks").
         self._clock_problem = clock_problem
         self._limits = LimitGate(store, tools, clock)
-        self._driver = Driver(store, settings, clock=clock, sleep=sleep, clock_problem=clock_problem, gate=self._limits)
+        self._driver = Driver(
+            store,
+            settings,
+            clock=clock,
+            sleep=sleep,
+            clock_problem=clock_problem,
+            gate=self._limits,
+            on_answered=on_answered,
+        )
         self._cache = cache if cache is not None else ReplayCache()
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.

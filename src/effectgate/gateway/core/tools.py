@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
 
-from effectgate.adapters.base import Adapter, InvalidPayload
+from effectgate.adapters.base import ActionCall, Adapter, InvalidPayload
 from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core.limits.policy import ToolPolicy
-from effectgate.gateway.model import InvalidRequest
+from effectgate.gateway.core.provider.lag import LagBook
+from effectgate.gateway.model import ActionRecord, InvalidRequest, provider_key
 
 # Fields masked by default, by payload type: what a person deciding never needs to read.
 DEFAULT_SENSITIVE: Mapping[str, tuple[str, ...]] = {"effectgate.tools.v1.ChargeCard": ("payment_method",)}
@@ -21,6 +22,8 @@ DEFAULT_SENSITIVE: Mapping[str, tuple[str, ...]] = {"effectgate.tools.v1.ChargeC
 class BoundTool:
     config: ToolConfig
     adapter: Adapter
+    # The learned read lags (`consistency_window = "auto"`); None: no learning in this process.
+    lags: LagBook | None = None
 
     @property
     def name(self) -> str:
@@ -49,10 +52,29 @@ class BoundTool:
         return ToolPolicy(self.name, self.config.limits, self.adapter.payload_type)
 
     @property
+    def lag_key(self) -> str:
+        return self.config.lag_key or self.config.adapter
+
+    @property
     def consistency_window(self) -> float:
-        if self.config.consistency_window is not None:
-            return self.config.consistency_window
-        return self.adapter.capabilities.consistency_window
+        configured = self.config.consistency_window
+        declared = self.adapter.capabilities.consistency_window
+        if configured == "auto":
+            return self.lags.window(self.lag_key, declared) if self.lags is not None else declared
+        return declared if configured is None else configured
+
+    def action_call(self, record: ActionRecord, *, receipt: bool = True) -> ActionCall:
+        """The action as the adapter sees it (`receipt=False`: as if the answer had been lost)."""
+        return ActionCall(
+            action_id=record.action_id,
+            provider_key=provider_key(record.action_id, record.generation),
+            payload=self.load(record.payload),
+            scope=record.scope,
+            tool=record.tool,
+            tenant=record.tenant,
+            attempt=record.attempts,
+            receipt=record.receipt if receipt else None,
+        )
 
     def parse(self, type_url: str, value: bytes) -> Message:
         """Unpacks an Any's content into the tool's message type (not yet normalised)."""

@@ -29,6 +29,7 @@ from effectgate.gateway.core.events import (
     NotSent,
     Observed,
     Park,
+    ProviderNote,
     Reapprove,
     Reconcile,
     Refused,
@@ -56,6 +57,7 @@ __all__ = [
     "Observed",
     "Park",
     "Policy",
+    "ProviderNote",
     "Reapprove",
     "Reconcile",
     "Refused",
@@ -137,6 +139,7 @@ DISPATCHED         park                   UNKNOWN
 DISPATCHED         reconcile              CONFIRMED REJECTED NOT_FOUND
 UNKNOWN            reconcile              CONFIRMED REJECTED NOT_FOUND
 CONFIRMED          grant_bypass           CONFIRMED
+CONFIRMED          provider_note          CONFIRMED
 REJECTED           grant_bypass           REJECTED
 CONFIRMED          use_bypass             PLANNED
 REJECTED           use_bypass             PLANNED
@@ -401,6 +404,12 @@ def _grant_bypass(record: ActionRecord, event: Event, now: float, policy: Policy
     return record.evolve(bypass_granted=True, notes=(*record.notes, f"bypass granted by {event.who}: {event.note}"))
 
 
+def _provider_note(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, ProviderNote)
+    note = f"{event.kind} reported by {event.source} (event {event.event_id})"
+    return record.evolve(notes=(*record.notes, f"{note}: {event.detail}" if event.detail else note))
+
+
 def _use_bypass(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
     if not record.bypass_granted:
         raise IllegalTransition(record.state, event.name, f"{record.action_id} has no bypass grant")
@@ -431,6 +440,7 @@ _STEPS = {
     Reapprove: _reapprove,
     Reconcile: _reconcile,
     GrantBypass: _grant_bypass,
+    ProviderNote: _provider_note,
     UseBypass: _use_bypass,
 }
 

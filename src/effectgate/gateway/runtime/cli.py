@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 import traceback
 from collections.abc import Callable
@@ -45,7 +46,7 @@ async def check(config_path: str) -> int:
 
     config = load_config(config_path)
     try:
-        clock = await server.check(config)
+        clock, window_problems = await server.check(config)
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:
@@ -56,6 +57,9 @@ async def check(config_path: str) -> int:
         f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
         f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
     )
+    for problem in window_problems:
+        print(f"window: WARNING: {problem}")
+        logging.getLogger("effectgate.check").warning("%s", problem)
     bound = config.clock_skew_bound
     if not clock.shared:
         print(f"clock: the store has no clock of its own; this host's is used (skew bound {bound:g}s unused)")
@@ -125,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         "check", help="validate a config: secrets, adapters, store; then exit", parents=[common]
     )
     check_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    audit_cmd = commands.add_parser("audit", help="drift audit: the providers' records against the gateway's")
+    audit_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    audit_cmd.add_argument("--since", default="24h", help="how far back to look (default 24h)")
+    audit_cmd.add_argument("-o", "--output", choices=("text", "json"), default="text", help="a summary or JSON")
     for name in sorted(plugin_names()):
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands, parents=[common])
@@ -141,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_serve(options)
         if args.command == "check":
             return asyncio.run(check(args.config))
+        if args.command == "audit":
+            from effectgate.gateway.runtime.audit import run_audit
+
+            return asyncio.run(run_audit(args.config, args.since, args.output))
         return admin_cli.run_command(args)
     except (ConfigError, StartupFailed) as exc:
         if args.debug:

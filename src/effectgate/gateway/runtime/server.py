@@ -34,6 +34,7 @@ from effectgate.gateway.background import (
     Reconciler,
     Runner,
     backlog_job,
+    drift_job,
     expiry_job,
     retention_job,
 )
@@ -43,10 +44,14 @@ from effectgate.gateway.core import (
     Clock,
     DriverSettings,
     EffectProtocol,
+    LagBook,
+    LagSampler,
     Operations,
     PolicyError,
+    ProviderReports,
     ToolSet,
 )
+from effectgate.gateway.intake import WebhookIntake
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.store import Store, StoreClock, open_store
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
@@ -74,16 +79,16 @@ def build_adapters(config: Config) -> dict[str, Adapter]:
     return built
 
 
-def build_tools(config: Config, adapters: Mapping[str, Adapter]) -> ToolSet:
+def bind_tools(config: Config, adapters: Mapping[str, Adapter], lags: LagBook | None = None) -> dict[str, BoundTool]:
     """The configured tools, each with its limits compiled: a rule that does not compile or a
     field the payload does not have is a ConfigError naming the tool (one line)."""
-    tools = {name: BoundTool(tool, adapters[tool.adapter]) for name, tool in config.tools.items()}
+    tools = {name: BoundTool(tool, adapters[tool.adapter], lags) for name, tool in config.tools.items()}
     for name, tool in tools.items():
         try:
             tool.policy  # noqa: B018 (compiles it)
         except PolicyError as exc:
             raise ConfigError(f"{config.source}: [tools.{name}.limits] {exc}") from None
-    return ToolSet(tools)
+    return tools
 
 
 async def close_adapters(adapters: dict[str, Adapter]) -> None:
@@ -208,23 +213,49 @@ def _listen(server: grpc.aio.Server, config: Config, shared: bool, certificates:
     return port
 
 
-async def check(config: Config) -> StoreClock:
+async def check(config: Config) -> tuple[StoreClock, list[str]]:
     """What `effectgate check` does: load every adapter (secrets resolved), open the store, measure
-    its clock's offset to this host's (the probed clock is returned), close the store."""
+    its clock's offset to this host's (the probed clock is returned), compare each tool's window
+    with the read lags observed (the problems are returned), close the store."""
     adapters = build_adapters(config)
     try:
-        build_tools(config, adapters)
+        bind_tools(config, adapters)
         credentials(config)
         store = open_configured_store(config)
         await store.open()
         try:
             clock = StoreClock(store)
             await clock.probe()
+            lags = LagBook(config.consistency)
+            bound = bind_tools(config, adapters, lags)
+            await lags.load(store, (t.lag_key for t in bound.values()))
+            problems = window_problems(bound, lags)
         finally:
             await store.close()
-        return clock
+        return clock, problems
     finally:
         await close_adapters(adapters)
+
+
+def window_problems(tools: Mapping[str, BoundTool], lags: LagBook) -> list[str]:
+    """Tools whose configured consistency window is shorter than the observed p99 read lag."""
+    problems = []
+    for name, tool in sorted(tools.items()):
+        key, configured = tool.lag_key, tool.config.consistency_window
+        n = lags.count(key)
+        p99 = lags.quantile(key, 0.99)
+        if n >= lags.settings.min_samples and isinstance(configured, float) and configured < p99:
+            problems.append(
+                f"[tools.{name}] consistency_window {configured:g}s is shorter than the observed p99 read lag "
+                f"{p99:.3f}s of {key} (p50 {lags.quantile(key, 0.5):.3f}s, {n} samples): a read-back may take a "
+                'write that is not visible yet for absence; raise it, or set consistency_window = "auto"'
+            )
+    return problems
+
+
+def tenants_of(config: Config) -> list[str]:
+    """The tenants whose actions the gateway serves (development mode: "dev")."""
+    return sorted({p.tenant for p in config.principals} or {"dev"})
 
 
 def _no_problem() -> str:
@@ -241,6 +272,8 @@ def compose_background(
     *,
     watch_backlog: bool,
     operations: Operations | None = None,
+    tools: Mapping[str, BoundTool] | None = None,
+    adapters: Mapping[str, Adapter] | None = None,
 ) -> tuple[Runner, Readiness]:
     """The gateway's background jobs on one runner, and the readiness they report through."""
     reconciler = Reconciler(protocol, interval=config.reconcile_interval)
@@ -274,6 +307,19 @@ def compose_background(
     if watch_backlog:  # the UNKNOWN backlog gauges (metrics only)
         tenants = sorted({p.tenant for p in config.principals} or {"dev"})
         jobs.append(backlog_job(store, tenants, config.telemetry.backlog_interval))
+    if config.audit.interval > 0 and tools is not None and adapters is not None:  # the drift audit
+        audited = tenants_of(config)
+        jobs.append(
+            drift_job(
+                store,
+                tools,
+                adapters,
+                audited,
+                interval=config.audit.interval,
+                lookback=config.audit.since,
+                clock=clock,
+            )
+        )
     runner = Runner(clock, jobs)
     return runner, readiness
 
@@ -318,6 +364,10 @@ class Gateway:
             return False
         log.info("reloaded: %d principal(s)%s", len(config.principals), ", TLS certificates" if config.tls else "")
         return True
+
+    # The webhook listener ([webhooks]) and its port; None and 0 when not configured.
+    webhooks: WebhookIntake | None = None
+    webhook_port: int = 0
 
     @classmethod
     async def start(
@@ -367,7 +417,12 @@ class Gateway:
         clock: Clock | None,
         background_clock: Clock | None,
     ) -> Gateway:
-        tools = build_tools(config, adapters)
+        lags = LagBook(config.consistency)
+        bound = bind_tools(config, adapters, lags)
+        tools = ToolSet(bound)
+        await lags.load(store, (t.lag_key for t in bound.values()))
+        for problem in window_problems(bound, lags):
+            log.warning("%s", problem)
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         watch: ClockWatch | None = None
         if clock is None:
@@ -389,6 +444,7 @@ class Gateway:
             clock=clock,
             sleep=clock.sleep,
             clock_problem=watch or _no_problem,
+            on_answered=LagSampler(store, lags, clock).on_answered,
         )
         auth = Authenticator(config.principals)
         if auth.dev_mode:
@@ -433,24 +489,46 @@ class Gateway:
             watch,
             watch_backlog=watch_backlog,
             operations=operations,
+            tools=bound,
+            adapters=adapters,
         )
+        intake = None
+        if config.webhooks is not None:
+            intake = WebhookIntake(ProviderReports(protocol, store, tools), adapters, config.webhooks)
         background.start()
         try:
             await server.start()
+            webhook_port = await intake.start() if intake is not None else 0
             await readiness.check()
         except BaseException:
             await background.stop()
             await server.stop(0)
+            if intake is not None:
+                await intake.stop()
             raise
         log.info("effectgate listening on port %d (store %s)", port, store.describe())
         return cls(
-            config, store, adapters, protocol, server, health_servicer, background, port, readiness, auth, certificates
+            config,
+            store,
+            adapters,
+            protocol,
+            server,
+            health_servicer,
+            background,
+            port,
+            readiness,
+            auth,
+            certificates,
+            intake,
+            webhook_port,
         )
 
     async def stop(self) -> None:
         """Graceful: refuse new calls, let in-flight actions finish within the grace period;
         whatever is still running stays DISPATCHED under a lease for the next reconciler."""
         await self.health.enter_graceful_shutdown()
+        if self.webhooks is not None:
+            await self.webhooks.stop()
         grace = self.config.shutdown_grace
         await self.server.stop(grace)
         await self.protocol.drain(grace)

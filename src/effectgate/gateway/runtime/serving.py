@@ -112,6 +112,10 @@ async def serve(options: ServeOptions) -> int:
         # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a
         # SIGTERM sent as soon as they read it is a graceful stop (the handlers are in place).
         announce(f"{READY} {gateway.port}", options.log_format, port=gateway.port)
+        if gateway.webhooks is not None:
+            announce(
+                f"effectgate webhooks on port {gateway.webhook_port}", options.log_format, port=gateway.webhook_port
+            )
         await stop.wait()
         log.info("shutting down gracefully")
         await gateway.stop()

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from effectgate.gateway.model import ActionEvent, ActionRecord, ListQuery, Page, Reservation
+from effectgate.gateway.store.evidence import ProviderLog
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
 Usage = tuple[str, str, int, int]
@@ -27,8 +28,9 @@ class StoreUnavailable(StoreError):
     """The store cannot be read or written durably now. Nothing may be sent to a provider."""
 
 
-class Store(ABC):
-    """Durable home of action records. All times are Unix seconds (float)."""
+class Store(ProviderLog, ABC):
+    """Durable home of action records. All times are Unix seconds (float). What providers said on
+    their own (webhook events, read lags) is kept through the `ProviderLog` port (evidence.py)."""
 
     @classmethod
     def from_url(cls, url: str) -> Store:

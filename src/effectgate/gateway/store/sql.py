@@ -35,6 +35,7 @@ from effectgate.gateway.model import (
 from effectgate.gateway.store import accounting, rows
 from effectgate.gateway.store.accounting import AccountingStatements, Script
 from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
+from effectgate.gateway.store.evidence import SqlProviderLog
 from effectgate.gateway.store.story import StorySql, event_of, event_values
 
 Row = Sequence[Any]
@@ -156,11 +157,14 @@ class Statements:
         return self.dialect.render(sql), params
 
 
-class SqlStore(Store):
+class SqlStore(SqlProviderLog, Store):
     """The `Store` primitives on top of four hooks that run one statement each."""
 
     statements: Statements
     accounting: AccountingStatements
+
+    def _render(self, sql: str) -> str:
+        return self.statements.dialect.render(sql)
 
     @abstractmethod
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:

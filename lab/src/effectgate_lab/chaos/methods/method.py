@@ -52,6 +52,8 @@ def ok(status: int | None) -> bool:
 
 class Method:
     name: str = ""
+    # effectgate's window mode ("" or "auto", `--window`); other methods ignore it.
+    window: str = ""
     kills = 0  # kill -9s of the gateway during the cell
 
     async def open(self, runs: list[Run], crash: bool) -> None:

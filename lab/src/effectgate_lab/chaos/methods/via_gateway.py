@@ -8,7 +8,9 @@ finishes what the dead one started."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,14 @@ import grpc
 
 from effectgate.client import EffectGateClient
 from effectgate.client.context import RunContext
+from effectgate.gateway.core import quantile
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.chaos.methods.method import Answer, Method, Run
 from effectgate_lab.chaos.model import Told
 from effectgate_lab.chaos.process import ChildGateway, free_port
+from effectgate_lab.simulators.faults import FaultPlan
+from effectgate_lab.simulators.server import SimulatorServer
 
 CALL_TIMEOUT = 4.0
 SETTLE_BUDGET = 12.0  # how long the reconciler gets once the faults stopped
@@ -39,18 +44,35 @@ def tool_name(run: Run) -> str:
     return f"{run.scenario.name}_{run.episode.seed}"
 
 
-def gateway_doc(runs: list[Run], store_url: str, port: int) -> dict[str, Any]:
+# `--window auto`: writes through the gateway to a simulator of the same provider before the cell
+# (its history with that provider), with every confirmed write followed by read-backs.
+WARMUP_WRITES = 40
+WARMUP_SEED = 1_000_000
+MIN_SAMPLES = 10
+AUTO: dict[str, object] = {"sample_every": 1, "min_samples": MIN_SAMPLES, "floor": "0.05s", "margin": 0.5}
+
+
+def gateway_doc(
+    runs: list[Run], store_url: str, port: int, *, auto: bool = False, warmup_url: str = ""
+) -> dict[str, Any]:
     adapters, tools = {}, {}
+    learn = {"lag_key": f"chaos-{runs[0].scenario.name}"} if auto else {}
     for run in runs:
         adapters[f"a{run.episode.seed}"] = run.scenario.adapter(run.sim.base_url, run.wait)
         tools[tool_name(run)] = {
             "adapter": f"a{run.episode.seed}",
-            "consistency_window": run.wait,
+            "consistency_window": "auto" if auto else run.wait,
             "attempt_timeout": 1.5,
             "deadline": 3.0,
             "max_attempts": 3,
+            **learn,
         }
+    if warmup_url:
+        adapters["warmup"] = runs[0].scenario.adapter(warmup_url, runs[0].wait)
+        tools["warmup"] = {**tools[tool_name(runs[0])], "adapter": "warmup"}
+    extra: dict[str, Any] = {"consistency": dict(AUTO)} if auto else {}
     return {
+        **extra,
         "server": {"listen": f"127.0.0.1:{port}", "shutdown_grace": 1.0},
         "store": {"url": store_url},
         "gateway": {
@@ -73,13 +95,17 @@ class ViaGateway(Method):
         self.crasher: asyncio.Task[None] | None = None
         self.kills = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._warmup: SimulatorServer | None = None
 
     async def open(self, runs: list[Run], crash: bool) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
         for attempt in range(3):
             # A simulator binding port 0 can take the free port before the child binds it.
             port = free_port()
-            doc = gateway_doc(runs, f"sqlite:///{self._tmp.name}/effects.db", port)
+            warmup_url = await self._start_warmup(runs) if self.window == "auto" else ""
+            doc = gateway_doc(
+                runs, f"sqlite:///{self._tmp.name}/effects.db", port, auto=bool(warmup_url), warmup_url=warmup_url
+            )
             self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
             try:
                 await self.child.start()
@@ -95,6 +121,51 @@ class ViaGateway(Method):
         # Reconnect quickly after a kill -9 (gRPC's default back-off grows to minutes).
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=RECONNECT)
         self.client = EffectGateClient(channel)
+        if self._warmup is not None:
+            lags = await self._warm_up(runs[0], Path(self._tmp.name) / "effects.db")
+            p99 = quantile(lags, 0.99)
+            note = f"window auto: {len(lags)} read lags learned in the warm-up, p99 {p99:.3f}s"
+            for run in runs:
+                run.notes.append(note)
+
+    async def _start_warmup(self, runs: list[Run]) -> str:
+        """A simulator of the cell's provider, under the cell's fault level and lag."""
+        if self._warmup is None:
+            first = runs[0]
+            plan = FaultPlan.study_level(first.episode.level, seed=WARMUP_SEED)
+            self._warmup = first.scenario.make_sim(plan, first.lag, first.lag)
+            await self._warmup.start()
+        return self._warmup.base_url
+
+    async def _warm_up(self, like: Run, db: Path) -> list[float]:
+        """The gateway's history with the provider: WARMUP_WRITES writes through it, then a wait
+        (bounded) until the read-back probes of the answered ones have recorded their lags."""
+        assert self.client is not None
+        scenario = like.scenario
+
+        async def one(n: int) -> None:
+            typed = scenario.typed(scenario.args(WARMUP_SEED + n, False))
+            context = RunContext(run_id=f"warmup-{n}", step_id="warmup", agent="warmup")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await self.client.execute(  # type: ignore[union-attr]
+                    "warmup",
+                    scenario.payload(typed),
+                    scope=scenario.scope(typed),
+                    context=context,
+                    timeout=CALL_TIMEOUT,
+                )
+
+        for batch in range(0, WARMUP_WRITES, 8):
+            await asyncio.gather(*(one(n) for n in range(batch, min(batch + 8, WARMUP_WRITES))))
+        loop = asyncio.get_running_loop()
+        end, last = loop.time() + 10 * like.lag + 5, -1
+        while loop.time() < end:  # until the probes stop adding lags
+            await asyncio.sleep(max(like.lag, 0.2))
+            count = len(_lags(db))
+            if count == last and count >= MIN_SAMPLES:
+                break
+            last = count
+        return _lags(db)
 
     async def _crash(self, moments: list[float]) -> None:
         assert self.child is not None
@@ -114,6 +185,8 @@ class ViaGateway(Method):
                 await self.child.start()
 
     async def close(self) -> None:
+        if self._warmup is not None:
+            await self._warmup.stop()
         if self.client is not None:
             await self.client.close()
         if self.child is not None:
@@ -191,6 +264,14 @@ class ViaGateway(Method):
                         break
                 except grpc.aio.AioRpcError:
                     continue  # the gateway may be restarting
+
+
+def _lags(db: Path) -> list[float]:
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            return [float(row[0]) for row in conn.execute("SELECT lag FROM read_lags")]
+    except sqlite3.Error:
+        return []
 
 
 def _answer(action: pb.Action) -> Answer:

@@ -1,4 +1,4 @@
-"""What operators do to actions: approve or deny (core/decisions.py), reconcile an UNKNOWN,
+"""What operators do to actions: approve or deny (core/operators/decisions.py), reconcile an UNKNOWN,
 grant a bypass.
 
 Each is idempotent where it can be (a second approval by the same principal returns the same
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from effectgate.gateway.config import Bypass
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.decisions import Decisions
+from effectgate.gateway.core.operators.decisions import Decisions
 from effectgate.gateway.core.protocol import EffectProtocol
 from effectgate.gateway.model import ActionRecord, InvalidRequest, PolicyConflict, State
 

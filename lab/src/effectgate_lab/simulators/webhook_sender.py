@@ -1,0 +1,112 @@
+"""Signed webhooks from a simulator to a URL, after a delay (so a test can have an event arrive
+before the gateway's next scheduled read-back).
+
+Two signature schemes: Stripe's (`Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`)
+and a plain one for the generic HTTP adapter (`X-Signature: sha256=<hex HMAC-SHA256 of the body>`,
+or of "timestamp.body" with an `X-Signature-Timestamp`). Deliveries and their answers are kept
+in `sent`, so a test can see what the receiver said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+JsonDict = dict[str, Any]
+
+
+def stripe_signature(body: bytes, secret: str, timestamp: int | None = None) -> str:
+    t = int(time.time()) if timestamp is None else timestamp
+    mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
+
+
+def hmac_signature(body: bytes, secret: str, timestamp: int | None = None) -> str:
+    signed = body if timestamp is None else f"{timestamp}.".encode() + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class Delivery:
+    event_id: str
+    status: int  # 0: no answer (connection failed)
+    answer: JsonDict
+
+
+@dataclass
+class WebhookSender:
+    """Sends events to `url`, `delay` seconds after they happen; `scheme` "stripe" or "hmac"."""
+
+    url: str = ""
+    secret: str = ""
+    delay: float = 0.0
+    scheme: str = "stripe"
+    sent: list[Delivery] = field(default_factory=list)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url and self.secret)
+
+    def stripe_event(self, event_type: str, obj: JsonDict) -> JsonDict:
+        return {
+            "id": "evt_" + secrets.token_hex(12),
+            "object": "event",
+            "type": event_type,
+            "created": int(time.time()),
+            "livemode": False,
+            "api_version": "2024-06-20",
+            "data": {"object": obj},
+        }
+
+    def emit(self, event: JsonDict, delay: float | None = None) -> None:
+        """Schedules the delivery of `event` (no-op unless a URL and a secret are set)."""
+        if not self.enabled:
+            return
+        task = asyncio.get_running_loop().create_task(self._later(event, self.delay if delay is None else delay))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _later(self, event: JsonDict, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await self.deliver(json.dumps(event).encode(), str(event.get("id", "")))
+
+    def headers(self, body: bytes, *, timestamp: int | None = None, secret: str | None = None) -> dict[str, str]:
+        key = self.secret if secret is None else secret
+        if self.scheme == "stripe":
+            return {"Stripe-Signature": stripe_signature(body, key, timestamp), "Content-Type": "application/json"}
+        ts = int(time.time()) if timestamp is None else timestamp
+        return {
+            "X-Signature": hmac_signature(body, key, ts),
+            "X-Signature-Timestamp": str(ts),
+            "Content-Type": "application/json",
+        }
+
+    async def deliver(self, body: bytes, event_id: str = "", headers: dict[str, str] | None = None) -> Delivery:
+        """One POST of `body` (signed now unless `headers` are given); returns the answer."""
+        try:
+            async with httpx.AsyncClient(timeout=10.0) as client:
+                reply = await client.post(self.url, content=body, headers=headers or self.headers(body))
+            try:
+                answer = reply.json()
+            except ValueError:
+                answer = {}
+            delivery = Delivery(event_id, reply.status_code, answer if isinstance(answer, dict) else {})
+        except httpx.HTTPError:
+            delivery = Delivery(event_id, 0, {})
+        self.sent.append(delivery)
+        return delivery
+
+    async def drain(self) -> None:
+        """Waits for the scheduled deliveries."""
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,288 @@
+"""Square payments: each action is one Payment, created and completed in one call.
+
+Settings (`[adapters.NAME]`, `kind = "square"`): `base_url` (default
+https://connect.squareup.com), `access_token_env` or `access_token_file`, `location_id` (default:
+the seller's main location), `source_ids` (the payment-method names agents use, mapped to Square
+sources: a tool's payload stays the same whichever provider serves it; a name not in the map is
+sent as the source id itself), `square_version` (the `Square-Version` header), `lookback` (how far
+back a read-back lists payments, default 48 h), `consistency_window` (seconds, default 30:
+ListPayments is eventually consistent), `timeout` (seconds, default 30).
+
+Create: `POST /v2/payments` with `idempotency_key` (Square replays the first answer of a key),
+`reference_id` = the action id, `autocomplete = true`. Read-back: `GET /v2/payments/{id}` when
+the receipt names the payment (immediate), else `GET /v2/payments` filtered by `begin_time` and
+the exact `total`, matched on `reference_id` (Square documents no filter on it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+import httpx
+from google.protobuf.message import Message
+from pydantic import Field, field_validator
+
+from effectgate.adapters.base import (
+    ActionCall,
+    Adapter,
+    AdapterError,
+    AmbiguousError,
+    Capabilities,
+    DefinitiveError,
+    InvalidPayload,
+    Observation,
+    Outcome,
+    Receipt,
+)
+from effectgate.adapters.capabilities import ProviderEffect
+from effectgate.adapters.http_outcome import transport_error
+from effectgate.adapters.redact import scrub, scrub_json
+from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
+from effectgate.adapters.settings import AdapterSettings, parse_settings
+from effectgate.adapters.square import wire
+from effectgate.tools.v1.tools_pb2 import ChargeCard
+
+KEY_RETENTION = 24 * 3600.0
+# Payment statuses under which no money moved and none will without a new payment.
+_NO_MONEY = frozenset({"FAILED", "CANCELED"})
+MAX_PAGES = 20
+
+
+class SquareSettings(AdapterSettings):
+    base_url: str = "https://connect.squareup.com"
+    access_token_env: str | None = None
+    access_token_file: str | None = None
+    location_id: str = ""
+    source_ids: dict[str, str] = {}
+    square_version: str = "2025-01-23"
+    lookback: float = Field(default=2 * KEY_RETENTION, gt=0)
+    consistency_window: float = Field(default=30.0, ge=0)
+    timeout: float = Field(default=30.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return value.rstrip("/")
+
+
+class SquareAdapter(Adapter):
+    payload_type: ClassVar[type[Message]] = ChargeCard
+
+    def __init__(self, name: str, *, access_token: str, settings: SquareSettings) -> None:
+        self.name = name
+        self._s = settings
+        quiet_transport_loggers()
+        self._http = httpx.AsyncClient(
+            base_url=settings.base_url,
+            timeout=settings.timeout,
+            headers={
+                "Authorization": f"Bearer {access_token}",
+                "Square-Version": settings.square_version,
+                "Accept": "application/json",
+            },
+        )
+
+    def __repr__(self) -> str:
+        return f"SquareAdapter(name={self.name!r})"
+
+    @classmethod
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> SquareAdapter:
+        parsed = parse_settings(SquareSettings, settings)
+        return cls(name, access_token=parsed.secret("access_token"), settings=parsed)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            dedups_on_key=True,
+            key_retention=KEY_RETENTION,
+            consistency_window=self._s.consistency_window,
+            has_read_api=True,
+        )
+
+    def normalize(self, payload: Message) -> ChargeCard:
+        if not isinstance(payload, ChargeCard):
+            raise InvalidPayload("payload", f"expected ChargeCard, got {payload.DESCRIPTOR.full_name}")
+        charge = ChargeCard(
+            customer=payload.customer.strip(),
+            amount=payload.amount,
+            currency=payload.currency.strip().lower(),
+            payment_method=payload.payment_method.strip(),
+            description=payload.description.strip(),
+        )
+        if not charge.customer:
+            raise InvalidPayload("customer", "customer is required")
+        if charge.amount <= 0:
+            raise InvalidPayload("amount", "amount must be a positive number of minor units")
+        if len(charge.currency) != 3 or not charge.currency.isalpha():
+            raise InvalidPayload("currency", "currency must be a three-letter ISO code")
+        if not charge.payment_method:
+            raise InvalidPayload("payment_method", "Square needs a payment method (a source)")
+        return charge
+
+    # -- execute -----------------------------------------------------------------------------
+
+    async def execute(self, call: ActionCall) -> Receipt:
+        charge = self.normalize(call.payload)
+        body: dict[str, Any] = {
+            "idempotency_key": wire.idempotency_key(call.provider_key),
+            "source_id": self._s.source_ids.get(charge.payment_method, charge.payment_method),
+            "amount_money": {"amount": charge.amount, "currency": charge.currency.upper()},
+            "customer_id": charge.customer,
+            "reference_id": call.action_id[:40],
+            "autocomplete": True,
+        }
+        if self._s.location_id:
+            body["location_id"] = self._s.location_id
+        if charge.description:
+            body["note"] = charge.description[:500]
+        payment = (await self._request("POST", "/v2/payments", "create payment", json=body)).get("payment") or {}
+        status = wire.safe_id(payment.get("status")) or "unrecognized"
+        if status == "COMPLETED":
+            return _receipt(payment)
+        raise AmbiguousError(
+            f"create payment: payment is {status}, not COMPLETED",
+            code=f"payment_{status.lower()}",
+            details={"payment": wire.safe_id(payment.get("id")), "status": status},
+        )
+
+    async def _request(self, method: str, path: str, what: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            answer = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, what) from None
+        try:
+            body = answer.json()
+        except ValueError:
+            body = None
+        if answer.is_success and isinstance(body, dict):
+            return body
+        if answer.is_success:
+            raise AmbiguousError(f"{what}: unreadable answer (HTTP {answer.status_code})", code="unreadable")
+        error = wire.classify(answer.status_code, body, answer.headers, what)
+        error.details = scrub_json(error.details, resolved_secrets())
+        raise error
+
+    # -- verify ------------------------------------------------------------------------------
+
+    async def verify(self, call: ActionCall) -> Observation:
+        charge = self.normalize(call.payload)
+        external_id = call.receipt.external_id if call.receipt else ""
+        lookup = "get" if external_id else "list"
+        try:
+            payments = await (self._get(external_id) if external_id else self._find(call.action_id, charge.amount))
+        except AdapterError as exc:
+            return Observation.unknown(f"read failed ({exc.code})", reason=exc.code, lookup=lookup)
+        obs = self.judge(call, charge, payments, lookup)
+        secrets = resolved_secrets()
+        return replace(obs, detail=scrub(obs.detail, secrets, None), evidence=scrub_json(obs.evidence, secrets))
+
+    async def _get(self, payment_id: str) -> list[dict[str, Any]]:
+        try:
+            found = await self._request("GET", f"/v2/payments/{payment_id}", "read payment")
+        except DefinitiveError as exc:
+            if exc.code == "not_found":
+                return []
+            raise
+        return [found["payment"]] if isinstance(found.get("payment"), dict) else []
+
+    async def _list(self, since: float, total: int | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"begin_time": wire.rfc3339(since), "sort_order": "ASC", "limit": 100}
+        if total is not None:
+            params["total"] = total
+        if self._s.location_id:
+            params["location_id"] = self._s.location_id
+        payments: list[dict[str, Any]] = []
+        for _ in range(MAX_PAGES):
+            page = await self._request("GET", "/v2/payments", "list payments", params=params)
+            payments += [p for p in page.get("payments") or [] if isinstance(p, dict)]
+            if not page.get("cursor"):
+                return payments
+            params["cursor"] = page["cursor"]
+        raise AmbiguousError("list payments: too many pages", code="too_many_pages")
+
+    async def _find(self, action_id: str, amount: int) -> list[dict[str, Any]]:
+        found = await self._list(time.time() - self._s.lookback, total=amount)
+        return [p for p in found if p.get("reference_id") == action_id[:40]]
+
+    def judge(self, call: ActionCall, charge: ChargeCard, payments: list[dict[str, Any]], lookup: str) -> Observation:
+        mine = sorted((p for p in payments if p.get("reference_id") == call.action_id[:40]), key=_created)
+        evidence: dict[str, Any] = {
+            "lookup": lookup,
+            "payments": [{"id": wire.safe_id(p.get("id")), "status": wire.safe_id(p.get("status"))} for p in mine],
+        }
+        if not mine:
+            if payments:
+                return Observation.unknown("the receipt's payment belongs to another action", **evidence)
+            return Observation(Outcome.NOT_FOUND, detail="no payment for this action", evidence=evidence)
+        moving = [p for p in mine if p.get("status") not in _NO_MONEY]
+        if len(moving) > 1:
+            evidence["duplicates"] = len(moving) - 1
+        completed = [p for p in mine if p.get("status") == "COMPLETED"]
+        matching = [p for p in completed if not _differences(p, charge)]
+        if matching:
+            return Observation(
+                Outcome.CONFIRMED, detail="payment completed", evidence=evidence, receipt=_receipt(matching[0])
+            )
+        if completed:
+            evidence["differences"] = _differences(completed[0], charge)
+            return Observation.unknown("a completed payment differs from the payload", **evidence)
+        if moving:
+            return Observation.unknown(f"payment is {wire.safe_id(moving[0].get('status'))}", **evidence)
+        return Observation(Outcome.NOT_FOUND, detail="no payment moved money", evidence=evidence)
+
+    # -- optional capabilities ---------------------------------------------------------------
+
+    async def list_effects(self, since: float) -> list[ProviderEffect]:
+        found: list[ProviderEffect] = []
+        for p in await self._list(since):
+            if p.get("status") in _NO_MONEY:
+                continue
+            money = p.get("amount_money") or {}
+            fields = {
+                "amount": money.get("amount"),
+                "currency": str(money.get("currency") or "").lower(),
+                "status": wire.safe_id(p.get("status")),
+            }
+            action = str(p.get("reference_id") or "")
+            found.append(ProviderEffect(wire.safe_id(p.get("id")), action, _created(p), fields))
+        return found
+
+    def expected_effect(self, payload: Message) -> dict[str, Any]:
+        charge = self.normalize(payload)
+        return {"amount": charge.amount, "currency": charge.currency}
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+
+def _created(payment: Mapping[str, Any]) -> float:
+    return wire.timestamp(payment.get("created_at"))
+
+
+def _receipt(payment: Mapping[str, Any]) -> Receipt:
+    money = payment.get("amount_money") or {}
+    result = {
+        "status": payment.get("status"),
+        "amount": money.get("amount"),
+        "currency": str(money.get("currency") or "").lower(),
+        "customer": payment.get("customer_id") or "",
+    }
+    secrets = resolved_secrets()
+    return Receipt(scrub(wire.safe_id(payment.get("id")), secrets, None), "", scrub_json(result, secrets))
+
+
+def _differences(payment: Mapping[str, Any], charge: ChargeCard) -> list[str]:
+    money = payment.get("amount_money") or {}
+    diffs = []
+    if money.get("amount") != charge.amount:
+        diffs.append("amount")
+    if str(money.get("currency") or "").lower() != charge.currency:
+        diffs.append("currency")
+    if (payment.get("customer_id") or "") != charge.customer:
+        diffs.append("customer")
+    return diffs

@@ -1,0 +1,147 @@
+"""A consistency window that learns: how long after a confirmed write the provider's read API
+first shows it, per lag key (docs/webhooks.md).
+
+`LagSampler` follows one confirmed write in `sample_every` with read-backs that carry no
+receipt (the path a lost answer's verification takes: search, list), from the moment the answer
+arrived until the read shows the effect, polling at growing intervals (so a measurement errs
+long, never short), up to `probe_limit`. Each lag goes to the store's provider log (so that
+`effectgate check` and other replicas read it), to `LagBook` (the in-process quantiles) and to
+the metrics. `LagBook.window` is what `consistency_window = "auto"` uses: the adapter's declared
+window until `min_samples` lags are known, then max(floor, p99 x (1 + margin)).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from effectgate.adapters.base import Outcome
+from effectgate.gateway.config import ConsistencySection
+from effectgate.gateway.model import ActionRecord
+from effectgate.gateway.observability import provider_metrics
+from effectgate.gateway.store import Store, StoreUnavailable
+
+if TYPE_CHECKING:
+    from effectgate.gateway.core.tools import BoundTool
+
+log = logging.getLogger("effectgate.lag")
+KEEP = 2000
+FIRST_POLL, GROWTH, MAX_POLL = 0.02, 1.25, 2.0
+MAX_PROBES = 16  # probes running at once
+
+
+def quantile(values: Iterable[float], q: float) -> float:
+    """Nearest-rank quantile (the p99 of 20 lags is their maximum: never optimistic)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class LagBook:
+    """The observed read lags by lag key, with the quantiles and the learned window."""
+
+    def __init__(self, settings: ConsistencySection | None = None) -> None:
+        self.settings = settings or ConsistencySection()
+        self._lags: dict[str, deque[float]] = {}
+
+    def add(self, key: str, lag: float) -> None:
+        self._lags.setdefault(key, deque(maxlen=KEEP)).append(lag)
+
+    def count(self, key: str) -> int:
+        return len(self._lags.get(key, ()))
+
+    def quantile(self, key: str, q: float) -> float:
+        return quantile(self._lags.get(key, ()), q)
+
+    def window(self, key: str, declared: float) -> float:
+        s = self.settings
+        if self.count(key) < s.min_samples:
+            return declared
+        return max(s.floor, self.quantile(key, 0.99) * (1 + s.margin))
+
+    async def load(self, store: Store, keys: Iterable[str]) -> None:
+        """The lags the store kept (earlier runs, other replicas), newest last."""
+        for key in set(keys):
+            try:
+                lags = await store.read_lags(key, KEEP)
+            except (NotImplementedError, StoreUnavailable):
+                continue
+            self._lags[key] = deque(lags, maxlen=KEEP)
+
+
+def too_short(window: float, p99: float) -> bool:
+    return window < p99
+
+
+class LagSampler:
+    """Starts a probe after one confirmed write in `sample_every` (`on_answered`)."""
+
+    def __init__(self, store: Store, book: LagBook, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._book = book
+        self._clock = clock
+        self._seen = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._warned: set[str] = set()
+
+    def on_answered(self, record: ActionRecord, tool: BoundTool) -> None:
+        every = self._book.settings.sample_every
+        if every <= 0 or not tool.adapter.capabilities.has_read_api or len(self._tasks) >= MAX_PROBES:
+            return
+        self._seen += 1
+        if self._seen % every:
+            return
+        task = asyncio.get_running_loop().create_task(self._probe(record, tool, self._clock()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _probe(self, record: ActionRecord, tool: BoundTool, answered_at: float) -> None:
+        call = tool.action_call(record, receipt=False)
+        limit = self._book.settings.probe_limit
+        pause = FIRST_POLL
+        while True:
+            read_at = self._clock()
+            try:
+                async with asyncio.timeout(tool.config.attempt_timeout):
+                    observation = await tool.adapter.verify(call)
+            except Exception:  # a failed read tells nothing about the lag
+                return
+            if observation.outcome is Outcome.CONFIRMED:
+                await self._record(tool, max(0.0, read_at - answered_at))
+                return
+            if observation.outcome is not Outcome.NOT_FOUND or self._clock() - answered_at > limit:
+                return
+            await asyncio.sleep(pause)
+            pause = min(pause * GROWTH, MAX_POLL)
+
+    async def _record(self, tool: BoundTool, lag: float) -> None:
+        key = tool.lag_key
+        self._book.add(key, lag)
+        p50, p99 = self._book.quantile(key, 0.5), self._book.quantile(key, 0.99)
+        provider_metrics.read_lag(key, lag, p50, p99)
+        with contextlib.suppress(NotImplementedError, StoreUnavailable):
+            await self._store.record_read_lag(key, self._clock(), lag)
+        configured = tool.config.consistency_window
+        enough = self._book.count(key) >= self._book.settings.min_samples
+        if isinstance(configured, float) and enough and too_short(configured, p99) and key not in self._warned:
+            self._warned.add(key)
+            log.warning(
+                "tool %s: consistency_window %gs is shorter than the observed p99 read lag %.3fs of %s "
+                "(%d samples): a read-back may take a write that is not visible yet for absence",
+                tool.name,
+                configured,
+                p99,
+                key,
+                self._book.count(key),
+            )
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,7 @@
+"""What providers send on their own: the webhook listener (its own port, HTTP or HTTPS)."""
+
+from __future__ import annotations
+
+from effectgate.gateway.intake.webhooks import WebhookIntake
+
+__all__ = ["WebhookIntake"]
