@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from effectgate.mcp import tracing
 from effectgate.mcp.catalog import CatalogError, load_catalog
 from effectgate.mcp.gateway_port import GatewayPort
 from effectgate.mcp.http import serve_http
@@ -42,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> None:
     catalog = load_catalog(args.config)
+    stop_tracing = tracing.setup()
     gateway = GatewayPort(args.target)
     token = "" if args.http else os.environ.get(args.token_env, "")
     server = build_server(FrontDoor(catalog, gateway, static_token=token))
@@ -52,6 +54,7 @@ async def run(args: argparse.Namespace) -> None:
             await serve_stdio(server)
     finally:
         await gateway.close()  # waits for Executes still running whose host went away
+        stop_tracing()  # flushes the front door's spans
 
 
 async def serve_stdio(server: Server[Any]) -> None:
