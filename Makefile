@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents]' -e '.[dev]' -e lab
+	$(PY) -m pip install --quiet -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents,pydantic-ai,otel]' -e '.[dev]' -e lab
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The TypeScript client's tests: `npm ci` (versions from the committed package-lock.json), tsc,
-# then node's built-in test runner against a real `effectgate serve` that the tests start with
+# then node's built-in test runner (Node >= 22: scripts/node_toolchain.sh) against a real
+# `effectgate serve` that the tests start with
 # this project's Python. Without node/npm the tests are skipped loudly, except in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,8 @@ if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
   echo "TypeScript tests: SKIPPED (node/npm not found; scripts/install_test_services.sh installs them)" >&2
   exit 0
 fi
+# shellcheck source=scripts/node_toolchain.sh
+source scripts/node_toolchain.sh
 cd clients/typescript
 npm ci --no-audit --no-fund --silent
 EFFECTGATE_PYTHON="${EFFECTGATE_PYTHON:-$PWD/../../.venv/bin/python}" npm test --silent

@@ -69,11 +69,15 @@ async def running_gateway(
     *,
     mcp: Mapping[str, Any] | None = None,
     dev_mode: bool = False,
+    gateway: Mapping[str, Any] | None = None,
     **tool: Any,
 ) -> AsyncIterator[RunningGateway]:
-    """With `dev_mode`, no principals: any caller is tenant `dev` (no token needed)."""
+    """With `dev_mode`, no principals: any caller is tenant `dev` (no token needed); `gateway`
+    overrides keys of the `[gateway]` table (e.g. a longer lease for a slow provider)."""
     principals = None if dev_mode else PRINCIPALS
-    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=principals, **stripe_tools(sim.base_url, **tool))
+    doc = config_doc(
+        f"sqlite:///{tmp_path}/eg.db", principals=principals, gateway=gateway, **stripe_tools(sim.base_url, **tool)
+    )
     path = write_config(doc, tmp_path / "effectgate.toml")
     if mcp:
         # The front door's own table; the gateway ignores it.

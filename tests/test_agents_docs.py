@@ -49,7 +49,7 @@ async def run_fragment(code: str, namespace: dict[str, Any]) -> None:
 
 
 def test_every_framework_has_a_readme_snippet_and_a_docs_program() -> None:
-    assert set(README) == set(DOCS) == {"mcp", "langgraph", "openai-agents"}
+    assert set(README) == set(DOCS) == {"mcp", "langgraph", "openai-agents", "pydantic-ai"}
 
 
 async def test_readme_mcp_snippet(gw: RunningGateway) -> None:
@@ -72,6 +72,28 @@ async def test_readme_langgraph_snippet(gw: RunningGateway) -> None:
     assert action.context.run_id == "lg:order-1093" and action.context.step_id.startswith("charge:")
 
 
+async def test_readme_pydantic_ai_snippet(gw: RunningGateway) -> None:
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def llm(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            args = {"customer": "cus_42", "amount_cents": 500}
+            return ModelResponse(parts=[ToolCallPart("charge_deposit", args, tool_call_id="call_1")])
+        return ModelResponse(parts=[TextPart("charged")])
+
+    gate = gw.client("")
+    try:
+        namespace: dict[str, Any] = {"gate": gate}
+        await run_fragment(README["pydantic-ai"], namespace)
+        for _ in range(2):  # the run re-run with its run id: one charge
+            with namespace["agent"].override(model=FunctionModel(llm)):
+                assert (await namespace["run"]()).output == "charged"
+    finally:
+        await gate.close()
+    assert len(gw.effects()) == 1
+
+
 async def test_readme_openai_agents_snippet(gw: RunningGateway) -> None:
     gate = gw.client("")
     try:
@@ -88,7 +110,7 @@ async def test_readme_openai_agents_snippet(gw: RunningGateway) -> None:
     assert len(gw.effects()) == 1
 
 
-@pytest.mark.parametrize("name", ["mcp", "langgraph", "openai-agents"])
+@pytest.mark.parametrize("name", ["mcp", "langgraph", "openai-agents", "pydantic-ai"])
 async def test_docs_program_runs_and_charges_once(gw: RunningGateway, tmp_path: Path, name: str) -> None:
     program = tmp_path / f"example_{name.replace('-', '_')}.py"  # never shadow a package
     program.write_text(DOCS[name])
@@ -103,6 +125,7 @@ async def test_docs_program_runs_and_charges_once(gw: RunningGateway, tmp_path: 
         "mcp": ["first: CONFIRMED", "re-plan replayed: True", "refused:"],
         "langgraph": ["sent", "replayed", "done act_"],
         "openai-agents": ["attempt 1 Deposit charged.", "attempt 2 Deposit charged."],
+        "pydantic-ai": ["call_0 Done. False", "call_1 Done. True", "attempt 1 Deposit charged.", "attempt 2"],
     }[name]
     for line in expected:
         assert line in output, output

@@ -68,6 +68,11 @@ async def test_replans_and_paraphrases_with_one_run_context_are_one_effect(gw: R
         rewritten = await client.call_tool("charge_card", {**CHARGE, "amount": 1200}, meta=META)
         assert rewritten.is_error and "PAYLOAD_MISMATCH" in text(rewritten)
         assert "do not retry with other arguments" in text(rewritten).lower()
+        # Errors carry structuredContent too: the reason and the action the gateway named.
+        assert rewritten.structured_content is not None
+        assert rewritten.structured_content["error"]["reason"] == "PAYLOAD_MISMATCH"
+        assert rewritten.structured_content["error"]["retry_same_step"] is False
+        assert rewritten.structured_content["action_id"] == action_id
 
     assert len(gw.effects()) == 1
     assert [a.action_id for a in await gw.actions()] == [action_id]
@@ -100,6 +105,8 @@ async def test_invalid_arguments_are_refused_before_the_gateway(gw: RunningGatew
         ):
             result = await client.call_tool("charge_card", bad, meta=META)
             assert result.is_error and "invalid arguments, nothing was sent" in text(result), text(result)
+            assert result.structured_content is not None
+            assert result.structured_content["error"]["reason"] == "INVALID_ARGUMENTS"
     assert gw.effects() == []
     assert await gw.actions() == []  # the gateway never heard of them
 

@@ -127,3 +127,41 @@ async def test_runnable_snippet(snippet: Snippet, demo_gateway: tuple[str, Strip
     assert len(intents) == len({e["idempotency_key"] for e in intents})
     if "charged:" in snippet.code:
         assert "charged: pi_" in out, out
+
+
+# "save it as `charge.mts` and run `npx tsx charge.mts`": the file name and the command, as documented.
+TS_QUICK_START = re.compile(r"save it as `([\w-]+\.mts)` and run `([^`]+)`")
+
+
+async def test_the_readme_typescript_block_runs_as_pasted_in_a_fresh_npm_project(
+    demo_gateway: tuple[str, StripeSimulator], tmp_path: Path
+) -> None:
+    """A newcomer's project: `npm init -y`, the packed client, tsx as a dev dependency, the README's
+    block saved under the documented name and run with the documented command (Node >= 22)."""
+    typescript_or_skip()
+    target, sim = demo_gateway
+    readme = (ROOT / "README.md").read_text()
+    found = TS_QUICK_START.search(readme)
+    assert found, "the README says how to run its TypeScript block"
+    filename, command = found.groups()
+    (block,) = [s for s in SNIPPETS if s.source == "README.md" and s.language == "ts"]
+    project = tmp_path / "my-agent"
+    project.mkdir()
+    (project / filename).write_text(block.code)
+    npm = "npm --silent --no-audit --no-fund --prefer-offline"
+    script = f"""set -euo pipefail
+source '{ROOT}/scripts/node_toolchain.sh'
+(cd '{TS_DIR}' && npm pack --silent --pack-destination '{tmp_path}' >/dev/null)
+npm init -y >/dev/null
+{npm} install '{tmp_path}'/effectgate-client-*.tgz
+{npm} install -D tsx
+node --version
+{command}
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TARGET": target}
+    code, out = await run(["bash", "-c", script], project, env)
+    assert code == 0, out
+    assert "charged: pi_" in out, out
+    major = int(out.split("v", 1)[1].split(".", 1)[0])
+    assert major >= 22, out
+    assert len([e for e in sim.ledger if e["kind"] == "payment_intent"]) == 1

@@ -1,6 +1,8 @@
 // @effectgate/client: exactly-once side effects for AI agents, from Node.
 export { EffectGateClient, DEFAULT_RETRY, retryDelayMs } from "./client.js";
 export type { ClientOptions, ExecuteOptions, ListOptions, RetryPolicy } from "./client.js";
+export { EffectNotSettled, describeAnswer, effectExecute, effectTool, toolContext } from "./ai.js";
+export type { EffectExecuteOptions, EffectToolOptions, EffectToolResult, SchemaInput } from "./ai.js";
 export { currentContext, stableStepId, withRun, withStep, withSubagent } from "./context.js";
 export type { RunContext, RunOptions } from "./context.js";
 export {

@@ -14,14 +14,19 @@ import asyncio
 import logging
 import os
 import sys
+from typing import Any
 
 import anyio
 
+from effectgate.mcp import tracing
 from effectgate.mcp.catalog import CatalogError, load_catalog
 from effectgate.mcp.gateway_port import GatewayPort
 from effectgate.mcp.http import serve_http
 from effectgate.mcp.server import FrontDoor, build_server
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+
+log = logging.getLogger("effectgate.mcp")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> None:
     catalog = load_catalog(args.config)
+    stop_tracing = tracing.setup()
     gateway = GatewayPort(args.target)
     token = "" if args.http else os.environ.get(args.token_env, "")
     server = build_server(FrontDoor(catalog, gateway, static_token=token))
@@ -45,10 +51,21 @@ async def run(args: argparse.Namespace) -> None:
         if args.http:
             await serve_http(server, gateway, port=args.port, authorization_server=args.authorization_server)
         else:
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            await serve_stdio(server)
     finally:
-        await gateway.close()
+        await gateway.close()  # waits for Executes still running whose host went away
+        stop_tracing()  # flushes the front door's spans
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Until the host closes stdin. A host that vanished mid-call cannot read its answer: the
+    write fails, the call itself has completed (the gateway stored it), and the front door ends
+    normally; the host's next call, with the same `_meta`, replays the stored action."""
+    try:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    except* (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        log.info("the MCP host went away; its calls completed and are stored")
 
 
 def main(argv: list[str] | None = None) -> int:

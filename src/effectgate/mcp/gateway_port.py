@@ -1,10 +1,22 @@
 """The front door's only use of the Python client: one channel to the gateway, and per call a
-client carrying the caller's bearer token, so tenants, roles and allow-lists stay the gateway's."""
+client carrying the caller's bearer token, so tenants, roles and allow-lists stay the gateway's.
+
+Every gRPC call runs in a task of its own that the MCP request awaits through `asyncio.shield`.
+Two reasons. A host cancels a call (`notifications/cancelled`, a timeout, a disconnect) by
+cancelling the request's anyio cancel scope; a grpc.aio call cancelled in place swallows that
+cancellation and raises a new, message-less `CancelledError`, which anyio cannot tell from a
+foreign cancellation: it escaped the request and tore down the stdio server's task group (the
+stdin reader then died with `BrokenResourceError`). Awaiting the call through a shield makes the
+request's own await raise anyio's cancellation. And an Execute must never be cut short by its
+host: it runs to completion (stored, so the host's next call replays it), and `close()` waits for
+the ones still running before the process ends.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -15,6 +27,8 @@ from effectgate.client import EffectGateClient, RunContext
 from effectgate.mcp.contract import CallContext
 from effectgate.v1 import gateway_pb2
 
+T = TypeVar("T")
+
 
 class GatewayRefusal(Exception):
     """The gateway answered with a gRPC error instead of an action."""
@@ -24,33 +38,34 @@ class GatewayRefusal(Exception):
         code: grpc.StatusCode,
         reason: str,
         message: str,
-        figures: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
         retry_after: float | None = None,
     ) -> None:
         super().__init__(f"{code.name} {reason}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
-        # ErrorInfo metadata (a limit's figures: budget, spent, left, ...) and RetryInfo.
-        self.figures = dict(figures or {})
+        # ErrorInfo metadata: `action_id` (and `state`) of the action a refusal is about, or a
+        # limit's figures (budget, spent, left, ...); and RetryInfo.
+        self.metadata = dict(metadata or {})
         self.retry_after = retry_after
 
 
 def _refusal(exc: grpc.aio.AioRpcError) -> GatewayRefusal:
     reason = ""
-    figures: dict[str, str] = {}
+    metadata: dict[str, str] = {}
     retry_after: float | None = None
     status = rpc_status.from_call(exc)  # type: ignore[arg-type]
     for detail in status.details if status else ():
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            reason, figures = info.reason, dict(info.metadata)
+            reason, metadata = info.reason, dict(info.metadata)
         elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
             retry = error_details_pb2.RetryInfo()
             detail.Unpack(retry)
             retry_after = retry.retry_delay.ToTimedelta().total_seconds()
-    return GatewayRefusal(exc.code(), reason, exc.details() or "", figures, retry_after)
+    return GatewayRefusal(exc.code(), reason, exc.details() or "", metadata, retry_after)
 
 
 class GatewayPort:
@@ -59,6 +74,21 @@ class GatewayPort:
         self.timeout = timeout
         self._channel: grpc.aio.Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._finishing: set[asyncio.Task[Any]] = set()
+
+    async def _call(self, call: Coroutine[Any, Any, T], *, finish: bool = False) -> T:
+        """`call` in its own task, awaited through a shield (see the module's docstring). With
+        `finish`, a cancelled caller leaves it running to completion; otherwise it is cancelled too."""
+        task = asyncio.get_running_loop().create_task(call)
+        if finish:
+            self._finishing.add(task)
+            task.add_done_callback(_settled(self._finishing))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not finish:
+                task.cancel()
+            raise
 
     def _client(self, token: str, extra: Mapping[str, str]) -> EffectGateClient:
         # A grpc.aio channel belongs to the loop it was made in: made lazily, on first use.
@@ -80,16 +110,17 @@ class GatewayPort:
     ) -> gateway_pb2.ExecuteResponse:
         client = self._client(token, trace)
         context = RunContext(ctx.run_id, ctx.step_id, ctx.parent_run_id, ctx.agent)
+        call = client.execute(
+            tool, payload, scope=ctx.scope, tool_call_id=tool_call_id, context=context, timeout=self.timeout
+        )
         try:
-            return await client.execute(
-                tool, payload, scope=ctx.scope, tool_call_id=tool_call_id, context=context, timeout=self.timeout
-            )
+            return await self._call(call, finish=True)
         except grpc.aio.AioRpcError as exc:
             raise _refusal(exc) from None
 
     async def get(self, token: str, action_id: str) -> gateway_pb2.Action:
         try:
-            return await self._client(token, {}).get(action_id)
+            return await self._call(self._client(token, {}).get(action_id))
         except grpc.aio.AioRpcError as exc:
             raise _refusal(exc) from None
 
@@ -97,9 +128,8 @@ class GatewayPort:
         """Whether the gateway knows this token (a one-row list; a missing role still counts)."""
         client = self._client(token, {})
         try:
-            await client.stub.ListActions(
-                gateway_pb2.ListActionsRequest(page_size=1), metadata=client.metadata, timeout=self.timeout
-            )
+            request = gateway_pb2.ListActionsRequest(page_size=1)
+            await self._call(_awaited(client.stub.ListActions(request, metadata=client.metadata, timeout=self.timeout)))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 return False
@@ -108,6 +138,22 @@ class GatewayPort:
         return True
 
     async def close(self) -> None:
+        """Waits (up to the call timeout) for Executes whose host went away, then closes."""
+        if self._finishing:
+            await asyncio.wait(set(self._finishing), timeout=self.timeout + 5.0)
         if self._channel is not None:
             await self._channel.close(grace=None)
             self._channel = None
+
+
+async def _awaited(call: Any) -> Any:
+    return await call
+
+
+def _settled(running: set[asyncio.Task[Any]]) -> Any:
+    def done(task: asyncio.Task[Any]) -> None:
+        running.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller that went away leaves no "never retrieved" warning
+
+    return done

@@ -1,5 +1,10 @@
 """Tool results the model can act on: the action as `structuredContent`, and for every outcome
-that is not a proven effect an explanation saying what to do next (`isError: true`)."""
+that is not a proven effect an explanation saying what to do next (`isError: true`). Errors carry
+`structuredContent` too: `{"error": {...}}`, with the action's id when the gateway named one.
+
+A receipt's `result` travels as a `google.protobuf.Struct`, whose numbers are doubles; JSON has
+one number type, so integral values (within ±2^53, where a double is exact) are written as
+integers: an amount reads `1000`, as the provider sent it, never `1000.0`."""
 
 from __future__ import annotations
 
@@ -31,6 +36,18 @@ _ADVICE = {
     "NOT_FOUND": "not sent yet (action {id}): call this tool again in the same step to send it.",
 }
 _ERROR_STATES = {"REJECTED", "UNKNOWN", "DISPATCHED", "PLANNED", "NOT_FOUND"}
+_EXACT = 2**53
+
+
+def integral(value: Any) -> Any:
+    """`value` (a Struct turned into Python) with integral doubles as ints, recursively."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
 
 
 def state_name(state: gateway_pb2.EffectState.ValueType) -> str:
@@ -46,7 +63,7 @@ def action_content(action: gateway_pb2.Action, *, replayed: bool) -> dict[str, A
             "provider_request_id": action.receipt.provider_request_id,
         }
         if action.receipt.HasField("result"):
-            receipt["result"] = json_format.MessageToDict(action.receipt.result)
+            receipt["result"] = integral(json_format.MessageToDict(action.receipt.result))
         content["receipt"] = receipt
     if action.reason:
         content["reason"] = action.reason
@@ -67,15 +84,29 @@ def action_result(action: gateway_pb2.Action, *, replayed: bool) -> types.CallTo
     )
 
 
-def tool_error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+def tool_error(
+    text: str,
+    *,
+    reason: str,
+    retry_same_step: bool = False,
+    facts: dict[str, Any] | None = None,
+    message: str = "",
+) -> types.CallToolResult:
+    """An error result; its `structuredContent` names the reason, whether calling again in the same
+    step may help, and (in `facts`) the action the gateway named, if any."""
+    content: dict[str, Any] = {**(facts or {}), "error": {"reason": reason, "message": message or text}}
+    content["error"]["retry_same_step"] = retry_same_step
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=content, is_error=True
+    )
 
 
 def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
     """A gateway error as a tool error whose text says what to do. Refusals (mismatch, policy,
     permissions) sent nothing; a lost or timed-out call may have, hence "call again in the same step"."""
     reason = refusal.reason or refusal.code.name
-    figures = refusal.figures
+    retry = False
+    figures = refusal.metadata
     if reason == "BUDGET_EXCEEDED":
         left = f"{figures.get('left', '?')} {figures.get('currency', '')}".strip()
         advice = (
@@ -90,6 +121,7 @@ def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
             f"this tool's limit of {figures.get('max_effects', '?')} effects per window is used up; nothing "
             f"was sent. Call again in the same step after {wait}, or tell the user it has to wait."
         )
+        retry = True
     elif reason == "SCOPE_TAKEN":
         advice = (
             f"this tool allows one effect per business object, and action {figures.get('action_id', '?')} "
@@ -101,6 +133,7 @@ def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
             f"the provider behind this tool is failing and new calls are paused; nothing was sent. Call again "
             f"in the same step after {wait}, with the same arguments."
         )
+        retry = True
     elif reason == "PAYLOAD_MISMATCH":
         advice = (
             "this step already performed this tool with other arguments; nothing new was sent. "
@@ -113,8 +146,16 @@ def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
             "the gateway did not settle the call (busy, in flight or unreachable); call again in the same "
             "step later with the same arguments: it is the same action, never a second effect."
         )
+        retry = True
     elif refusal.code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         advice = "this caller may not use this tool; nothing was sent. Do not retry."
     else:
         advice = "the gateway refused the call; nothing was sent."
-    return tool_error(f"{reason}: {advice} ({refusal.message})")
+    facts: dict[str, Any] = {}
+    # An id the caller asked about and the gateway did not find is not echoed as an action.
+    if refusal.metadata.get("action_id") and reason != "ACTION_NOT_FOUND":
+        facts["action_id"] = refusal.metadata["action_id"]
+    if refusal.metadata.get("state"):
+        facts["state"] = refusal.metadata["state"].upper()
+    text = f"{reason}: {advice} ({refusal.message})"
+    return tool_error(text, reason=reason, retry_same_step=retry, facts=facts, message=f"{reason}: {advice}")

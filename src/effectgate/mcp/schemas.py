@@ -115,8 +115,19 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         },
         "reason": {"type": "string"},
         "next_step": {"type": "string"},
+        "error": {
+            "type": "object",
+            "description": "set when the call did not produce an action result (isError: true)",
+            "properties": {
+                "reason": {"type": "string", "description": "e.g. PAYLOAD_MISMATCH, INVALID_ARGUMENTS, IN_FLIGHT"},
+                "message": {"type": "string"},
+                "retry_same_step": {"type": "boolean", "description": "true: call again in the same step later"},
+            },
+            "required": ["reason", "message", "retry_same_step"],
+        },
     },
-    "required": ["state", "action_id", "replayed"],
+    # An action result, or an error (which names the action when the gateway did).
+    "anyOf": [{"required": ["state", "action_id", "replayed"]}, {"required": ["error"]}],
 }
 
 

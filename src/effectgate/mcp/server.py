@@ -111,7 +111,7 @@ class FrontDoor:
         try:
             payload = self.checks[tool.name].payload(params.arguments)
         except InvalidArguments as invalid:
-            return tool_error(f"invalid arguments, nothing was sent: {invalid}")
+            return tool_error(f"invalid arguments, nothing was sent: {invalid}", reason="INVALID_ARGUMENTS")
         parent = propagate.extract(trace_carrier(meta))
         with self.tracer.start_as_current_span("effectgate.mcp.call_tool", context=parent) as span:
             span.set_attribute("effectgate.tool", tool.name)
@@ -132,7 +132,7 @@ class FrontDoor:
     async def _status(self, arguments: dict[str, Any]) -> types.CallToolResult:
         action_id = arguments.get("action_id")
         if not isinstance(action_id, str) or not action_id:
-            return tool_error("invalid arguments: action_id (a string) is required")
+            return tool_error("invalid arguments: action_id (a string) is required", reason="INVALID_ARGUMENTS")
         try:
             action = await self.gateway.get(self.token(), action_id)
         except GatewayRefusal as refusal:

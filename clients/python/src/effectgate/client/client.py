@@ -15,6 +15,7 @@ import grpc
 from effectgate.client import calls
 from effectgate.client.calls import Call, Listing
 from effectgate.client.core import ClientCore, Options, signed_as
+from effectgate.client.tracing import aio_interceptors
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 
@@ -85,7 +86,9 @@ class EffectGateClient(ClientCore["gateway_pb2_grpc.EffectGatewayAsyncStub", "ga
         loop = asyncio.get_running_loop()
         if self._given is None and (self._channel is None or self._loop is not loop):
             # A channel belongs to the loop it was made in; one from a finished loop is dropped.
-            self._channel = self._dial(grpc.aio.secure_channel, grpc.aio.insecure_channel)
+            interceptors = aio_interceptors(self.tracing)
+            extra = {"interceptors": interceptors} if interceptors else {}
+            self._channel = self._dial(grpc.aio.secure_channel, grpc.aio.insecure_channel, **extra)
             self._loop, self._stubs = loop, None
         if self._stubs is None:
             assert self._channel is not None

@@ -51,12 +51,14 @@ class Options(Connection, total=False):
     retry: RetryPolicy | bool | None
     timeout: float | None
     headers: Mapping[str, str] | None
+    tracing: Any
 
 
 class ClientCore(ABC, Generic[GatewayT, OperatorT]):
     """What both clients share. `target`, `token` and TLS default to EFFECTGATE_TARGET,
     EFFECTGATE_TOKEN and EFFECTGATE_TLS_CA / _CERT / _KEY; `retry=True` (or a RetryPolicy) retries
-    the safe cases; `timeout` is the default deadline of each call, in seconds."""
+    the safe cases; `timeout` is the default deadline of each call, in seconds; `tracing=True`
+    puts each call in the caller's OpenTelemetry trace (extra `otel`)."""
 
     def __init__(
         self,
@@ -65,6 +67,7 @@ class ClientCore(ABC, Generic[GatewayT, OperatorT]):
         retry: RetryPolicy | bool | None = None,
         timeout: float | None = 30.0,
         headers: Mapping[str, str] | None = None,
+        tracing: Any = False,
         **connection: Unpack[Connection],
     ) -> None:
         self.settings = Settings.resolve(target, **connection)
@@ -72,6 +75,8 @@ class ClientCore(ABC, Generic[GatewayT, OperatorT]):
         self.timeout = timeout
         # Extra call metadata sent with every call (e.g. a W3C traceparent from a front door).
         self._headers = tuple((headers or {}).items())
+        # True (or a TracerProvider): join the agent's OpenTelemetry trace (tracing.py; extra `otel`).
+        self.tracing = tracing
         self._stubs: tuple[GatewayT, OperatorT] | None = None
 
     @property
@@ -96,12 +101,12 @@ class ClientCore(ABC, Generic[GatewayT, OperatorT]):
         stubs = (gateway_pb2_grpc.EffectGatewayStub(channel), gateway_pb2_grpc.OperatorStub(channel))
         return cast(tuple[GatewayT, OperatorT], stubs)
 
-    def _dial(self, secure: Callable[..., C], insecure: Callable[..., C]) -> C:
+    def _dial(self, secure: Callable[..., C], insecure: Callable[..., C], **extra: Any) -> C:
         """A new channel (grpc's or grpc.aio's factories): TLS when the settings ask for it."""
         credentials = self.settings.credentials()
         if credentials is not None:
-            return secure(self.settings.target, credentials, options=CHANNEL_OPTIONS)
-        return insecure(self.settings.target, options=CHANNEL_OPTIONS)
+            return secure(self.settings.target, credentials, options=CHANNEL_OPTIONS, **extra)
+        return insecure(self.settings.target, options=CHANNEL_OPTIONS, **extra)
 
     def _start(self, call: Call[Any]) -> Any:
         """Starts `call` on its stub: the response (blocking stubs) or an awaitable of it (asyncio)."""

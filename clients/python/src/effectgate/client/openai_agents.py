@@ -20,7 +20,6 @@ For MCP tools behind `effectgate mcp`, `mcp_meta_resolver()` is the `tool_meta_r
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -35,7 +34,8 @@ from pydantic import ValidationError
 
 from effectgate.client.client import EffectGateClient
 from effectgate.client.context import RunContext
-from effectgate.v1 import gateway_pb2
+from effectgate.client.tool_text import describe
+from effectgate.client.tool_text import refusal as _refusal
 
 # The `_meta` key of `effectgate mcp` (docs/agents.md specifies it).
 META_KEY = "dev.effectgate/run"
@@ -95,36 +95,6 @@ def run_context(run: AgentRun, *, tool_name: str, step: StepSource = None) -> Ru
         step_id=_pick(step, run, run.step or tool_name),
         parent_run_id=run.parent_run_id,
         agent=run.agent,
-    )
-
-
-def describe(answer: gateway_pb2.ExecuteResponse) -> str:
-    """What the model reads: the state, the action id and what to do next."""
-    action = answer.action
-    state = gateway_pb2.EffectState.Name(action.state).removeprefix("EFFECT_STATE_")
-    facts: dict[str, Any] = {"state": state, "action_id": action.action_id, "replayed": answer.replayed}
-    if action.receipt.external_id:
-        facts["external_id"] = action.receipt.external_id
-    if action.reason:
-        facts["reason"] = action.reason
-    if state == "CONFIRMED":
-        advice = "Done."
-    elif state == "REJECTED":
-        advice = "The provider refused; nothing happened. Tell the user; do not retry with other arguments."
-    elif state == "AWAITING_APPROVAL":
-        advice = "Waiting for a human approval; nothing was sent yet."
-    else:
-        advice = (
-            "Not proven yet: do not retry with other arguments and do not use another tool for the same "
-            "purpose; the operator queue has it."
-        )
-    return f"{advice} {json.dumps(facts)}"
-
-
-def _refusal(exc: grpc.aio.AioRpcError) -> str:
-    return (
-        f"effectgate refused the call ({exc.code().name}: {exc.details()}); nothing new was sent. "
-        "Do not retry with other arguments."
     )
 
 

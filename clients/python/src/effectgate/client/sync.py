@@ -16,6 +16,7 @@ import grpc
 from effectgate.client import calls
 from effectgate.client.calls import Call, Listing
 from effectgate.client.core import ClientCore, Options, signed_as
+from effectgate.client.tracing import intercept
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 
@@ -71,7 +72,7 @@ class SyncEffectGateClient(ClientCore[gateway_pb2_grpc.EffectGatewayStub, gatewa
     def _ensure(self) -> tuple[gateway_pb2_grpc.EffectGatewayStub, gateway_pb2_grpc.OperatorStub]:
         with self._lock:
             if self._stubs is None:
-                self._channel = self._dial(grpc.secure_channel, grpc.insecure_channel)
+                self._channel = intercept(self._dial(grpc.secure_channel, grpc.insecure_channel), self.tracing)
                 self._stubs = self._on(self._channel)
             return self._stubs
 
