@@ -1,26 +1,15 @@
-"""The action state machine, in one place and with no I/O.
-
-Every change of an action is `apply(record, event, now, policy) -> record`: a pure function of
-the stored record, what just happened (an event), the time and the tool's policy. `EDGES` lists
-every allowed (state, event, state) triple; `apply` refuses anything else, so the table is the
-whole truth (docs/protocol.md's diagram is rendered from it by `mermaid()` and a test keeps the
-two equal). What the driver does next is decided, also purely, in `moves`.
-
-Who writes what: the driver records its own events (dispatch, receipt, refusal, read-back, park);
-the protocol creates actions and uses bypass grants; operators approve, reconcile and grant.
-Lease bookkeeping (renewal and release) is not a state change and lives in `stamped`/`released`.
+"""What each event writes: `apply(record, event, now, policy) -> record`, a pure function of the
+stored record, what just happened (an event), the time and the tool's policy, one step function a
+kind of event. `apply` refuses what the table (`table`) does not allow, before and after the step.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
 from effectgate.gateway.core.events import (
     Ambiguous,
     Answered,
     Approve,
-    Claim,
     Deny,
     Dispatch,
     Event,
@@ -36,166 +25,15 @@ from effectgate.gateway.core.events import (
     RefusedBeforeActing,
     UseBypass,
 )
+from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, window_end, window_start
+from effectgate.gateway.core.transitions.table import A, C, D, IllegalTransition, N, P, R, U, allows, check
 from effectgate.gateway.model import ActionRecord, NextStep, State
-
-__all__ = [
-    "EDGES",
-    "RESOLUTIONS",
-    "RETRY_PAUSE",
-    "TABLE",
-    "Ambiguous",
-    "Answered",
-    "Approve",
-    "Claim",
-    "Deny",
-    "Dispatch",
-    "Event",
-    "Expire",
-    "GrantBypass",
-    "IllegalTransition",
-    "NotSent",
-    "Observed",
-    "Park",
-    "Policy",
-    "ProviderNote",
-    "Reapprove",
-    "Reconcile",
-    "Refused",
-    "RefusedBeforeActing",
-    "UseBypass",
-    "allows",
-    "apply",
-    "create",
-    "mermaid",
-    "released",
-    "stamped",
-    "window_end",
-    "window_start",
-]
-
-# Pause before a same-key retry at a deduplicating provider (409 "key in use" needs a moment).
-RETRY_PAUSE = 0.2
-
-
-class IllegalTransition(Exception):
-    """An event that the action's state does not allow: a bug in the caller, never data (callers
-    check `allows` first). The RPC layer answers it FAILED_PRECONDITION (rpc/status.py)."""
-
-    def __init__(self, state: State | None, event: str, message: str) -> None:
-        super().__init__(message)
-        # The state the event met (None: the action did not exist) and the event's name.
-        self.state = state
-        self.event = event
-
-
-@dataclass(frozen=True)
-class Policy:
-    """What the transitions need to know about the tool, its provider and the gateway."""
-
-    lease_ttl: float
-    recheck_min: float
-    recheck_max: float
-    consistency_window: float
-    has_read_api: bool = True
-    # One provider call's budget: after a crash, the call may have committed until this long
-    # after the dispatch.
-    attempt_timeout: float = 0.0
-    dedups_on_key: bool = False
-    # How long the provider remembers a key; None: as long as we need.
-    key_retention: float | None = None
-    # Distinct principals whose approvals move an action out of AWAITING_APPROVAL.
-    approvals: int = 1
-
-
-# -- the table -----------------------------------------------------------------------------------
-
-P, D, C, R, N, U, A = (
-    State.PLANNED,
-    State.DISPATCHED,
-    State.CONFIRMED,
-    State.REJECTED,
-    State.NOT_FOUND,
-    State.UNKNOWN,
-    State.AWAITING_APPROVAL,
-)
-# The table: from-state, event, every state the event may lead to ("-": the action did not exist).
-TABLE = """
--                  claim                  PLANNED DISPATCHED AWAITING_APPROVAL
-AWAITING_APPROVAL  approve                PLANNED AWAITING_APPROVAL
-AWAITING_APPROVAL  deny                   REJECTED
-AWAITING_APPROVAL  expire                 REJECTED
-PLANNED            reapprove              AWAITING_APPROVAL
-PLANNED            dispatch               DISPATCHED
-NOT_FOUND          dispatch               DISPATCHED
-DISPATCHED         dispatch               DISPATCHED
-DISPATCHED         not_sent               DISPATCHED
-DISPATCHED         receipt                CONFIRMED
-DISPATCHED         refused                REJECTED
-DISPATCHED         refused_before_acting  NOT_FOUND
-DISPATCHED         ambiguous              DISPATCHED
-DISPATCHED         observed               CONFIRMED NOT_FOUND DISPATCHED UNKNOWN
-UNKNOWN            observed               CONFIRMED NOT_FOUND DISPATCHED UNKNOWN
-DISPATCHED         park                   UNKNOWN
-DISPATCHED         reconcile              CONFIRMED REJECTED NOT_FOUND
-UNKNOWN            reconcile              CONFIRMED REJECTED NOT_FOUND
-CONFIRMED          grant_bypass           CONFIRMED
-CONFIRMED          provider_note          CONFIRMED
-REJECTED           grant_bypass           REJECTED
-CONFIRMED          use_bypass             PLANNED
-REJECTED           use_bypass             PLANNED
-"""
-# (from, event, to); `None` as from: the action did not exist.
-EDGES: frozenset[tuple[State | None, str, State]] = frozenset(
-    (None if src == "-" else State(src), name, State(dst))
-    for src, name, *targets in (line.split() for line in TABLE.strip().splitlines())
-    for dst in targets
-)
-_FROM: dict[str, frozenset[State]] = {}
-for _src, _name, _ in EDGES:
-    if _src is not None:
-        _FROM[_name] = _FROM.get(_name, frozenset()) | {_src}
-_NOWHERE: frozenset[State] = frozenset()
-
-
-def allows(state: State, event: str) -> bool:
-    """Whether the table lets an action in `state` take `event` (an event's `name`, e.g.
-    `Reconcile.name`). `apply` may still refuse what the event carries (a resolution, a grant)."""
-    return state in _FROM.get(event, _NOWHERE)
-
 
 RESOLUTIONS = {
     State.CONFIRMED: Outcome.CONFIRMED,
     State.REJECTED: Outcome.NOT_FOUND,
     State.NOT_FOUND: Outcome.NOT_FOUND,
 }
-
-
-def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
-    """The record a first Execute inserts (insert-if-absent: the claim itself)."""
-    if event.approval:
-        state, step, owner, expires = A, NextStep.APPROVE, "", 0.0
-    else:
-        state, step, owner, expires = (D if event.send_now else P), NextStep.NONE, event.owner, now + policy.lease_ttl
-    record = ActionRecord.of(
-        event.action_id,
-        event.identity,
-        payload_type=event.payload_type,
-        payload=event.payload,
-        fingerprint=event.fingerprint,
-        state=state,
-        next_step=step,
-        created_at=now,
-        updated_at=now,
-        fence=1,
-        lease_owner=owner,
-        lease_expires_at=expires,
-        trace_parent=event.trace_parent,
-        policy_version=event.policy_version,
-    )
-    if state is D:
-        record = record.evolve(attempts=1, dispatched_at=now, reason="dispatched")
-    _check(None, event, record.state)
-    return record
 
 
 def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
@@ -205,13 +43,8 @@ def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> Act
             record.state, event.name, f"{event.name} is not allowed in {record.state.value} ({record.action_id})"
         )
     result = _STEPS[type(event)](record, event, now, policy)
-    _check(record.state, event, result.state)
+    check(record.state, event, result.state)
     return result
-
-
-def _check(src: State | None, event: Event, dst: State) -> None:
-    if (src, event.name, dst) not in EDGES:
-        raise IllegalTransition(src, event.name, f"{src} --{event.name}--> {dst.value} is not in the table")
 
 
 # -- the steps -------------------------------------------------------------------------------------
@@ -443,49 +276,3 @@ _STEPS = {
     ProviderNote: _provider_note,
     UseBypass: _use_bypass,
 }
-
-
-# -- lease bookkeeping (no state change) -----------------------------------------------------------
-
-
-def stamped(record: ActionRecord, now: float, policy: Policy) -> ActionRecord:
-    """The record as its holder writes it: a settled action releases the lease in the same
-    write; anything else renews it."""
-    if record.state.terminal:
-        return record.evolve(updated_at=now, lease_owner="", lease_expires_at=0.0)
-    return record.evolve(updated_at=now, lease_expires_at=now + policy.lease_ttl)
-
-
-def released(record: ActionRecord, now: float) -> ActionRecord:
-    return record.evolve(updated_at=now, lease_owner="", lease_expires_at=0.0)
-
-
-def window_start(record: ActionRecord, policy: Policy) -> float:
-    """The latest moment the provider may have committed the last attempt: when the call ended
-    without an answer, or (that moment unknown, e.g. after a crash) the end of its budget."""
-    if record.attempt_ended_at is not None:
-        return record.attempt_ended_at
-    return (record.dispatched_at or 0.0) + policy.attempt_timeout
-
-
-def window_end(record: ActionRecord, policy: Policy) -> float:
-    """A not-found read sent from here on proves absence."""
-    return window_start(record, policy) + policy.consistency_window
-
-
-# -- the diagram -----------------------------------------------------------------------------------
-
-_ORDER = [None, A, P, D, C, R, N, U]
-
-
-def mermaid() -> str:
-    """The state diagram of docs/protocol.md, rendered from EDGES (self-loops included)."""
-    lines = ["stateDiagram-v2"]
-    for src, name, dst in sorted(EDGES, key=lambda e: (_ORDER.index(e[0]), e[1], _ORDER.index(e[2]))):
-        left = "[*]" if src is None else src.value
-        lines.append(f"    {left} --> {dst.value} : {name}")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":  # prints the diagram for docs/protocol.md
-    print(mermaid())

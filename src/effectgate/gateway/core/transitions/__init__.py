@@ -1,0 +1,78 @@
+"""The action state machine, in one place and with no I/O.
+
+Every change of an action is `apply(record, event, now, policy) -> record`: a pure function of
+the stored record, what just happened (an event), the time and the tool's policy. `EDGES` lists
+every allowed (state, event, state) triple; `apply` refuses anything else, so the table is the
+whole truth (docs/protocol.md's diagram is rendered from it by `mermaid()` and a test keeps the
+two equal). What the driver does next is decided, also purely, in `moves`.
+
+Who writes what: the driver records its own events (dispatch, receipt, refusal, read-back, park);
+the protocol creates actions and uses bypass grants; operators approve, reconcile and grant.
+Lease bookkeeping (renewal and release) is not a state change and lives in `stamped`/`released`.
+
+The rooms: `table` (the table, `allows`, the diagram), `steps` (`apply` and what each event
+writes), `records` (`create`, `stamped`, `released`), `policy` (`Policy` and the consistency
+window). Callers import this face: `from effectgate.gateway.core import transitions as t`.
+"""
+
+from __future__ import annotations
+
+from effectgate.gateway.core.events import (
+    Ambiguous,
+    Answered,
+    Approve,
+    Claim,
+    Deny,
+    Dispatch,
+    Event,
+    Expire,
+    GrantBypass,
+    NotSent,
+    Observed,
+    Park,
+    ProviderNote,
+    Reapprove,
+    Reconcile,
+    Refused,
+    RefusedBeforeActing,
+    UseBypass,
+)
+from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, window_end, window_start
+from effectgate.gateway.core.transitions.records import create, released, stamped
+from effectgate.gateway.core.transitions.steps import RESOLUTIONS, apply
+from effectgate.gateway.core.transitions.table import EDGES, TABLE, IllegalTransition, allows, mermaid
+
+__all__ = [
+    "EDGES",
+    "RESOLUTIONS",
+    "RETRY_PAUSE",
+    "TABLE",
+    "Ambiguous",
+    "Answered",
+    "Approve",
+    "Claim",
+    "Deny",
+    "Dispatch",
+    "Event",
+    "Expire",
+    "GrantBypass",
+    "IllegalTransition",
+    "NotSent",
+    "Observed",
+    "Park",
+    "Policy",
+    "ProviderNote",
+    "Reapprove",
+    "Reconcile",
+    "Refused",
+    "RefusedBeforeActing",
+    "UseBypass",
+    "allows",
+    "apply",
+    "create",
+    "mermaid",
+    "released",
+    "stamped",
+    "window_end",
+    "window_start",
+]
