@@ -9,42 +9,36 @@ under our own lease.
 The protocol keeps its parts (store, driver, clock, in-flight drives, replay cache) private and
 offers verbs: to the RPC layer (execute, verify, get, list, answer_replays_with), to operators
 (lease, commit, release), to the reconciler (claim_due, drive_leased, wait_for_work) and to the
-server (drain).
+server (drain). This module holds the Execute path and the drives this process runs (which the
+reconciler's `drive_leased` and the server's `drain` also use); the parts are in
+`protocol_parts`, the lease verbs in `protocol_leases`, the read verbs in `protocol_reads`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import builtins
 import functools
 import logging
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
-from effectgate.adapters.base import Observation
-from effectgate.gateway.config import Approval, OnMismatch, OnRepeat, ToolConfig
+from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
 from effectgate.gateway.core import failpoints, history
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.driver import Driver, DriverSettings, LeaseLost, SentThenStoreFailed, policy_of
-from effectgate.gateway.core.limits.gate import LimitGate
+from effectgate.gateway.core.driver import LeaseLost, SentThenStoreFailed
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET
-from effectgate.gateway.core.replay_cache import ReplayCache, RequestKey, Serializer
-from effectgate.gateway.core.tools import BoundTool, ToolSet
+from effectgate.gateway.core.protocol_reads import ReadVerbs
+from effectgate.gateway.core.replay_cache import RequestKey
+from effectgate.gateway.core.tools import BoundTool
 from effectgate.gateway.model import (
     ActionEvent,
     ActionIdentity,
     ActionNotFound,
     ActionRecord,
     AlreadyExecuted,
-    ClockSkewed,
     GatewayUnavailable,
     InFlight,
     InvalidRequest,
-    ListQuery,
-    Page,
     PayloadMismatch,
     PolicyConflict,
     Reservation,
@@ -53,10 +47,9 @@ from effectgate.gateway.model import (
     keys,
 )
 from effectgate.gateway.observability import audit_log, metrics, telemetry
-from effectgate.gateway.store import Store, StoreUnavailable
+from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.protocol")
-T = TypeVar("T")
 
 # Polling back-off while another replica holds the lease.
 POLL_MIN, POLL_MAX = 0.02, 0.5
@@ -102,46 +95,7 @@ def validate_context(run_id: str, step_id: str, tool: str) -> None:
         raise InvalidRequest(violations)
 
 
-class EffectProtocol:
-    def __init__(
-        self,
-        store: Store,
-        tools: ToolSet,
-        settings: DriverSettings,
-        *,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        cache: ReplayCache | None = None,
-        clock_problem: Callable[[], str] = lambda: "",
-        on_answered: Callable[[ActionRecord, BoundTool], None] | None = None,
-    ) -> None:
-        self._store = store
-        self._tools = tools
-        self._settings = settings
-        self._clock = clock
-        self._sleep = sleep
-        # "" while this replica's clock may be trusted (store.clock.skew_problem), else why not:
-        # then it claims nothing and sends nothing (docs/protocol.md, "Clocks").
-        self._clock_problem = clock_problem
-        self._limits = LimitGate(store, tools, clock)
-        self._driver = Driver(
-            store,
-            settings,
-            clock=clock,
-            sleep=sleep,
-            clock_problem=clock_problem,
-            gate=self._limits,
-            on_answered=on_answered,
-        )
-        self._cache = cache if cache is not None else ReplayCache()
-        # Drives running in this process, by action id: local duplicates await them, and
-        # graceful shutdown lets them finish.
-        self._inflight: dict[str, asyncio.Task[ActionRecord]] = {}
-        # Claims being inserted by this process (see `_claim`).
-        self._claiming: dict[str, asyncio.Future[None]] = {}
-        # Set when work appears for the reconciler (an approval, a parked action).
-        self._work_ready = asyncio.Event()
-
+class EffectProtocol(ReadVerbs):
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
@@ -285,6 +239,8 @@ class EffectProtocol:
             raise InFlight(record.action_id, retry_after=1.0) from None
         return ExecuteResult(await self._run(fresh, tool, deadline), replayed=False)
 
+    # -- the drives running in this process (also the reconciler's and the server's) -------------
+
     async def _run(
         self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False
     ) -> ActionRecord:
@@ -333,164 +289,16 @@ class EffectProtocol:
             log.warning("lease on %s lost to another worker; stopped", record.action_id)
             return await self._get(record.action_id)
 
-    # -- verbs for the RPC layer -----------------------------------------------------------------
-
-    def refuse_if_skewed(self) -> None:
-        """Raises ClockSkewed while this replica's clock is too far from the store's."""
-        problem = self._clock_problem()
-        if problem:
-            raise ClockSkewed(f"{problem}: this replica takes no work until it is back; another replica may")
-
-    def now(self) -> float:
-        """The protocol's clock (the reconciler measures its lag with it)."""
-        return self._clock()
-
-    def answer_replays_with(self, serialize: Serializer) -> None:
-        """How the RPC layer answers a replay of a record (opaque bytes here): made once per kept
-        settled action and handed back in `ExecuteResult.answer`."""
-        self._cache.answer_with(serialize)
-
-    def tool_deadline(self, tool: str) -> float:
-        """The tool's default budget of one Execute (when the caller sets no deadline)."""
-        return self._tools.get(tool).config.deadline
-
-    async def verify(self, tenant: str, action_id: str) -> tuple[ActionRecord, Observation]:
-        """A read-back now. It updates the action only if nobody drives it; it never dispatches."""
-        record = await self.get(tenant, action_id)
-        tool = self._tools.get(record.tool)
-        leased = await self.try_lease(action_id)
-        if leased is None:  # in flight elsewhere: observe without writing
-            return record, await self._driver.read_back(record, tool, self._clock() + tool.config.attempt_timeout)
-        try:
-            return await self._guard(self._driver.observe(leased, tool))
-        except LeaseLost:
-            raise InFlight(action_id, retry_after=1.0) from None
-
-    async def get(self, tenant: str, action_id: str) -> ActionRecord:
-        record = await self._get(action_id)
-        if record.tenant != tenant:
-            raise ActionNotFound(action_id)
-        return record
-
-    async def list(self, query: ListQuery) -> Page:
-        try:
-            return await self._guard(self._store.list(query))
-        except ValueError:
-            raise InvalidRequest([("page_token", "not a token this gateway issued")]) from None
-
-    async def history(self, tenant: str, action_id: str) -> builtins.list[ActionEvent]:
-        """The action's story, oldest first (never another tenant's)."""
-        await self.get(tenant, action_id)
-        return await self._guard(self._store.history(action_id))
-
-    async def changes(self, query: ListQuery) -> builtins.list[ActionRecord]:
-        """One tenant's actions in the order they last changed, after `query.after` (the watch)."""
-        return await self._guard(self._store.changes(query))
-
-    # -- verbs for operators ---------------------------------------------------------------------
-
-    def tool_config(self, tool: str) -> ToolConfig:
-        return self._tools.get(tool).config
-
-    def tool(self, name: str) -> BoundTool:
-        return self._tools.get(name)
-
-    async def awaiting(self, tool: str, created_before: float, limit: int) -> builtins.list[ActionRecord]:
-        """Actions of `tool` waiting for approval since before `created_before` (the expiry's work)."""
-        return await self._guard(self._store.awaiting(tool, created_before, limit))
-
-    async def try_lease(self, action_id: str) -> ActionRecord | None:
-        """The action's lease if nobody holds a live one (any change we make drops the cache)."""
-        self._cache.drop(action_id)
-        return await self._guard(
-            self._store.acquire_lease(action_id, self._settings.owner, self._clock(), self._settings.lease_ttl)
-        )
-
-    async def lease(self, action_id: str) -> ActionRecord:
-        """The action's lease, or InFlight when another worker holds it."""
-        leased = await self.try_lease(action_id)
-        if leased is None:
-            await self._get(action_id)  # raises ActionNotFound when absent
-            raise InFlight(action_id, retry_after=1.0)
-        return leased
-
-    async def commit(self, leased: ActionRecord, event: t.Event) -> ActionRecord:
-        """Applies an operator's event to a leased record and releases the lease in one write
-        (with the event's entry in the action's story)."""
-        changed = t.apply(leased, event, self._clock(), self._policy_of_record(leased))
-        released = await self.release(changed, event)
-        if released.state is State.PLANNED:
-            failpoints.hit("after_planned")
-            self._work_ready.set()  # the reconciler dispatches it unless an agent does first
-        return released
-
-    async def release(self, leased: ActionRecord, event: t.Event | None = None) -> ActionRecord:
-        self._cache.drop(leased.action_id)
-        try:
-            return await self._guard(self._driver.release(leased, event))
-        except LeaseLost:
-            raise InFlight(leased.action_id, retry_after=1.0) from None
-
-    # -- verbs for the reconciler and the server -------------------------------------------------
-
-    async def claim_due(self, limit: int) -> builtins.list[ActionRecord]:
-        """Leases up to `limit` actions that need the reconciler (see `Store.claim_due`)."""
-        settings = self._settings
-        if self._clock_problem():  # paused: the watcher logs it once and wakes us when it ends
-            return []
-        return await self._guard(self._store.claim_due(settings.owner, self._clock(), settings.lease_ttl, limit))
-
     async def drive_leased(self, record: ActionRecord) -> ActionRecord:
         """For the reconciler: drive an action it claimed, with the tool's own deadline."""
         tool = self._tools.get(record.tool)
         return await self._run(record, tool, self._clock() + tool.config.deadline)
-
-    def wake_reconciler(self) -> None:
-        """Work may be due now (e.g. the clock is trusted again after a skew)."""
-        self._work_ready.set()
-
-    async def wait_for_work(self, stop: asyncio.Event, timeout: float) -> None:
-        """Returns when work is signalled, `stop` is set, or after `timeout`."""
-        self._work_ready.clear()
-        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._work_ready.wait())]
-        try:
-            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when the waiting task is cancelled at shutdown
-            for waiter in waiters:
-                waiter.cancel()
 
     async def drain(self, timeout: float) -> None:
         """Lets the drives running in this process finish, for at most `timeout` seconds."""
         inflight = list(self._inflight.values())
         if inflight:
             await asyncio.wait(inflight, timeout=timeout)
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    def _policy(self, tool: BoundTool) -> t.Policy:
-        return policy_of(tool, self._settings)
-
-    def _policy_of_record(self, record: ActionRecord) -> t.Policy:
-        try:
-            return self._policy(self._tools.get(record.tool))
-        except InvalidRequest:  # a tool since removed from the config: operators still settle it
-            s = self._settings
-            return t.Policy(s.lease_ttl, s.recheck_min, s.recheck_max, consistency_window=0.0)
-
-    async def _get(self, action_id: str) -> ActionRecord:
-        record = await self._guard(self._store.get(action_id))
-        if record is None:
-            raise ActionNotFound(action_id)
-        return record
-
-    @staticmethod
-    async def _guard(work: Awaitable[T]) -> T:
-        """A store that cannot persist fails the call closed: nothing more is sent."""
-        try:
-            return await work
-        except StoreUnavailable as exc:
-            metrics.store_error("protocol")
-            raise GatewayUnavailable(str(exc)) from exc
 
 
 def _approved_under_another_policy(record: ActionRecord, tool: BoundTool) -> bool:

@@ -1,0 +1,64 @@
+"""The effect protocol's read verbs, for the RPC layer and operators: get, list, history,
+changes (the watch), awaiting (the approval expiry's work) and verify (a read-back now, which
+writes only under a lease it could take).
+
+A mixin, like the lease verbs (see `protocol_leases`): the RPC layer holds one `EffectProtocol`,
+and every read goes through the protocol's store guard and tenant check; verify also takes a
+lease and drives a read-back through the protocol's driver.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from effectgate.adapters.base import Observation
+from effectgate.gateway.core.driver import LeaseLost
+from effectgate.gateway.core.protocol_leases import LeaseVerbs
+from effectgate.gateway.model import (
+    ActionEvent,
+    ActionNotFound,
+    ActionRecord,
+    InFlight,
+    InvalidRequest,
+    ListQuery,
+    Page,
+)
+
+
+class ReadVerbs(LeaseVerbs):
+    async def verify(self, tenant: str, action_id: str) -> tuple[ActionRecord, Observation]:
+        """A read-back now. It updates the action only if nobody drives it; it never dispatches."""
+        record = await self.get(tenant, action_id)
+        tool = self._tools.get(record.tool)
+        leased = await self.try_lease(action_id)
+        if leased is None:  # in flight elsewhere: observe without writing
+            return record, await self._driver.read_back(record, tool, self._clock() + tool.config.attempt_timeout)
+        try:
+            return await self._guard(self._driver.observe(leased, tool))
+        except LeaseLost:
+            raise InFlight(action_id, retry_after=1.0) from None
+
+    async def get(self, tenant: str, action_id: str) -> ActionRecord:
+        record = await self._get(action_id)
+        if record.tenant != tenant:
+            raise ActionNotFound(action_id)
+        return record
+
+    async def list(self, query: ListQuery) -> Page:
+        try:
+            return await self._guard(self._store.list(query))
+        except ValueError:
+            raise InvalidRequest([("page_token", "not a token this gateway issued")]) from None
+
+    async def history(self, tenant: str, action_id: str) -> builtins.list[ActionEvent]:
+        """The action's story, oldest first (never another tenant's)."""
+        await self.get(tenant, action_id)
+        return await self._guard(self._store.history(action_id))
+
+    async def changes(self, query: ListQuery) -> builtins.list[ActionRecord]:
+        """One tenant's actions in the order they last changed, after `query.after` (the watch)."""
+        return await self._guard(self._store.changes(query))
+
+    async def awaiting(self, tool: str, created_before: float, limit: int) -> builtins.list[ActionRecord]:
+        """Actions of `tool` waiting for approval since before `created_before` (the expiry's work)."""
+        return await self._guard(self._store.awaiting(tool, created_before, limit))
