@@ -11,7 +11,7 @@ from effectgate.adapters import AdapterError
 from effectgate.gateway.background import audit
 from effectgate.gateway.config import load_config, parse_duration
 from effectgate.gateway.core import BoundTool, SystemClock
-from effectgate.gateway.runtime.server import build_adapters, close_adapters, open_configured_store, tenants_of
+from effectgate.gateway.runtime.parts import build_adapters, close_adapters, open_configured_store, tenants_of
 
 
 async def run_audit(config_path: str, since: str, output: str) -> int:

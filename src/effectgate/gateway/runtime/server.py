@@ -3,22 +3,18 @@
 Also the standard health service (following readiness: store writable, reconciler alive) and
 server reflection, the background work on one runner (reconciler, retention, readiness, the
 UNKNOWN backlog when metrics are on), and a graceful shutdown that lets in-flight actions finish
-(or leaves them, leased and DISPATCHED, for the reconciler of the next start). The listener is
-exclusive: no SO_REUSEPORT, so a second gateway on the same port fails to start instead of
-silently sharing the agents' connections with another store.
+(or leaves them, leased and DISPATCHED, for the reconciler of the next start). The listener
+(TLS credentials, an exclusive bind) is `listener`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
-import ssl
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 from grpc_health.v1 import _async as health_aio
@@ -26,7 +22,6 @@ from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
-from effectgate.adapters.registry import build_adapter
 from effectgate.gateway.background import (
     ClockWatch,
     Job,
@@ -47,13 +42,21 @@ from effectgate.gateway.core import (
     LagBook,
     LagSampler,
     Operations,
-    PolicyError,
     ProviderReports,
     ToolSet,
 )
 from effectgate.gateway.intake import WebhookIntake
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
-from effectgate.gateway.store import Store, StoreClock, open_store
+from effectgate.gateway.runtime.listener import Certificates, credentials, listen
+from effectgate.gateway.runtime.parts import (
+    bind_tools,
+    build_adapters,
+    close_adapters,
+    open_configured_store,
+    tenants_of,
+    window_problems,
+)
+from effectgate.gateway.store import Store, StoreClock
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 
 log = logging.getLogger("effectgate.server")
@@ -61,156 +64,6 @@ SERVICE_NAMES = (
     gateway_pb2.DESCRIPTOR.services_by_name["EffectGateway"].full_name,
     gateway_pb2.DESCRIPTOR.services_by_name["Operator"].full_name,
 )
-
-
-class ListenError(OSError):
-    """The listen address cannot be bound (in use, not local, no permission)."""
-
-
-def build_adapters(config: Config) -> dict[str, Adapter]:
-    """Every [adapters.NAME] table, each validated by its adapter; errors name the file and table."""
-    built: dict[str, Adapter] = {}
-    for name in sorted(config.adapters):
-        try:
-            built[name] = build_adapter(name, config.adapters[name])
-        except (ConfigError, ValueError, TypeError) as exc:
-            message = str(exc).removeprefix(f"adapters.{name}: ").removeprefix(f"{name}: ")
-            raise ConfigError(f"{config.source}: [adapters.{name}] {message}") from exc
-    return built
-
-
-def bind_tools(config: Config, adapters: Mapping[str, Adapter], lags: LagBook | None = None) -> dict[str, BoundTool]:
-    """The configured tools, each with its limits compiled: a rule that does not compile or a
-    field the payload does not have is a ConfigError naming the tool (one line)."""
-    tools = {name: BoundTool(tool, adapters[tool.adapter], lags) for name, tool in config.tools.items()}
-    for name, tool in tools.items():
-        try:
-            tool.policy  # noqa: B018 (compiles it)
-        except PolicyError as exc:
-            raise ConfigError(f"{config.source}: [tools.{name}.limits] {exc}") from None
-    return tools
-
-
-async def close_adapters(adapters: dict[str, Adapter]) -> None:
-    for adapter in adapters.values():
-        with contextlib.suppress(Exception):
-            await adapter.close()
-
-
-def open_configured_store(config: Config) -> Store:
-    try:
-        return open_store(config.store_url)
-    except ValueError as exc:
-        raise ConfigError(f"{config.source}: [store] url: {exc}") from None
-
-
-def _why(exc: OSError) -> str:
-    if isinstance(exc, ssl.SSLError):
-        return str(exc.reason or exc.library or "unreadable")
-    return str(exc.strerror or exc)
-
-
-def _check_tls_files(config: Config) -> None:
-    """Loads the PEM files the way a TLS library does, so a wrong file is named at start-up
-    (grpc would only fail to bind, which reads like a port problem)."""
-    tls = config.tls
-    assert tls is not None
-    try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tls.cert_file, tls.key_file)
-    except (ssl.SSLError, OSError) as exc:
-        raise ConfigError(
-            f"{config.source}: [server.tls] cert_file, key_file: not a PEM certificate and its private key "
-            f"({_why(exc)})"
-        ) from None
-    if tls.client_ca_file:
-        try:
-            ssl.create_default_context(cafile=tls.client_ca_file)
-        except (ssl.SSLError, OSError) as exc:
-            raise ConfigError(
-                f"{config.source}: [server.tls] client_ca_file: not PEM CA certificates ({_why(exc)})"
-            ) from None
-
-
-def _certificates(config: Config) -> grpc.ServerCertificateConfiguration:
-    tls = config.tls
-    assert tls is not None
-    _check_tls_files(config)
-    with open(tls.key_file, "rb") as key, open(tls.cert_file, "rb") as cert:
-        pair = (key.read(), cert.read())
-    root = None
-    if tls.client_ca_file:
-        with open(tls.client_ca_file, "rb") as ca:
-            root = ca.read()
-    return grpc.ssl_server_certificate_configuration([pair], root_certificates=root)
-
-
-class Certificates:
-    """The server's certificates, swappable without a restart (SIGHUP): gRPC asks `fetch` at each
-    new handshake; established connections keep theirs."""
-
-    def __init__(self, config: Config) -> None:
-        self.mutual = bool(config.tls and config.tls.client_ca_file)
-        self._pending: grpc.ServerCertificateConfiguration | None = None
-        self.initial = _certificates(config)
-
-    def replace(self, config: Config) -> None:
-        """Loads the new files (raises ConfigError when they are unusable; the old stay)."""
-        self._pending = _certificates(config)
-
-    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
-        """None: no change since the last handshake."""
-        pending, self._pending = self._pending, None
-        return pending
-
-    def credentials(self) -> grpc.ServerCredentials:
-        fetch: Any = self.fetch  # grpc's stubs forget that the fetcher may answer None
-        return grpc.dynamic_ssl_server_credentials(self.initial, fetch, require_client_authentication=self.mutual)
-
-
-def credentials(config: Config, certificates: Certificates | None = None) -> grpc.ServerCredentials | None:
-    """The listener's credentials (None: plaintext); `certificates` makes them reloadable."""
-    if config.tls is None:
-        return None
-    return (certificates or Certificates(config)).credentials()
-
-
-def _probe_bind(listen: str) -> None:
-    """Binds (then frees) the address the way grpc will, to name the reason when it is taken.
-
-    grpc would only log a C-level line and return port 0; this gives one clear error instead."""
-    host, _, port = listen.rpartition(":")
-    if int(port) == 0:
-        return
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
-    for family, kind, proto, _, address in infos:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(address)
-            except OSError as exc:
-                raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
-
-
-def _listen(server: grpc.aio.Server, config: Config, shared: bool, certificates: Certificates | None) -> int:
-    if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
-        _probe_bind(config.listen)
-    creds = credentials(config, certificates)
-    try:
-        if creds is None:
-            port = server.add_insecure_port(config.listen)
-        else:
-            port = server.add_secure_port(config.listen, creds)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise ListenError(
-            f"cannot listen on {config.listen}: the address is in use (another gateway or program) "
-            "or not an address of this host"
-        )
-    return port
 
 
 async def check(config: Config) -> tuple[StoreClock, list[str]]:
@@ -235,27 +88,6 @@ async def check(config: Config) -> tuple[StoreClock, list[str]]:
         return clock, problems
     finally:
         await close_adapters(adapters)
-
-
-def window_problems(tools: Mapping[str, BoundTool], lags: LagBook) -> list[str]:
-    """Tools whose configured consistency window is shorter than the observed p99 read lag."""
-    problems = []
-    for name, tool in sorted(tools.items()):
-        key, configured = tool.lag_key, tool.config.consistency_window
-        n = lags.count(key)
-        p99 = lags.quantile(key, 0.99)
-        if n >= lags.settings.min_samples and isinstance(configured, float) and configured < p99:
-            problems.append(
-                f"[tools.{name}] consistency_window {configured:g}s is shorter than the observed p99 read lag "
-                f"{p99:.3f}s of {key} (p50 {lags.quantile(key, 0.5):.3f}s, {n} samples): a read-back may take a "
-                'write that is not visible yet for absence; raise it, or set consistency_window = "auto"'
-            )
-    return problems
-
-
-def tenants_of(config: Config) -> list[str]:
-    """The tenants whose actions the gateway serves (development mode: "dev")."""
-    return sorted({p.tenant for p in config.principals} or {"dev"})
 
 
 def _no_problem() -> str:
@@ -479,7 +311,7 @@ class Gateway:
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         certificates = Certificates(config) if config.tls is not None else None
-        port = _listen(server, config, shared_port, certificates)
+        port = listen(server, config, shared_port, certificates)
         background, readiness = compose_background(
             config,
             protocol,

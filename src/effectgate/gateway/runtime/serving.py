@@ -15,14 +15,10 @@ from dataclasses import dataclass
 
 from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.observability import IDENTITY, identify, json_line, mask_url, provider_sdk_logs, telemetry_sdk
+from effectgate.gateway.runtime.listener import credentials
+from effectgate.gateway.runtime.parts import build_adapters, close_adapters, open_configured_store
 from effectgate.gateway.runtime.probes import ProbeServer
-from effectgate.gateway.runtime.server import (
-    Gateway,
-    build_adapters,
-    close_adapters,
-    credentials,
-    open_configured_store,
-)
+from effectgate.gateway.runtime.server import Gateway
 from effectgate.gateway.runtime.waiting import WaitingRoom, open_store
 from effectgate.gateway.store import StoreError
 
