@@ -1,3 +1,4 @@
+# ~400 lines on purpose: one lab script read top to bottom (workers, backends, report); no part of it is used elsewhere.
 """Store micro-benchmark: the store API driven directly by N concurrent writers, no gRPC.
 
 Operations (each timed from call to answer):

@@ -1,3 +1,4 @@
+# ~400 lines on purpose: one run's measurements in the order they run; load, targets and report are rooms of their own.
 """One benchmark run: baselines and gateway paths measured side by side in the same minutes.
 
 Order: the Stripe simulator starts; a gateway on SQLite FULL answers one real Execute whose
