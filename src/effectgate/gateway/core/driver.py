@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from effectgate.adapters.base import (
-    ActionCall,
     AmbiguousError,
     DefinitiveError,
     NoEffectError,
@@ -43,7 +42,6 @@ from effectgate.gateway.model import (
     LimitExceeded,
     ProviderRateLimited,
     State,
-    provider_key,
 )
 from effectgate.gateway.observability import telemetry
 from effectgate.gateway.store import Store, StoreUnavailable
@@ -230,7 +228,7 @@ class Driver:
             with telemetry.provider_span("execute", record, tool.config.adapter):
                 # asyncio.timeout, not wait_for: no task of its own, so no extra loop turns.
                 async with asyncio.timeout(timeout):
-                    receipt = await tool.adapter.execute(self._action_call(record, tool))
+                    receipt = await tool.adapter.execute(tool.action_call(record))
         except DefinitiveError as exc:
             return t.Refused(code=exc.code, message=exc.message, details=dict(exc.details))
         except RateLimited as exc:
@@ -252,7 +250,7 @@ class Driver:
         try:
             with telemetry.provider_span("verify", record, tool.config.adapter) as call:
                 async with asyncio.timeout(timeout):
-                    observation = await tool.adapter.verify(self._action_call(record, tool))
+                    observation = await tool.adapter.verify(tool.action_call(record))
                 call.observed(observation)
                 return observation
         except TimeoutError:
@@ -262,18 +260,6 @@ class Driver:
             return Observation.unknown(f"read-back failed: {detail}")
 
     # -- helpers -----------------------------------------------------------------------------------
-
-    def _action_call(self, record: ActionRecord, tool: BoundTool) -> ActionCall:
-        return ActionCall(
-            action_id=record.action_id,
-            provider_key=provider_key(record.action_id, record.generation),
-            payload=tool.load(record.payload),
-            scope=record.scope,
-            tool=record.tool,
-            tenant=record.tenant,
-            attempt=record.attempts,
-            receipt=record.receipt,
-        )
 
     def _left(self, record: ActionRecord, deadline: float) -> float:
         """Time left for work: the caller's deadline, and never past our own lease."""
