@@ -74,6 +74,20 @@ class Undecodable:
     """Stands in for a request whose bytes are not the method's message."""
 
 
+def _tolerant(handler: Handler) -> Callable[[bytes], Any]:
+    """The handler's request decoder, answering `Undecodable` instead of raising: the method
+    refuses it after auth (INVALID_ARGUMENT), unary and streaming alike."""
+    decode = cast(Callable[[bytes], Any], handler.request_deserializer)
+
+    def tolerant(data: bytes) -> Any:
+        try:
+            return decode(data)
+        except DecodeError:
+            return Undecodable()
+
+    return tolerant
+
+
 class Admission:
     """Wraps each method handler of our services in auth, error translation and its server
     span, once, at registration."""
@@ -99,15 +113,9 @@ class Admission:
         if handler.unary_stream is not None:
             return self.wrap_stream(handler, method)
         inner = cast(Behavior, handler.unary_unary)
-        decode = cast(Callable[[bytes], Any], handler.request_deserializer)
+        tolerant = _tolerant(handler)
         roles = METHOD_ROLES.get(method, frozenset())
         auth = self.auth
-
-        def tolerant(data: bytes) -> Any:
-            try:
-                return decode(data)
-            except DecodeError:
-                return Undecodable()
 
         async def admitted(request: Any, context: Context, metadata: Metadata) -> Any:
             try:
@@ -162,15 +170,9 @@ class Admission:
         """A server-streaming method (WatchActions): the same admission and error translation,
         around every message the handler yields (no span: a watch may last for hours)."""
         inner = cast(Callable[[Any, Context], AsyncIterator[Any]], handler.unary_stream)
-        decode = cast(Callable[[bytes], Any], handler.request_deserializer)
+        tolerant = _tolerant(handler)
         roles = METHOD_ROLES.get(method, frozenset())
         auth = self.auth
-
-        def tolerant(data: bytes) -> Any:
-            try:
-                return decode(data)
-            except DecodeError:
-                return Undecodable()
 
         async def behavior(request: Any, context: Context) -> AsyncIterator[Any]:
             try:
