@@ -187,7 +187,7 @@ async def test_every_command_answers_json_a_script_can_read(
 
 
 async def test_deny_describe_and_a_bound_approval(served: tuple[ChildGateway, str], sim: StripeSimulator) -> None:
-    gateway, target = served
+    _, target = served
     doomed = await execute(target, "d1", tool="charge_approved", scope="order:d1")
     denied = await as_json("deny", doomed.action_id, "--note", "not this customer", target=target)
     assert denied["state"] == "REJECTED" and "not this customer" in denied["reason"]
