@@ -14,6 +14,7 @@ import pytest
 from google.protobuf import any_pb2
 
 from effectgate.gateway.config import ConfigError
+from effectgate.gateway.model import keys
 from effectgate.gateway.runtime import server
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
@@ -89,7 +90,8 @@ async def test_budget_counts_each_effect_once(start: Start, sim: CountingStripe)
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         info = details(error)["ErrorInfo"]
         assert info.reason == "BUDGET_EXCEEDED"
-        assert dict(info.metadata) | {"window_resets_at": ""} == {
+        assert dict(info.metadata) | {"window_resets_at": "", "action_id": ""} == {
+            "action_id": "",
             "tool": "charge_card",
             "limit": "budget",
             "currency": "eur",
@@ -100,6 +102,11 @@ async def test_budget_counts_each_effect_once(start: Start, sim: CountingStripe)
             "effects": "10",
             "window_resets_at": "",
         }
+    # Each refusal names the action it would have been (what an operator's grant names).
+    would_be = {keys.action_id("dev", f"r{i}", "pay", "charge_card", f"order:r{i}") for i in range(15)}
+    assert {details(e)["ErrorInfo"].metadata["action_id"] for e in refused} == would_be - {
+        a.action.action_id for a in confirmed
+    }
     assert charged(sim) == 10000
     # A refused charge stored nothing: the same call later is a new claim, refused again.
     refused_run = next(f"r{i}" for i, a in enumerate(answers) if isinstance(a, grpc.aio.AioRpcError))

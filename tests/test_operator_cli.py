@@ -1,7 +1,9 @@
 """The operator CLI as people and scripts use it, against a real `effectgate serve` on a Stripe
 simulator: every command with `-o json` (parsed here), YAML, the table's header and order,
-`--since`, `--limit 0`, `--watch`, case-insensitive states, options after the command's name,
-`--version` and the exit codes."""
+`--since`, `--limit 0`, `--watch` (on WatchActions), case-insensitive states, options after the
+command's name, `--version` and the exit codes; `deny`, `describe` (the masked payload and the
+history), a bound `approve`, `limits` (figures matched with the simulator's sums) and
+`grant-limit` (one refused charge through, once)."""
 
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ import grpc
 import pytest
 import yaml
 
+from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway
-from tests.test_execute import request
+from tests.test_execute import details, request
 
 TOKEN = "operator-cli-secret"
 PRINCIPALS = [
@@ -73,6 +76,8 @@ async def sim() -> AsyncIterator[StripeSimulator]:
 async def served(tmp_path: Path, sim: StripeSimulator) -> AsyncIterator[tuple[ChildGateway, str]]:
     tools = stripe_tools(sim.base_url, max_attempts=1, consistency_window="60s", deadline="1s", attempt_timeout="0.8s")
     tools["tools"]["charge_approved"] = {**tools["tools"]["charge_card"], "approval": "required", "bypass": "operator"}
+    # Two charges of 10.00 a window (tests/test_execute.CHARGE is 1000 usd).
+    tools["tools"]["charge_limited"] = {**tools["tools"]["charge_card"], "limits": {"budget": {"usd": 2000}}}
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=PRINCIPALS, **tools)
     # The global options after the command's name.
     gateway = ChildGateway(doc, tmp_path, {}, log_format="json", options_last=True)
@@ -181,6 +186,105 @@ async def test_every_command_answers_json_a_script_can_read(
     assert len(json.loads(out)) == 5
 
 
+async def test_deny_describe_and_a_bound_approval(served: tuple[ChildGateway, str], sim: StripeSimulator) -> None:
+    _, target = served
+    doomed = await execute(target, "d1", tool="charge_approved", scope="order:d1")
+    denied = await as_json("deny", doomed.action_id, "--note", "not this customer", target=target)
+    assert denied["state"] == "REJECTED" and "not this customer" in denied["reason"]
+    assert (await execute(target, "d1", tool="charge_approved", scope="order:d1")).state == pb.EFFECT_STATE_REJECTED
+    _, _, err = await cli("deny", doomed.action_id, "--note", "again", "--target", target, check=1)
+    assert "NOT_AWAITING_APPROVAL" in err
+
+    waiting = await execute(target, "a1", tool="charge_approved", scope="order:a1")
+    described = await as_json("describe", waiting.action_id, target=target)
+    # The masked payload, and what an approval binds to.
+    assert described["payload"] == {
+        "customer": "cus_42", "amount": "1000", "currency": "usd", "payment_method": "***"
+    }  # fmt: skip
+    assert described["action"]["payload"] == described["payload"]
+    fingerprint, version = described["action"]["fingerprint"], described["action"]["policy_version"]
+    assert fingerprint and version and described["action"]["approvals_required"] == 1
+    assert [e["kind"] for e in described["history"]] == ["claim"]
+    assert described["history"][0]["state"] == "AWAITING_APPROVAL" and described["history"][0]["seq"] > 0
+    # A stale screen is refused; what was shown is approved.
+    _, _, err = await cli(
+        "approve", waiting.action_id, "--note", "ok", "--fingerprint", "f" * 64, "--target", target, check=1
+    )
+    assert "APPROVAL_STALE" in err
+    approved = await as_json(
+        "approve", waiting.action_id, "--note", "checked", "--fingerprint", fingerprint, "--policy-version", version,
+        target=target,
+    )  # fmt: skip
+    assert approved["state"] in ("PLANNED", "DISPATCHED", "CONFIRMED")
+    for _ in range(150):
+        described = await as_json("describe", waiting.action_id, target=target)
+        if described["action"]["state"] == "CONFIRMED":
+            break
+        await asyncio.sleep(0.2)
+    assert described["action"]["approved_by"] == ["alice"]
+    kinds = [e["kind"] for e in described["history"]]
+    assert kinds[0] == "claim" and "approve" in kinds and kinds[-1] == "receipt"
+    approval = described["history"][kinds.index("approve")]
+    assert approval["principal"] == "alice" and approval["note"] == "checked"
+    charge = [e for e in sim.ledger if e["metadata"].get(ACTION_METADATA_KEY) == waiting.action_id]
+    assert len(charge) == 1 and described["history"][-1]["detail"]["external_id"] == charge[0]["id"]
+    # The text view: the payload masked, the receipt, and the timeline.
+    _, out, _ = await cli("describe", waiting.action_id, target=target)
+    assert "Payload (sensitive fields masked):" in out and "pm_card_visa" not in out and "***" in out
+    assert "History:" in out and "approve" in out and "by alice: checked" in out and charge[0]["id"] in out
+    _, out, _ = await cli("describe", waiting.action_id, "-o", "yaml", target=target)
+    assert [e["kind"] for e in yaml.safe_load(out)["history"]] == kinds
+
+
+def _spent(sim: StripeSimulator, actions: set[str]) -> int:
+    return sum(int(e["params"]["amount"]) for e in sim.ledger if e["metadata"].get(ACTION_METADATA_KEY) in actions)
+
+
+async def test_limits_and_a_grant_that_lets_one_charge_through(
+    served: tuple[ChildGateway, str], sim: StripeSimulator
+) -> None:
+    gateway, target = served
+    (before,) = await as_json("limits", target=target)  # only charge_limited has limits
+    assert before["tool"] == "charge_limited" and before["window_start"] < before["window_end"]
+    assert before["limits"] == [
+        {"limit": "budget", "currency": "usd", "cap": 2000, "used": 0, "left": 2000, "run_id": ""}
+    ]
+    paid = {(await execute(target, f"p{n}", tool="charge_limited", scope=f"order:p{n}")).action_id for n in range(2)}
+    (used,) = (await as_json("limits", "--tool", "charge_limited", target=target))[0]["limits"]
+    assert (used["used"], used["left"]) == (_spent(sim, paid), 2000 - _spent(sim, paid)) == (2000, 0)
+
+    # The third is refused and names the action it would have been.
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await execute(target, "p2", tool="charge_limited", scope="order:p2")
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    would_be = details(refused.value)["ErrorInfo"].metadata["action_id"]
+    granted = await as_json("grant-limit", would_be, "--note", "month-end run, approved by finance", target=target)
+    assert granted["action_id"] == would_be and granted["principal"] == "alice"
+    assert granted["granted_at"] < granted["expires_at"]
+    # The agent's retry in the same step passes, once; the grant is in the action's story.
+    third = await execute(target, "p2", tool="charge_limited", scope="order:p2")
+    assert third.action_id == would_be and third.state == pb.EFFECT_STATE_CONFIRMED
+    story = (await as_json("describe", would_be, target=target))["history"]
+    assert [e["kind"] for e in story][:2] == ["claim", "limit_grant"]
+    assert story[1]["principal"] == "alice" and story[1]["note"] == "month-end run, approved by finance"
+    assert story[1]["detail"]["reason"] == "BUDGET_EXCEEDED" and story[1]["detail"]["figures"]["left"] == "0"
+    with pytest.raises(grpc.aio.AioRpcError) as again:
+        await execute(target, "p3", tool="charge_limited", scope="order:p3")
+    assert again.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # A bypass of the limit counts: 30.00 used of 20.00, as at the provider.
+    (after,) = (await as_json("limits", target=target))[0]["limits"]
+    assert (after["used"], after["left"]) == (_spent(sim, {*paid, would_be}), 0) == (3000, 0)
+    assert any('"grant_limit' in line and would_be in line and "alice" in line for line in gateway.output)
+    # A used grant lets nothing more through; an action that holds its share needs no grant.
+    _, _, err = await cli("grant-limit", would_be, "--note", "again", "--target", target, check=1)
+    assert "GRANT_NOT_NEEDED" in err
+    # The table: one line per cap under a header.
+    _, out, _ = await cli("limits", "--tool", "charge_limited", target=target)
+    lines = out.splitlines()
+    assert lines[0].split() == ["TOOL", "LIMIT", "CURRENCY", "RUN", "CAP", "USED", "LEFT", "RESETS"]
+    assert lines[1].split()[:7] == ["charge_limited", "budget", "usd", "-", "2000", "3000", "0"]
+
+
 async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGateway, str]) -> None:
     _, target = served
     first = await execute(target, "w0")
@@ -194,8 +298,14 @@ async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGa
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
         assert json.loads(line)["action_id"] == first.action_id  # the listing as it is
         second = await execute(target, "w1")
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)  # then what is new
-        assert json.loads(line)["action_id"] == second.action_id and json.loads(line)["state"] == "CONFIRMED"
+        # Then what is new: the stream may show the claim (DISPATCHED) before the outcome; every
+        # line is about the new action, and the last one it prints is its settled state.
+        seen = []
+        while not seen or seen[-1] != "CONFIRMED":
+            change = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+            assert change["action_id"] == second.action_id, change
+            seen.append(change["state"])
+        assert set(seen) <= {"DISPATCHED", "CONFIRMED"}, seen
         proc.send_signal(signal.SIGINT)  # Ctrl-C ends a watch: exit 0
         assert await asyncio.wait_for(proc.wait(), 30) == 0
     finally:

@@ -1,6 +1,7 @@
-"""The limits' store primitives (claim, update_accounted, release_reservation, usage) on SQLite,
-PostgreSQL and the kit's MemoryStore: a reservation commits with its claim or not at all,
-concurrent reservers on two connections never pass a cap, a release gives back exactly once."""
+"""The limits' store primitives (claim, update_accounted, release_reservation, usage, grant_limit)
+on SQLite, PostgreSQL and the kit's MemoryStore: a reservation commits with its claim or not at
+all, concurrent reservers on two connections never pass a cap, a release gives back exactly once,
+a limit grant lets one reservation past its cap once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.gateway.model import Bucket, BudgetExceeded, RateLimited, Reservation, State
+from effectgate.gateway.model import Bucket, BudgetExceeded, LimitGrant, RateLimited, Reservation, State
 from effectgate.gateway.store import Store
 from effectgate.testing import MemoryStore
 from effectgate.testing.store import MemoryDatabase
@@ -108,3 +109,41 @@ async def test_release_is_once_and_a_send_out_of_not_found_is_checked_again(stor
     # A stale fence writes nothing and counts nothing.
     assert not await store.update_accounted(dataclasses.replace(bypass, fence=99, generation=2), hold=reservation())
     assert await store.usage("t", "charge_card") == [("eur", "w:0", 2, 2000)]
+
+
+async def test_a_limit_grant_lets_one_reservation_past_its_cap_once(stores: Callable[[], object]) -> None:
+    first: Store = await stores()  # type: ignore[misc]
+    second: Store = await stores()  # type: ignore[misc]
+    for i in range(3):
+        await first.claim(record(f"g{i}", tenant="t"), reservation())
+    # A grant of another tenant, or an expired one, lets nothing through.
+    await first.grant_limit(LimitGrant("g3", "other", "alice", "n", NOW - 10, NOW + 60))
+    with pytest.raises(BudgetExceeded):
+        await first.claim(record("g3", tenant="t"), reservation())
+    await first.grant_limit(LimitGrant("g3", "t", "alice", "n", NOW - 120, NOW - 60))
+    with pytest.raises(BudgetExceeded):
+        await first.claim(record("g3", tenant="t"), reservation())
+    await first.grant_limit(LimitGrant("g3", "t", "alice", "month end", NOW - 10, NOW + 60))
+    await first.grant_limit(LimitGrant("g4", "t", "alice", "another", NOW - 10, NOW + 60))
+
+    # Concurrent claims of the granted id on two stores: one action, one grant taken.
+    async def claim(store: Store) -> bool:
+        return (await store.claim(record("g3", tenant="t"), reservation()))[1]
+
+    assert sorted(await asyncio.gather(claim(first), claim(second))) == [False, True]
+    assert await first.usage("t", "charge_card") == [("eur", "w:0", 4, 4000)]
+    kinds = [(e.kind, e.principal, e.note) for e in await first.history("g3")]
+    assert kinds == [("limit_grant", "alice", "month end")]  # (the claim was written without an event)
+    (taken,) = [e for e in await first.history("g3") if e.kind == "limit_grant"]
+    assert taken.detail["reason"] == "BUDGET_EXCEEDED" and taken.detail["figures"]["spent"] == "3000"
+    # Used: a send out of NOT_FOUND of the same id is checked again, and refused.
+    gone = dataclasses.replace(record("g3", tenant="t"), state=State.NOT_FOUND, fence=0)
+    assert await first.update_accounted(gone, release=True)
+    await first.claim(record("g5", tenant="t"), reservation(amount=1000, budget=4000))  # takes the room back
+    with pytest.raises(BudgetExceeded):
+        await first.update_accounted(dataclasses.replace(gone, state=State.DISPATCHED), hold=reservation())
+    # A reservation that fits takes no grant.
+    await first.claim(record("g4", tenant="t"), reservation(budget=None, effects=100))
+    with pytest.raises(BudgetExceeded):
+        await first.claim(record("g6", tenant="t"), reservation())
+    assert [e.kind for e in await first.history("g4")] == []

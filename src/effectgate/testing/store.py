@@ -20,6 +20,8 @@ from effectgate.gateway.model import (
     TERMINAL,
     ActionEvent,
     ActionRecord,
+    LimitExceeded,
+    LimitGrant,
     ListQuery,
     Page,
     Reservation,
@@ -47,6 +49,8 @@ class MemoryDatabase:
     # (the reservation, held).
     counters: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
     reservations: dict[tuple[str, int], tuple[Reservation, bool]] = field(default_factory=dict)
+    # Limit grants by action id, and whether each was used.
+    grants: dict[str, tuple[LimitGrant, bool]] = field(default_factory=dict)
     # Provider evidence (`ProviderLog`): webhook events applied, and read lags by lag key.
     provider_events: dict[tuple[str, str], str] = field(default_factory=dict)
     lags: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
@@ -219,8 +223,10 @@ class MemoryStore(Store):
         existing = self._load(record.action_id)
         if existing is not None:
             return existing, False
-        self._reserve(record.action_id, record.generation, reservation)
+        granted = self._reserve(record.action_id, record.generation, reservation, record.state)
         self._save(record, event)
+        if granted is not None:
+            self.db.events.append(dataclasses.replace(granted, seq=len(self.db.events) + 1))
         return record, True
 
     async def update_accounted(
@@ -236,13 +242,21 @@ class MemoryStore(Store):
         if current is None or current.fence != record.fence:
             return False
         key = (record.action_id, record.generation)
+        granted = None
         if hold is not None and not self.db.reservations.get(key, (hold, False))[1]:
             had = key in self.db.reservations
-            self.db.reservations.pop(key, None)
-            self._reserve(*key, hold if had else dataclasses.replace(hold, forced=True))
+            kept = self.db.reservations.pop(key, None)
+            try:
+                granted = self._reserve(*key, hold if had else dataclasses.replace(hold, forced=True), record.state)
+            except LimitExceeded:
+                if kept is not None:
+                    self.db.reservations[key] = kept
+                raise
         if release:
             self._release(*key)
         self._save(record, event)
+        if granted is not None:
+            self.db.events.append(dataclasses.replace(granted, seq=len(self.db.events) + 1))
         return True
 
     async def release_reservation(self, action_id: str, generation: int) -> bool:
@@ -253,20 +267,36 @@ class MemoryStore(Store):
         self._enter("usage", write=False)
         return sorted((c, b, e, s) for (t, n, c, b), (e, s) in self.db.counters.items() if (t, n) == (tenant, tool))
 
-    def _reserve(self, action_id: str, generation: int, r: Reservation) -> None:
+    async def grant_limit(self, grant: LimitGrant) -> None:
+        self._enter("grant_limit", write=True)
+        self.db.grants[grant.action_id] = (grant, False)
+
+    def _reserve(self, action_id: str, generation: int, r: Reservation, state: State) -> ActionEvent | None:
+        """Checks, then adds; a bucket it does not fit takes the action's grant (if any). Answers
+        the grant's entry in the story when one was taken."""
         r = r.ordered()
+        entry = None
         for bucket in r.buckets:
             effects, spent = self.db.counters.get((r.tenant, r.tool, bucket.currency, bucket.key), [0, 0])
             over = (bucket.max_effects is not None and effects + 1 > bucket.max_effects) or (
                 bucket.max_spent is not None and spent + bucket.amount > bucket.max_spent
             )
             if over and not r.forced:
-                raise denial(r, bucket, effects, spent)
+                refusal = denial(r, bucket, effects, spent)
+                grant, used = self.db.grants.get(action_id, (None, True))
+                if grant is None or used or grant.tenant != r.tenant or grant.expires_at <= r.at:
+                    raise refusal
+                self.db.grants[action_id] = (grant, True)
+                r = dataclasses.replace(r, forced=True)
+                figures = {k: v for k, v in refusal.figures.items() if k != "action_id"}
+                detail = {"reason": refusal.reason, "granted_at": grant.granted_at, "figures": figures}
+                entry = ActionEvent(action_id, r.at, "limit_grant", state, grant.principal, grant.note, detail)
         for bucket in r.buckets:
             counter = self.db.counters.setdefault((r.tenant, r.tool, bucket.currency, bucket.key), [0, 0])
             counter[0] += 1
             counter[1] += bucket.amount
         self.db.reservations[(action_id, generation)] = (r, True)
+        return entry
 
     def _release(self, action_id: str, generation: int) -> bool:
         found = self.db.reservations.get((action_id, generation))

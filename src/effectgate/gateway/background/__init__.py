@@ -9,7 +9,7 @@ from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
 from effectgate.gateway.background.retention import retention_job
 from effectgate.gateway.background.runner import Job, Runner
-from effectgate.gateway.background.watchers import backlog_job
+from effectgate.gateway.background.watchers import backlog_job, limits_job
 
 __all__ = [
     "ClockWatch",
@@ -22,5 +22,6 @@ __all__ = [
     "backlog_job",
     "drift_job",
     "expiry_job",
+    "limits_job",
     "retention_job",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
-from effectgate.gateway.core.limits import Breakers, PolicyError, ToolPolicy
+from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
 from effectgate.gateway.core.operators.inbox import Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
@@ -27,6 +27,7 @@ __all__ = [
     "IllegalTransition",
     "LagBook",
     "LagSampler",
+    "LimitsDesk",
     "Operations",
     "Policy",
     "PolicyError",

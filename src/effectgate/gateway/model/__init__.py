@@ -40,9 +40,12 @@ from effectgate.gateway.model.limits import (
     BudgetExceeded,
     CircuitOpen,
     LimitExceeded,
+    LimitGrant,
+    LimitUse,
     RateLimited,
     Reservation,
     ScopeTaken,
+    ToolUsage,
 )
 
 __all__ = [
@@ -68,6 +71,8 @@ __all__ = [
     "InFlight",
     "InvalidRequest",
     "LimitExceeded",
+    "LimitGrant",
+    "LimitUse",
     "ListQuery",
     "NextStep",
     "Page",
@@ -80,6 +85,7 @@ __all__ = [
     "ScopeTaken",
     "State",
     "StoreFailedAfterSend",
+    "ToolUsage",
     "Unauthenticated",
     "provider_key",
 ]

@@ -54,6 +54,44 @@ class Reservation:
         return dataclasses.replace(self, buckets=tuple(sorted(self.buckets, key=lambda b: (b.currency, b.key))))
 
 
+@dataclass(frozen=True)
+class LimitUse:
+    """One cap of a tool for one tenant: how much of it is used now."""
+
+    limit: str  # max_effects, budget, run_max_effects, run_budget
+    currency: str  # the budget's currency; "" for effects
+    cap: int
+    used: int
+    run_id: str = ""
+
+    @property
+    def left(self) -> int:
+        return max(self.cap - self.used, 0)
+
+
+@dataclass(frozen=True)
+class ToolUsage:
+    """A tool's caps for one tenant, in the current window (`[start, end)`, the protocol's clock)."""
+
+    tool: str
+    window_start: float
+    window_end: float
+    limits: tuple[LimitUse, ...]
+
+
+@dataclass(frozen=True)
+class LimitGrant:
+    """An operator's leave for one action id to pass its tool's limits once (docs/limits.md): the
+    next reservation of that action a limit would refuse is counted without the check."""
+
+    action_id: str
+    tenant: str
+    principal: str
+    note: str
+    granted_at: float
+    expires_at: float
+
+
 class LimitExceeded(GatewayError):
     """A new action does not fit its tool's limits: nothing was stored or sent.
     `figures` (ErrorInfo metadata) say which limit, what is used and what is left."""

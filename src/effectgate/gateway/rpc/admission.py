@@ -48,10 +48,13 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     # People's reads: the story and the inbox (operator notes, observations, every change).
     "/effectgate.v1.EffectGateway/GetActionHistory": PEOPLE,
     "/effectgate.v1.EffectGateway/WatchActions": PEOPLE,
+    # The limits' use: what people watch and decide on (agents get their figures in a refusal).
+    "/effectgate.v1.EffectGateway/GetLimits": PEOPLE,
     "/effectgate.v1.Operator/Reconcile": frozenset({"operator"}),
     "/effectgate.v1.Operator/Approve": frozenset({"operator"}),
     "/effectgate.v1.Operator/Deny": frozenset({"operator"}),
     "/effectgate.v1.Operator/GrantBypass": frozenset({"operator"}),
+    "/effectgate.v1.Operator/GrantLimit": frozenset({"operator"}),
 }
 
 Context = grpc.aio.ServicerContext[Any, Any]

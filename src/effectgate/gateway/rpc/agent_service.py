@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import grpc
 
-from effectgate.gateway.core import EffectProtocol, ExecuteCommand, Watch, masked_payload, validate_context
+from effectgate.gateway.core import EffectProtocol, ExecuteCommand, LimitsDesk, Watch, masked_payload, validate_context
 from effectgate.gateway.model import ActionIdentity, InvalidRequest, ListQuery
 from effectgate.gateway.observability import audit_log
 from effectgate.gateway.rpc.auth import Authenticator, current_principal
@@ -26,6 +26,7 @@ from effectgate.gateway.rpc.wire import (
     execute_answer,
     observation_pb,
     replay_answer,
+    tool_limits_pb,
 )
 from effectgate.v1 import gateway_pb2 as pb
 
@@ -54,9 +55,12 @@ class EffectGatewayService:
     # no response serializer, so grpc sends the bytes as they are.
     ANSWERS_SERIALISED: ClassVar[frozenset[str]] = frozenset({"Execute"})
 
-    def __init__(self, protocol: EffectProtocol, limits: Limits, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, protocol: EffectProtocol, limits: Limits, clock: Callable[[], float], desk: LimitsDesk | None = None
+    ) -> None:
         self.protocol = protocol
         self.limits = limits
+        self.desk = desk  # GetLimits (None: a gateway that serves no limits view)
         self.clock = clock  # the protocol's: deadlines are compared with its time
         protocol.answer_replays_with(replay_answer)
 
@@ -148,6 +152,13 @@ class EffectGatewayService:
         yield pb.WatchActionsResponse(cursor=watch.start())
         async for change in watch.changes():
             yield pb.WatchActionsResponse(action=action_pb(change.record), cursor=change.cursor)
+
+    async def GetLimits(self, request: pb.GetLimitsRequest, context: Context) -> pb.GetLimitsResponse:
+        self.limits.check_ids([("tool", request.tool), ("run_id", request.run_id)])
+        if self.desk is None:
+            raise InvalidRequest([("tool", "this gateway serves no limits view")])
+        found = await self.desk.usage(current_principal().tenant, request.tool, request.run_id)
+        return pb.GetLimitsResponse(tools=[tool_limits_pb(u) for u in found])
 
     def _check_action_id(self, action_id: str) -> None:
         if not action_id:

@@ -1,4 +1,4 @@
-"""effectgate.v1.Operator: approvals, reconciliation and bypass grants, for people.
+"""effectgate.v1.Operator: approvals, reconciliation, bypass and limit grants, for people.
 
 Only operators get here (rpc/admission.py); each act is recorded on the action with its note.
 """
@@ -9,12 +9,12 @@ from typing import Any
 
 import grpc
 
-from effectgate.gateway.core import Operations
+from effectgate.gateway.core import LimitsDesk, Operations
 from effectgate.gateway.model import InvalidRequest
-from effectgate.gateway.observability import audit_log
+from effectgate.gateway.observability import audit_log, limits_log
 from effectgate.gateway.rpc.auth import current_principal
 from effectgate.gateway.rpc.limits import Limits
-from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb
+from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb, grant_pb
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc as pb_grpc
 
@@ -22,9 +22,10 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class OperatorService(pb_grpc.OperatorServicer):
-    def __init__(self, operations: Operations, limits: Limits) -> None:
+    def __init__(self, operations: Operations, limits: Limits, desk: LimitsDesk | None = None) -> None:
         self.operations = operations
         self.limits = limits
+        self.desk = desk
 
     def _check(self, action_id: str, note: str) -> None:
         if not action_id:
@@ -73,3 +74,12 @@ class OperatorService(pb_grpc.OperatorServicer):
         record = await self.operations.grant_bypass(who.tenant, request.action_id, who.name, request.note)
         audit_log.operator_act("grant_bypass", who.name, request.note, record)
         return action_pb(record)
+
+    async def GrantLimit(self, request: pb.GrantLimitRequest, context: Context) -> pb.GrantLimitResponse:
+        who = current_principal()
+        self._check(request.action_id, request.note)
+        if self.desk is None:
+            raise InvalidRequest([("action_id", "this gateway keeps no limits")])
+        grant = await self.desk.grant(who.tenant, request.action_id, who.name, request.note)
+        limits_log.granted(grant)
+        return grant_pb(grant)

@@ -7,7 +7,7 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.model import ActionEvent, ActionRecord, NextStep, State, provider_key
+from effectgate.gateway.model import ActionEvent, ActionRecord, LimitGrant, NextStep, State, ToolUsage, provider_key
 from effectgate.v1 import gateway_pb2 as pb
 
 STATE_TO_PB = {
@@ -131,6 +131,28 @@ def event_pb(event: ActionEvent) -> pb.ActionEvent:
         principal=event.principal,
         note=event.note,
         detail=struct(event.detail),
+    )
+
+
+def tool_limits_pb(usage: ToolUsage) -> pb.ToolLimits:
+    return pb.ToolLimits(
+        tool=usage.tool,
+        window_start=timestamp(usage.window_start),
+        window_end=timestamp(usage.window_end),
+        limits=[
+            pb.LimitUse(limit=u.limit, currency=u.currency, cap=u.cap, used=u.used, left=u.left, run_id=u.run_id)
+            for u in usage.limits
+        ],
+    )
+
+
+def grant_pb(grant: LimitGrant) -> pb.GrantLimitResponse:
+    return pb.GrantLimitResponse(
+        action_id=grant.action_id,
+        principal=grant.principal,
+        note=grant.note,
+        granted_at=timestamp(grant.granted_at),
+        expires_at=timestamp(grant.expires_at),
     )
 
 

@@ -31,6 +31,7 @@ from effectgate.gateway.background import (
     backlog_job,
     drift_job,
     expiry_job,
+    limits_job,
     retention_job,
 )
 from effectgate.gateway.config import Config, ConfigError, load_config
@@ -41,6 +42,7 @@ from effectgate.gateway.core import (
     EffectProtocol,
     LagBook,
     LagSampler,
+    LimitsDesk,
     Operations,
     ProviderReports,
     ToolSet,
@@ -105,6 +107,7 @@ def compose_background(
     watch_backlog: bool,
     operations: Operations | None = None,
     tools: Mapping[str, BoundTool] | None = None,
+    desk: LimitsDesk | None = None,
     adapters: Mapping[str, Adapter] | None = None,
 ) -> tuple[Runner, Readiness]:
     """The gateway's background jobs on one runner, and the readiness they report through."""
@@ -139,6 +142,9 @@ def compose_background(
     if watch_backlog:  # the UNKNOWN backlog gauges (metrics only)
         tenants = sorted({p.tenant for p in config.principals} or {"dev"})
         jobs.append(backlog_job(store, tenants, config.telemetry.backlog_interval))
+        limits = limits_job(desk, tenants, config.telemetry.backlog_interval) if desk is not None else None
+        if limits is not None:  # the limits' use and what is left, per tenant and tool
+            jobs.append(limits)
     if config.audit.interval > 0 and tools is not None and adapters is not None:  # the drift audit
         audited = tenants_of(config)
         jobs.append(
@@ -302,11 +308,16 @@ class Gateway:
             ],
         )
         admission = Admission(auth)
+        desk = LimitsDesk(store, tools, clock)
         admission.register(
-            server, gateway_pb2_grpc.add_EffectGatewayServicer_to_server, EffectGatewayService(protocol, limits, clock)
+            server,
+            gateway_pb2_grpc.add_EffectGatewayServicer_to_server,
+            EffectGatewayService(protocol, limits, clock, desk),
         )
         operations = Operations(protocol)
-        admission.register(server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(operations, limits))
+        admission.register(
+            server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(operations, limits, desk)
+        )
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -323,6 +334,7 @@ class Gateway:
             operations=operations,
             tools=bound,
             adapters=adapters,
+            desk=desk,
         )
         intake = None
         if config.webhooks is not None:

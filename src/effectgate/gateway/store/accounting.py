@@ -20,7 +20,17 @@ import time
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from effectgate.gateway.model import Bucket, BudgetExceeded, LimitExceeded, RateLimited, Reservation
+from effectgate.gateway.model import (
+    ActionEvent,
+    Bucket,
+    BudgetExceeded,
+    LimitExceeded,
+    LimitGrant,
+    RateLimited,
+    Reservation,
+    State,
+)
+from effectgate.gateway.store.story import StorySql, event_values
 
 if TYPE_CHECKING:
     from effectgate.gateway.store.sql import Dialect
@@ -60,26 +70,66 @@ class AccountingStatements:
             "SELECT currency, bucket, effects, spent FROM limit_counters WHERE tenant = ? AND tool = ?"
             " ORDER BY currency, bucket"
         )
+        # Limit grants (migration 0008). A new grant replaces a used or expired one of the same id.
+        self.grant = d.render(
+            "INSERT INTO limit_grants (action_id, tenant, principal, note, granted_at, expires_at, used_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (action_id) DO UPDATE SET tenant = excluded.tenant,"
+            " principal = excluded.principal, note = excluded.note, granted_at = excluded.granted_at,"
+            " expires_at = excluded.expires_at, used_at = NULL"
+        )
+        # Parameters: now, action_id, tenant, now. Takes the grant once (the row lock serialises takers).
+        self.take_grant = d.render(
+            "UPDATE limit_grants SET used_at = ? WHERE action_id = ? AND tenant = ? AND used_at IS NULL"
+            " AND expires_at > ? RETURNING principal, note, granted_at"
+        )
+        self.forced = d.render("UPDATE reservations SET forced = 1 WHERE action_id = ? AND generation = ?")
+        self.insert_event = d.render(StorySql.insert_event)
 
 
-def reserve(q: AccountingStatements, action_id: str, generation: int, r: Reservation) -> Script:
+def reserve(
+    q: AccountingStatements, action_id: str, generation: int, r: Reservation, state: State | None = None
+) -> Script:
     """Adds the reservation to its buckets, or raises LimitExceeded (the caller rolls back). The
     reservation's own row goes first: a counter row stays locked from its upsert to the commit,
-    so the upserts come last, in key order."""
+    so the upserts come last, in key order. A bucket it does not fit takes the action's limit
+    grant, if an operator gave one: from there on the reservation is counted without the check,
+    and the grant's use is written in the action's story (in the state `state`)."""
     r = r.ordered()
     lines = "\n".join(f"{b.currency}\t{b.amount}\t{b.key}" for b in r.buckets)
     row = (action_id, generation, r.tenant, r.tool, r.currency, r.amount, lines, int(r.forced), r.at)
     yield q.reservation, row
+    forced = r.forced
     for bucket in r.buckets:
-        if not r.forced:
-            _fits_alone(r, bucket)
-        effects_cap = UNCAPPED if r.forced or bucket.max_effects is None else bucket.max_effects
-        spent_cap = UNCAPPED if r.forced or bucket.max_spent is None else bucket.max_spent
-        added = yield q.add, (r.tenant, r.tool, bucket.currency, bucket.key, bucket.amount, effects_cap, spent_cap)
-        if not added:
+        refusal = None if forced else _alone(r, bucket)
+        if refusal is None:
+            added = yield q.add, _add_params(r, bucket, forced)
+            if added:
+                continue
             found = yield q.counter, (r.tenant, r.tool, bucket.currency, bucket.key)
             effects, spent = (int(found[0][0]), int(found[0][1])) if found else (0, 0)
-            raise denial(r, bucket, effects, spent)
+            refusal = denial(r, bucket, effects, spent)
+        taken = yield q.take_grant, (r.at, action_id, r.tenant, r.at)
+        if not taken:
+            raise refusal
+        forced = True
+        yield q.forced, (action_id, generation)
+        if state is not None:
+            principal, note, granted_at = taken[0]
+            figures = {k: v for k, v in refusal.figures.items() if k != "action_id"}
+            detail = {"reason": refusal.reason, "granted_at": float(granted_at), "figures": figures}
+            entry = ActionEvent(action_id, r.at, "limit_grant", state, str(principal), str(note), detail)
+            yield q.insert_event, event_values(entry)
+        yield q.add, _add_params(r, bucket, forced)
+
+
+def grant(q: AccountingStatements, g: LimitGrant) -> Script:
+    yield q.grant, (g.action_id, g.tenant, g.principal, g.note, g.granted_at, g.expires_at)
+
+
+def _add_params(r: Reservation, bucket: Bucket, forced: bool) -> tuple[object, ...]:
+    effects_cap = UNCAPPED if forced or bucket.max_effects is None else bucket.max_effects
+    spent_cap = UNCAPPED if forced or bucket.max_spent is None else bucket.max_spent
+    return (r.tenant, r.tool, bucket.currency, bucket.key, bucket.amount, effects_cap, spent_cap)
 
 
 def release(q: AccountingStatements, action_id: str, generation: int) -> Script:
@@ -95,7 +145,9 @@ def release(q: AccountingStatements, action_id: str, generation: int) -> Script:
     return True
 
 
-def hold(q: AccountingStatements, action_id: str, generation: int, r: Reservation) -> Script:
+def hold(
+    q: AccountingStatements, action_id: str, generation: int, r: Reservation, state: State | None = None
+) -> Script:
     """Makes sure the generation holds a reservation: a dispatch out of NOT_FOUND (released) takes
     one again in the current window, a generation with none (a bypass) takes its first."""
     found = yield q.held, (action_id, generation)
@@ -105,16 +157,17 @@ def hold(q: AccountingStatements, action_id: str, generation: int, r: Reservatio
         yield q.forget, (action_id, generation)
     # None held before (a bypass's new generation, an action claimed before limits were set): it
     # is counted as it stands; one released before is checked again, in today's window.
-    yield from reserve(q, action_id, generation, r if found else dataclasses.replace(r, forced=True))
+    yield from reserve(q, action_id, generation, r if found else dataclasses.replace(r, forced=True), state)
     return True
 
 
-def _fits_alone(r: Reservation, bucket: Bucket) -> None:
+def _alone(r: Reservation, bucket: Bucket) -> LimitExceeded | None:
     """The first row of a bucket is inserted without the upsert's check: check it here."""
     if (bucket.max_effects is not None and bucket.max_effects < 1) or (
         bucket.max_spent is not None and bucket.max_spent < bucket.amount
     ):
-        raise denial(r, bucket, 0, 0)
+        return denial(r, bucket, 0, 0)
+    return None
 
 
 def denial(r: Reservation, bucket: Bucket, effects: int, spent: int) -> LimitExceeded:

@@ -13,7 +13,7 @@ import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model import ActionEvent, ActionRecord, ListQuery, Page, Reservation
+from effectgate.gateway.model import ActionEvent, ActionRecord, LimitGrant, ListQuery, Page, Reservation
 from effectgate.gateway.store.evidence import ProviderLog
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
@@ -103,7 +103,7 @@ class Store(ProviderLog, ABC):
         """The readiness probe: durably writes a heartbeat (`now`) into a table of its own,
         touching no action. Raises StoreUnavailable when the store cannot be written."""
 
-    # -- limits (docs/limits.md): a store that keeps them overrides all four ----------------------
+    # -- limits (docs/limits.md): a store that keeps them overrides all five ----------------------
 
     async def claim(
         self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None = None
@@ -132,6 +132,13 @@ class Store(ProviderLog, ABC):
 
     async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
         """The tool's counter rows for one tenant (windows `w:<start>`, runs `r:<run id>`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep limits")
+
+    async def grant_limit(self, grant: LimitGrant) -> None:
+        """Records an operator's grant: the next reservation of `grant.action_id` (in its tenant,
+        before `expires_at`) that a limit refuses takes it, once, in the reservation's transaction,
+        and is counted without the check (`claim`, `update_accounted(hold=...)`). Replaces an
+        earlier grant of the same id, used or not."""
         raise NotImplementedError(f"{type(self).__name__} does not keep limits")
 
     async def insert_many(self, records: Sequence[ActionRecord]) -> None:

@@ -27,6 +27,7 @@ from effectgate.gateway.model import (
     TERMINAL,
     ActionEvent,
     ActionRecord,
+    LimitGrant,
     ListQuery,
     Page,
     Reservation,
@@ -203,7 +204,9 @@ class SqlStore(SqlProviderLog, Store):
         if (yield q.insert, rows.values(record)):
             if event is not None:
                 yield q.insert_event, event_values(event)
-            yield from accounting.reserve(self.accounting, record.action_id, record.generation, reservation)
+            yield from accounting.reserve(
+                self.accounting, record.action_id, record.generation, reservation, record.state
+            )
             return record, True
         found = yield q.get, (record.action_id,)
         if not found:
@@ -233,7 +236,7 @@ class SqlStore(SqlProviderLog, Store):
         if release:
             yield from accounting.release(self.accounting, record.action_id, record.generation)
         if hold is not None:
-            yield from accounting.hold(self.accounting, record.action_id, record.generation, hold)
+            yield from accounting.hold(self.accounting, record.action_id, record.generation, hold, record.state)
         return True
 
     async def release_reservation(self, action_id: str, generation: int) -> bool:
@@ -242,6 +245,9 @@ class SqlStore(SqlProviderLog, Store):
     async def usage(self, tenant: str, tool: str) -> builtins.list[Usage]:
         found = await self._read(self.accounting.usage, (tenant, tool))
         return [(str(c), str(b), int(e), int(s)) for c, b, e, s in found]
+
+    async def grant_limit(self, grant: LimitGrant) -> None:
+        await self._transact(accounting.grant(self.accounting, grant))
 
     async def _insert_logged(self, row: Sequence[Any], event: Sequence[Any]) -> bool:
         """Inserts the row and, if inserted, its event, in one transaction (here: one statement;

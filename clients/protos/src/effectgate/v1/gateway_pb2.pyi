@@ -579,6 +579,186 @@ class WatchActionsResponse(_message.Message):
 Global___WatchActionsResponse: _TypeAlias = WatchActionsResponse  # noqa: Y015
 
 @_typing.final
+class GetLimitsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    tool: _builtins.str
+    """One tool; empty: every tool that has limits."""
+    run_id: _builtins.str
+    """Also show this run's use of the per-run caps."""
+    def __init__(
+        self,
+        *,
+        tool: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLimitsRequest: _TypeAlias = GetLimitsRequest  # noqa: Y015
+
+@_typing.final
+class GetLimitsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolLimits]: ...
+    def __init__(
+        self,
+        *,
+        tools: _abc.Iterable[Global___ToolLimits] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLimitsResponse: _TypeAlias = GetLimitsResponse  # noqa: Y015
+
+@_typing.final
+class ToolLimits(_message.Message):
+    """One tool's limits and their use, for the caller's tenant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    WINDOW_START_FIELD_NUMBER: _builtins.int
+    WINDOW_END_FIELD_NUMBER: _builtins.int
+    LIMITS_FIELD_NUMBER: _builtins.int
+    tool: _builtins.str
+    @_builtins.property
+    def window_start(self) -> _timestamp_pb2.Timestamp:
+        """The current fixed window of max_effects and budget (on the store's clock)."""
+
+    @_builtins.property
+    def window_end(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def limits(self) -> _containers.RepeatedCompositeFieldContainer[Global___LimitUse]: ...
+    def __init__(
+        self,
+        *,
+        tool: _builtins.str = ...,
+        window_start: _timestamp_pb2.Timestamp | None = ...,
+        window_end: _timestamp_pb2.Timestamp | None = ...,
+        limits: _abc.Iterable[Global___LimitUse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["window_end", b"window_end", "window_start", b"window_start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "tool", b"tool", "window_end", b"window_end", "window_start", b"window_start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolLimits: _TypeAlias = ToolLimits  # noqa: Y015
+
+@_typing.final
+class LimitUse(_message.Message):
+    """One cap: how much of it is used and what is left."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    CURRENCY_FIELD_NUMBER: _builtins.int
+    CAP_FIELD_NUMBER: _builtins.int
+    USED_FIELD_NUMBER: _builtins.int
+    LEFT_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    limit: _builtins.str
+    """max_effects, budget, run_max_effects or run_budget."""
+    currency: _builtins.str
+    """The budget's currency; empty for effects."""
+    cap: _builtins.int
+    used: _builtins.int
+    left: _builtins.int
+    run_id: _builtins.str
+    """The run of a per-run cap (GetLimitsRequest.run_id)."""
+    def __init__(
+        self,
+        *,
+        limit: _builtins.str = ...,
+        currency: _builtins.str = ...,
+        cap: _builtins.int = ...,
+        used: _builtins.int = ...,
+        left: _builtins.int = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cap", b"cap", "currency", b"currency", "left", b"left", "limit", b"limit", "run_id", b"run_id", "used", b"used"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LimitUse: _TypeAlias = LimitUse  # noqa: Y015
+
+@_typing.final
+class GrantLimitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    action_id: _builtins.str
+    """The action a limit refused: the `action_id` of the refusal's ErrorInfo metadata, or of an
+    action in NOT_FOUND whose next send a limit refused.
+    """
+    note: _builtins.str
+    """Why; kept in the grant and, once used, in the action's story. Required."""
+    def __init__(
+        self,
+        *,
+        action_id: _builtins.str = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "note", b"note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GrantLimitRequest: _TypeAlias = GrantLimitRequest  # noqa: Y015
+
+@_typing.final
+class GrantLimitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    GRANTED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    action_id: _builtins.str
+    principal: _builtins.str
+    """Who granted it."""
+    note: _builtins.str
+    @_builtins.property
+    def granted_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """Unused after this, the grant lets nothing through."""
+
+    def __init__(
+        self,
+        *,
+        action_id: _builtins.str = ...,
+        principal: _builtins.str = ...,
+        note: _builtins.str = ...,
+        granted_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "granted_at", b"granted_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "expires_at", b"expires_at", "granted_at", b"granted_at", "note", b"note", "principal", b"principal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GrantLimitResponse: _TypeAlias = GrantLimitResponse  # noqa: Y015
+
+@_typing.final
 class GrantBypassRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -65,6 +65,11 @@ class EffectGatewayStub:
                 request_serializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsRequest.SerializeToString,
                 response_deserializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsResponse.FromString,
                 _registered_method=True)
+        self.GetLimits = channel.unary_unary(
+                '/effectgate.v1.EffectGateway/GetLimits',
+                request_serializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsRequest.SerializeToString,
+                response_deserializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class EffectGatewayServicer:
@@ -115,6 +120,14 @@ class EffectGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLimits(self, request, context):
+        """Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
+        when asked) has used and what is left. Roles: operator, observer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EffectGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -147,6 +160,11 @@ def add_EffectGatewayServicer_to_server(servicer, server):
                     servicer.WatchActions,
                     request_deserializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsRequest.FromString,
                     response_serializer=effectgate_dot_v1_dot_gateway__pb2.WatchActionsResponse.SerializeToString,
+            ),
+            'GetLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLimits,
+                    request_deserializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsRequest.FromString,
+                    response_serializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -322,6 +340,33 @@ class EffectGateway:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def GetLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/effectgate.v1.EffectGateway/GetLimits',
+            effectgate_dot_v1_dot_gateway__pb2.GetLimitsRequest.SerializeToString,
+            effectgate_dot_v1_dot_gateway__pb2.GetLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class OperatorStub:
     """What people call. Role: operator.
@@ -352,6 +397,11 @@ class OperatorStub:
                 '/effectgate.v1.Operator/GrantBypass',
                 request_serializer=effectgate_dot_v1_dot_gateway__pb2.GrantBypassRequest.SerializeToString,
                 response_deserializer=effectgate_dot_v1_dot_gateway__pb2.Action.FromString,
+                _registered_method=True)
+        self.GrantLimit = channel.unary_unary(
+                '/effectgate.v1.Operator/GrantLimit',
+                request_serializer=effectgate_dot_v1_dot_gateway__pb2.GrantLimitRequest.SerializeToString,
+                response_deserializer=effectgate_dot_v1_dot_gateway__pb2.GrantLimitResponse.FromString,
                 _registered_method=True)
 
 
@@ -388,6 +438,14 @@ class OperatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GrantLimit(self, request, context):
+        """Lets one action past its tool's limits once: the next reservation of that action id that a
+        limit would refuse is counted without the check (the action id a refusal's ErrorInfo names).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -410,6 +468,11 @@ def add_OperatorServicer_to_server(servicer, server):
                     servicer.GrantBypass,
                     request_deserializer=effectgate_dot_v1_dot_gateway__pb2.GrantBypassRequest.FromString,
                     response_serializer=effectgate_dot_v1_dot_gateway__pb2.Action.SerializeToString,
+            ),
+            'GrantLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantLimit,
+                    request_deserializer=effectgate_dot_v1_dot_gateway__pb2.GrantLimitRequest.FromString,
+                    response_serializer=effectgate_dot_v1_dot_gateway__pb2.GrantLimitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -521,6 +584,33 @@ class Operator:
             '/effectgate.v1.Operator/GrantBypass',
             effectgate_dot_v1_dot_gateway__pb2.GrantBypassRequest.SerializeToString,
             effectgate_dot_v1_dot_gateway__pb2.Action.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GrantLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/effectgate.v1.Operator/GrantLimit',
+            effectgate_dot_v1_dot_gateway__pb2.GrantLimitRequest.SerializeToString,
+            effectgate_dot_v1_dot_gateway__pb2.GrantLimitResponse.FromString,
             options,
             channel_credentials,
             insecure,

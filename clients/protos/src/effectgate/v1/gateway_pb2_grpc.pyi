@@ -52,6 +52,10 @@ class EffectGatewayStub:
     """The tenant's actions as they change (a live inbox), resumable from a cursor; the first
     message carries only the cursor the watch starts at. Roles: operator, observer.
     """
+    GetLimits: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetLimitsRequest, _gateway_pb2.GetLimitsResponse]
+    """Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
+    when asked) has used and what is left. Roles: operator, observer.
+    """
 
 @_typing.type_check_only
 class EffectGatewayAsyncStub(EffectGatewayStub):
@@ -74,6 +78,10 @@ class EffectGatewayAsyncStub(EffectGatewayStub):
     WatchActions: _aio.UnaryStreamMultiCallable[_gateway_pb2.WatchActionsRequest, _gateway_pb2.WatchActionsResponse]  # type: ignore[assignment]
     """The tenant's actions as they change (a live inbox), resumable from a cursor; the first
     message carries only the cursor the watch starts at. Roles: operator, observer.
+    """
+    GetLimits: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetLimitsRequest, _gateway_pb2.GetLimitsResponse]  # type: ignore[assignment]
+    """Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
+    when asked) has used and what is left. Roles: operator, observer.
     """
 
 class EffectGatewayServicer(metaclass=_abc_1.ABCMeta):
@@ -132,6 +140,16 @@ class EffectGatewayServicer(metaclass=_abc_1.ABCMeta):
         message carries only the cursor the watch starts at. Roles: operator, observer.
         """
 
+    @_abc_1.abstractmethod
+    def GetLimits(
+        self,
+        request: _gateway_pb2.GetLimitsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.GetLimitsResponse, _abc.Awaitable[_gateway_pb2.GetLimitsResponse]]:
+        """Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
+        when asked) has used and what is left. Roles: operator, observer.
+        """
+
 def add_EffectGatewayServicer_to_server(servicer: EffectGatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class OperatorStub:
@@ -151,6 +169,10 @@ class OperatorStub:
     """Says no to an action that waits for approval: REJECTED with the note as the reason."""
     GrantBypass: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GrantBypassRequest, _gateway_pb2.Action]
     """Allows one new effect for an action that already has one."""
+    GrantLimit: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GrantLimitRequest, _gateway_pb2.GrantLimitResponse]
+    """Lets one action past its tool's limits once: the next reservation of that action id that a
+    limit would refuse is counted without the check (the action id a refusal's ErrorInfo names).
+    """
 
 @_typing.type_check_only
 class OperatorAsyncStub(OperatorStub):
@@ -167,6 +189,10 @@ class OperatorAsyncStub(OperatorStub):
     """Says no to an action that waits for approval: REJECTED with the note as the reason."""
     GrantBypass: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GrantBypassRequest, _gateway_pb2.Action]  # type: ignore[assignment]
     """Allows one new effect for an action that already has one."""
+    GrantLimit: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GrantLimitRequest, _gateway_pb2.GrantLimitResponse]  # type: ignore[assignment]
+    """Lets one action past its tool's limits once: the next reservation of that action id that a
+    limit would refuse is counted without the check (the action id a refusal's ErrorInfo names).
+    """
 
 class OperatorServicer(metaclass=_abc_1.ABCMeta):
     """What people call. Role: operator."""
@@ -204,5 +230,15 @@ class OperatorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.Action, _abc.Awaitable[_gateway_pb2.Action]]:
         """Allows one new effect for an action that already has one."""
+
+    @_abc_1.abstractmethod
+    def GrantLimit(
+        self,
+        request: _gateway_pb2.GrantLimitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.GrantLimitResponse, _abc.Awaitable[_gateway_pb2.GrantLimitResponse]]:
+        """Lets one action past its tool's limits once: the next reservation of that action id that a
+        limit would refuse is counted without the check (the action id a refusal's ErrorInfo names).
+        """
 
 def add_OperatorServicer_to_server(servicer: OperatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -125,6 +125,12 @@ def history(action_id: str, *, timeout: float | None = None) -> Call[pb.GetActio
     return Call("GetActionHistory", pb.GetActionHistoryRequest(action_id=action_id), timeout)
 
 
+def limits(tool: str = "", *, run_id: str = "", timeout: float | None = None) -> Call[pb.GetLimitsResponse]:
+    """Each tool's limits for your tenant (or `tool`'s): the caps, what the current window has used
+    and what is left; with `run_id`, that run's use of the per-run caps (roles: operator, observer)."""
+    return Call("GetLimits", pb.GetLimitsRequest(tool=tool, run_id=run_id), timeout)
+
+
 def watch_request(*, state: int = 0, tool: str = "", run_id: str = "", cursor: str = "") -> pb.WatchActionsRequest:
     """WatchActions' request: the filters, and the cursor to resume after ("" : from now)."""
     return pb.WatchActionsRequest(state=state, tool=tool, run_id=run_id, cursor=cursor)  # type: ignore[arg-type]
@@ -165,3 +171,10 @@ def reconcile(
 def grant_bypass(action_id: str, *, note: str, timeout: float | None = None) -> Call[pb.Action]:
     """Allows one new effect for an action that already has one."""
     return Call("GrantBypass", pb.GrantBypassRequest(action_id=action_id, note=note), timeout, operator=True)
+
+
+def grant_limit(action_id: str, *, note: str, timeout: float | None = None) -> Call[pb.GrantLimitResponse]:
+    """Lets one action past its tool's limits once: the `action_id` a refusal's ErrorInfo names
+    (`LimitExceeded.metadata["action_id"]`). The agent's next call of that action is counted
+    without the check; the one after is checked again."""
+    return Call("GrantLimit", pb.GrantLimitRequest(action_id=action_id, note=note), timeout, operator=True)

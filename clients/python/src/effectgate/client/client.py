@@ -6,7 +6,7 @@ calls send, how they retry and how errors map is shared with the blocking client
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack, cast
 
@@ -113,7 +113,7 @@ class EffectGateClient(ClientCore["gateway_pb2_grpc.EffectGatewayAsyncStub", "ga
 
     async def watch(
         self, *, state: int = 0, tool: str = "", run_id: str = "", cursor: str = ""
-    ) -> AsyncIterator[pb.WatchActionsResponse]:
+    ) -> AsyncGenerator[pb.WatchActionsResponse, None]:
         """The tenant's actions as they change (roles: operator, observer). The first message
         carries only the cursor the watch starts at; pass a message's cursor to resume after it."""
         stub, _ = self._ensure()
@@ -129,7 +129,9 @@ class EffectGateClient(ClientCore["gateway_pb2_grpc.EffectGatewayAsyncStub", "ga
     pages = _pages(calls.pages)
     list = _actions(calls.actions)
     history = _unary(calls.history)
+    limits = _unary(calls.limits)
     approve = _unary(calls.approve)
     deny = _unary(calls.deny)
     reconcile = _unary(calls.reconcile)
     grant_bypass = _unary(calls.grant_bypass)
+    grant_limit = _unary(calls.grant_limit)

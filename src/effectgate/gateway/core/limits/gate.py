@@ -75,6 +75,7 @@ class LimitGate:
             return await self._store.claim(record, reservation, entry)
         except LimitExceeded as exc:
             limits_log.denied(record.tool, exc.reason)
+            exc.figures["action_id"] = record.action_id  # what an operator's grant names
             raise
 
     # -- the driver -------------------------------------------------------------------------------
@@ -94,6 +95,7 @@ class LimitGate:
                 return await self._store.update_accounted(record, hold=hold, event=entry)
             except LimitExceeded as exc:
                 limits_log.denied(record.tool, exc.reason)
+                exc.figures["action_id"] = record.action_id
                 raise
         return await self._store.update(record, entry)
 

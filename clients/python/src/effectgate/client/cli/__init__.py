@@ -1,4 +1,4 @@
-"""Operator commands: `effectgate actions|show|describe|verify|approve|reconcile|grant-bypass`.
+"""Operator commands: `effectgate actions|show|describe|verify|approve|deny|reconcile|grant-bypass|limits|grant-limit`.
 
 They speak to a running gateway through EffectGateClient only, over plaintext, TLS or mTLS
 (`--tls-ca`, `--tls-cert`, `--tls-key`, or EFFECTGATE_TLS_CA / _CERT / _KEY), with the target
@@ -39,7 +39,10 @@ __all__ = [
     "run_command",
 ]
 
-COMMANDS = ("actions", "show", "describe", "verify", "approve", "reconcile", "grant-bypass")
+COMMANDS = (
+    *("actions", "show", "describe", "verify", "approve", "deny", "reconcile", "grant-bypass"),
+    *("limits", "grant-limit"),
+)
 
 
 def client_version() -> str:

@@ -67,7 +67,11 @@ def connection(sub: argparse.ArgumentParser) -> None:
     out.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
-OPERATOR_ACTS = {"approve": "approve an action that waits for approval", "grant-bypass": "allow one new effect"}
+OPERATOR_ACTS = {
+    "approve": "approve an action that waits for approval",
+    "deny": "say no to an action that waits for approval (the note is the reason the agent reads)",
+    "grant-bypass": "allow one new effect",
+}
 
 
 def add_commands(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -87,22 +91,31 @@ def add_commands(commands: Any, parents: Sequence[argparse.ArgumentParser] = ())
     listing.add_argument("--limit", type=count, default=100, help="the newest N (default 100); 0: all")
     listing.add_argument("--chunk-size", type=count, default=500, help="actions asked for per page (default 500)")
     listing.add_argument("-w", "--watch", action="store_true", help="then print new and changed actions until Ctrl-C")
-    listing.add_argument("--interval", type=duration, default=2.0, help="--watch: poll every (default 2s)")
-    listing.add_argument("--watch-count", type=count, default=0, help=argparse.SUPPRESS)  # polls, then stop (tests)
+    listing.add_argument(
+        "--interval", type=duration, default=2.0, help="--watch on a gateway without WatchActions: poll every (2s)"
+    )
+    # Stop a watch after N intervals (tests).
+    listing.add_argument("--watch-count", type=count, default=0, help=argparse.SUPPRESS)
     for name, help_text in (
         ("show", "every field of one action"),
         ("describe", "one action in full: every field, and what else the gateway tells about it"),
         ("verify", "read the provider's state back now"),
     ):
         command(name, help_text).add_argument("action_id")
-    # Operator acts with a note. `deny` joins them when the gateway serves Operator.Deny.
-    for name, help_text in (
-        ("approve", "approve an action that waits for approval"),
-        ("grant-bypass", "allow one new effect"),
-    ):
+    # Operator acts with a note.
+    for name, help_text in OPERATOR_ACTS.items():
         sub = command(name, help_text)
         sub.add_argument("action_id")
         sub.add_argument("--note", required=True)
+        if name == "approve":  # what the approver was shown (describe): the gateway refuses anything else
+            sub.add_argument("--fingerprint", default="", help="the payload's fingerprint you were shown")
+            sub.add_argument("--policy-version", default="", help="the tool's policy version you were shown")
+    limits = command("limits", "each tool's limits, what is used and what is left")
+    limits.add_argument("--tool", default="", help="one tool (default: every tool that has limits)")
+    limits.add_argument("--run", default="", help="also this run's use of the per-run caps")
+    grant = command("grant-limit", "let one action a limit refused past the limit, once")
+    grant.add_argument("action_id", help="the action_id the refusal named")
+    grant.add_argument("--note", required=True)
     reconcile = command("reconcile", "settle an UNKNOWN action with the evidence you found")
     reconcile.add_argument("action_id")
     reconcile.add_argument("--resolution", required=True, type=str.upper, choices=sorted(RESOLUTIONS))

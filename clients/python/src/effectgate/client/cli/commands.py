@@ -14,15 +14,15 @@ import asyncio
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 
-from effectgate.client.cli import render, views
+from effectgate.client.cli import limits, render, views
 from effectgate.client.cli.render import action_dict, dump, dump_line, message_dict, parse_time, printable
 from effectgate.client.client import EffectGateClient
-from effectgate.client.errors import EffectGateError
+from effectgate.client.errors import EffectGateError, from_rpc_error
 from effectgate.client.states import State
 from effectgate.v1 import gateway_pb2 as pb
 
@@ -79,6 +79,58 @@ async def polls(client: EffectGateClient, args: argparse.Namespace) -> AsyncIter
         await asyncio.sleep(args.interval)
 
 
+async def streamed(client: EffectGateClient, args: argparse.Namespace) -> AsyncGenerator[list[Row], None]:
+    """--watch on a gateway that serves WatchActions: the watch is opened first and its start
+    cursor taken, then the listing is read and printed, then every change after that cursor
+    (each action once per version: a change the listing already showed is skipped). Falls back
+    to `polls` when the gateway does not serve WatchActions (UNIMPLEMENTED)."""
+    state = State.value(args.state) if args.state else State.UNSPECIFIED
+    stream = client.watch(state=state, tool=args.tool, run_id=args.run)
+    try:
+        try:
+            await anext(stream)  # the start: only a cursor
+        except grpc.aio.AioRpcError as raw:
+            if raw.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise from_rpc_error(raw) from None
+            async for rows in polls(client, args):
+                yield rows
+            return
+        rows = await newest(client, args)
+        shown = {r["action_id"]: _version(r) for r in rows}  # bounded by --limit
+        yield rows
+        try:
+            async for message in stream:
+                row = action_dict(message.action)
+                if shown.pop(row["action_id"], None) == _version(row):
+                    continue
+                created = row.get("created_at", "")
+                if args.since is None or not created or parse_time(created) >= args.since:
+                    yield [row]
+        except grpc.aio.AioRpcError as raw:
+            raise from_rpc_error(raw) from None
+    finally:
+        await stream.aclose()
+
+
+async def watched(client: EffectGateClient, args: argparse.Namespace) -> AsyncIterator[list[Row]]:
+    """`streamed`, ended after `--watch-count` intervals when it is set (tests)."""
+    if not args.watch_count:
+        async for rows in streamed(client, args):
+            yield rows
+        return
+    stream = streamed(client, args)
+    deadline = asyncio.get_running_loop().time() + args.watch_count * args.interval
+    try:
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                yield await asyncio.wait_for(anext(stream), timeout=max(left, 0.0))
+            except (TimeoutError, StopAsyncIteration):
+                return
+    finally:
+        await stream.aclose()
+
+
 async def list_actions(client: EffectGateClient, args: argparse.Namespace) -> None:
     fmt = args.output
     if not args.watch:
@@ -89,7 +141,7 @@ async def list_actions(client: EffectGateClient, args: argparse.Namespace) -> No
             render.show(render.table(rows, wide=fmt == "wide"))
         return
     header = True
-    async for rows in polls(client, args):
+    async for rows in watched(client, args):
         if fmt in ("json", "yaml"):
             for row in rows:
                 dump_line(row, fmt)
@@ -116,10 +168,12 @@ def _row(action: Row, fmt: str) -> None:
         render.show(render.table([action], wide=fmt == "wide"))
 
 
-# The operator acts that take a note and answer with the action. `deny` joins them when the
-# gateway serves Operator.Deny (and args.OPERATOR_ACTS names it).
+# The operator acts that take a note and answer with the action.
 ACTS: dict[str, Callable[[EffectGateClient, argparse.Namespace], Awaitable[pb.Action]]] = {
-    "approve": lambda client, args: client.approve(args.action_id, note=args.note),
+    "approve": lambda client, args: client.approve(
+        args.action_id, note=args.note, fingerprint=args.fingerprint, policy_version=args.policy_version
+    ),
+    "deny": lambda client, args: client.deny(args.action_id, note=args.note),
     "grant-bypass": lambda client, args: client.grant_bypass(args.action_id, note=args.note),
 }
 
@@ -146,6 +200,15 @@ async def _run(args: argparse.Namespace) -> None:
                 args.action_id, resolution=args.resolution, note=args.note, external_id=args.external_id
             )
             _row(action_dict(action), fmt)
+        elif args.command == "limits":
+            tools = limits.limits_rows(await client.limits(args.tool, run_id=args.run))
+            if fmt in ("json", "yaml"):
+                dump(tools, fmt)
+            else:
+                render.show(limits.limits_table(tools))
+        elif args.command == "grant-limit":
+            grant = message_dict(await client.grant_limit(args.action_id, note=args.note))
+            _one(grant, limits.grant_sections(grant), fmt)
         else:  # pragma: no cover - argparse refuses other names
             raise ValueError(f"unknown command {args.command!r}")
 

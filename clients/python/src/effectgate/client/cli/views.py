@@ -1,6 +1,8 @@
 """The one-action views: `show` and `describe` (every field of the action: ids, context, times,
 receipt with its result, last observation with its evidence, notes), `verify` (what this
-read-back found). `describe` adds the sections that come from other calls (`DESCRIBE_EXTRAS`).
+read-back found). `describe` adds what people are shown beyond the record (`DESCRIBE_EXTRAS`):
+the decoded payload with its sensitive fields masked and what an approval binds to (GetAction
+answers them to operators and observers), and the action's story as a timeline (GetActionHistory).
 """
 
 from __future__ import annotations
@@ -9,8 +11,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from effectgate.client.cli.render import Section, action_dict, age
+import grpc
+
+from effectgate.client.cli.render import Section, action_dict, age, message_dict
 from effectgate.client.client import EffectGateClient
+from effectgate.client.errors import EffectGateError
 from effectgate.v1 import gateway_pb2 as pb
 
 
@@ -88,11 +93,70 @@ class Extra:
     sections: list[Section]
 
 
+async def payload_extra(client: EffectGateClient, action: pb.Action) -> Extra | None:
+    """The decoded payload (sensitive fields masked) and what an approval names: on the action
+    GetAction answers people; nothing for an agent's token (no payload)."""
+    if not action.HasField("payload"):
+        return None
+    fields = action_dict(action)
+    binding = [
+        ("Fingerprint", fields["fingerprint"]),
+        ("Policy version", fields["policy_version"]),
+        ("Approved by", ", ".join(fields["approved_by"])),
+        ("Approvals needed", str(fields["approvals_required"])),
+        ("Dispatched", when(fields.get("dispatched_at", ""))),
+        ("Settled", when(fields.get("settled_at", ""))),
+    ]
+    return Extra(
+        "payload",
+        fields["payload"],
+        [Section("Payload (sensitive fields masked)", binding, fields["payload"], "Fields")],
+    )
+
+
+async def history_extra(client: EffectGateClient, action: pb.Action) -> Extra | None:
+    """The action's story, oldest first, as a timeline (operators and observers; skipped when the
+    token may not read it or the gateway does not serve it)."""
+    try:
+        answer = await client.history(action.action_id)
+    except EffectGateError as exc:
+        if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED):
+            return None
+        raise
+    events = [message_dict(e) for e in answer.events]
+    for event in events:
+        event["seq"] = int(event["seq"])
+    rows = [(_moment(e), _told(e)) for e in events]
+    return Extra("history", events, [Section("History", rows)])
+
+
+def _moment(event: dict[str, Any]) -> str:
+    return f"{event.get('at', '')} {event['kind']}"
+
+
+def _told(event: dict[str, Any]) -> str:
+    """`-> STATE, by NAME: NOTE; key=value ...` for one event."""
+    text = f"-> {event['state']}"
+    if event["principal"]:
+        text += f", by {event['principal']}"
+    if event["note"]:
+        text += f": {event['note']}"
+    detail = event.get("detail") or {}
+    if detail:
+        text += "; " + " ".join(f"{k}={_short(v)}" for k, v in detail.items())
+    return text
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_short(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 # What `describe` asks the gateway for beyond the action, in order; each answers None when there
-# is nothing to show. The decoded payload (masked) and the action's history plug in here once the
-# gateway serves them.
+# is nothing to show.
 DescribeExtra = Callable[[EffectGateClient, pb.Action], Awaitable[Extra | None]]
-DESCRIBE_EXTRAS: list[DescribeExtra] = []
+DESCRIBE_EXTRAS: list[DescribeExtra] = [payload_extra, history_extra]
 
 
 async def describe(client: EffectGateClient, action_id: str) -> tuple[dict[str, Any], list[Section]]:

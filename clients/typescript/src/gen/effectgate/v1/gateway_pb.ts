@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file effectgate/v1/gateway.proto.
  */
 export const file_effectgate_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChtlZmZlY3RnYXRlL3YxL2dhdGV3YXkucHJvdG8SDWVmZmVjdGdhdGUudjEiUwoKUnVuQ29udGV4dBIOCgZydW5faWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIVCg1wYXJlbnRfcnVuX2lkGAMgASgJEg0KBWFnZW50GAQgASgJIqYBCg5FeGVjdXRlUmVxdWVzdBIqCgdjb250ZXh0GAEgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYAiABKAkSDQoFc2NvcGUYAyABKAkSJQoHcGF5bG9hZBgEIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEg4KBmJ5cGFzcxgGIAEoCCJKCg9FeGVjdXRlUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SEAoIcmVwbGF5ZWQYAiABKAgiVwoNVmVyaWZ5UmVxdWVzdBITCglhY3Rpb25faWQYASABKAlIABInCgNyZWYYAiABKAsyGC5lZmZlY3RnYXRlLnYxLkFjdGlvblJlZkgAQggKBnRhcmdldCJUCglBY3Rpb25SZWYSKgoHY29udGV4dBgBIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAIgASgJEg0KBXNjb3BlGAMgASgJImgKDlZlcmlmeVJlc3BvbnNlEiUKBmFjdGlvbhgBIAEoCzIVLmVmZmVjdGdhdGUudjEuQWN0aW9uEi8KC29ic2VydmF0aW9uGAIgASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbiIlChBHZXRBY3Rpb25SZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCSKEAQoSTGlzdEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIOCgZydW5faWQYAiABKAkSDAoEdG9vbBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJWChNMaXN0QWN0aW9uc1Jlc3BvbnNlEiYKB2FjdGlvbnMYASADKAsyFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoQUmVjb25jaWxlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSLgoKcmVzb2x1dGlvbhgCIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSDAoEbm90ZRgDIAEoCRITCgtleHRlcm5hbF9pZBgEIAEoCSJeCg5BcHByb3ZlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCRITCgtmaW5nZXJwcmludBgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoCSIuCgtEZW55UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSIsChdHZXRBY3Rpb25IaXN0b3J5UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkiRgoYR2V0QWN0aW9uSGlzdG9yeVJlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLmVmZmVjdGdhdGUudjEuQWN0aW9uRXZlbnQixQEKC0FjdGlvbkV2ZW50EgsKA3NlcRgBIAEoAxIMCgRraW5kGAIgASgJEikKBXN0YXRlGAMgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcHJpbmNpcGFsGAUgASgJEgwKBG5vdGUYBiABKAkSJwoGZGV0YWlsGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJuChNXYXRjaEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIMCgR0b29sGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIOCgZjdXJzb3IYBCABKAkiTQoUV2F0Y2hBY3Rpb25zUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SDgoGY3Vyc29yGAIgASgJIjUKEkdyYW50QnlwYXNzUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSKMAQoHUmVjZWlwdBITCgtleHRlcm5hbF9pZBgBIAEoCRIbChNwcm92aWRlcl9yZXF1ZXN0X2lkGAIgASgJEicKBnJlc3VsdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqQBCgtPYnNlcnZhdGlvbhIyCgdvdXRjb21lGAEgASgOMiEuZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbk91dGNvbWUSKQoIZXZpZGVuY2UYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiYKAmF0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkZXRhaWwYBCABKAkilAYKBkFjdGlvbhIRCglhY3Rpb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJEioKB2NvbnRleHQYAyABKAsyGS5lZmZlY3RnYXRlLnYxLlJ1bkNvbnRleHQSDAoEdG9vbBgEIAEoCRINCgVzY29wZRgFIAEoCRITCgtmaW5nZXJwcmludBgGIAEoCRIpCgVzdGF0ZRgHIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSEAoIYXR0ZW1wdHMYCCABKAUSJwoHcmVjZWlwdBgJIAEoCzIWLmVmZmVjdGdhdGUudjEuUmVjZWlwdBIvCgtvYnNlcnZhdGlvbhgKIAEoCzIaLmVmZmVjdGdhdGUudjEuT2JzZXJ2YXRpb24SDgoGcmVhc29uGAsgASgJEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDW5leHRfY2hlY2tfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHRvb2xfY2FsbF9pZBgPIAEoCRISCgpnZW5lcmF0aW9uGBAgASgDEioKCW5leHRfc3RlcBgRIAEoDjIXLmVmZmVjdGdhdGUudjEuTmV4dFN0ZXASFAoMcHJvdmlkZXJfa2V5GBIgASgJEg0KBW5vdGVzGBMgAygJEigKB3BheWxvYWQYFCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKDWRpc3BhdGNoZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnNldHRsZWRfYXQYFiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnBvbGljeV92ZXJzaW9uGBcgASgJEhMKC2FwcHJvdmVkX2J5GBggAygJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgZIAEoBSrzAQoLRWZmZWN0U3RhdGUSHAoYRUZGRUNUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoURUZGRUNUX1NUQVRFX1BMQU5ORUQQARIbChdFRkZFQ1RfU1RBVEVfRElTUEFUQ0hFRBACEhoKFkVGRkVDVF9TVEFURV9DT05GSVJNRUQQAxIZChVFRkZFQ1RfU1RBVEVfUkVKRUNURUQQBBIaChZFRkZFQ1RfU1RBVEVfTk9UX0ZPVU5EEAUSGAoURUZGRUNUX1NUQVRFX1VOS05PV04QBhIiCh5FRkZFQ1RfU1RBVEVfQVdBSVRJTkdfQVBQUk9WQUwQByqgAQoST2JzZXJ2YXRpb25PdXRjb21lEiMKH09CU0VSVkFUSU9OX09VVENPTUVfVU5TUEVDSUZJRUQQABIhCh1PQlNFUlZBVElPTl9PVVRDT01FX0NPTkZJUk1FRBABEiEKHU9CU0VSVkFUSU9OX09VVENPTUVfTk9UX0ZPVU5EEAISHwobT0JTRVJWQVRJT05fT1VUQ09NRV9VTktOT1dOEAMqlwEKCE5leHRTdGVwEhkKFU5FWFRfU1RFUF9VTlNQRUNJRklFRBAAEhIKDk5FWFRfU1RFUF9OT05FEAESFQoRTkVYVF9TVEVQX1JFQ0hFQ0sQAhIWChJORVhUX1NURVBfT1BFUkFUT1IQAxIWChJORVhUX1NURVBfRElTUEFUQ0gQBBIVChFORVhUX1NURVBfQVBQUk9WRRAFMvsDCg1FZmZlY3RHYXRld2F5EkgKB0V4ZWN1dGUSHS5lZmZlY3RnYXRlLnYxLkV4ZWN1dGVSZXF1ZXN0Gh4uZWZmZWN0Z2F0ZS52MS5FeGVjdXRlUmVzcG9uc2USRQoGVmVyaWZ5EhwuZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXF1ZXN0Gh0uZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXNwb25zZRJDCglHZXRBY3Rpb24SHy5lZmZlY3RnYXRlLnYxLkdldEFjdGlvblJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhJUCgtMaXN0QWN0aW9ucxIhLmVmZmVjdGdhdGUudjEuTGlzdEFjdGlvbnNSZXF1ZXN0GiIuZWZmZWN0Z2F0ZS52MS5MaXN0QWN0aW9uc1Jlc3BvbnNlEmMKEEdldEFjdGlvbkhpc3RvcnkSJi5lZmZlY3RnYXRlLnYxLkdldEFjdGlvbkhpc3RvcnlSZXF1ZXN0GicuZWZmZWN0Z2F0ZS52MS5HZXRBY3Rpb25IaXN0b3J5UmVzcG9uc2USWQoMV2F0Y2hBY3Rpb25zEiIuZWZmZWN0Z2F0ZS52MS5XYXRjaEFjdGlvbnNSZXF1ZXN0GiMuZWZmZWN0Z2F0ZS52MS5XYXRjaEFjdGlvbnNSZXNwb25zZTABMpQCCghPcGVyYXRvchJDCglSZWNvbmNpbGUSHy5lZmZlY3RnYXRlLnYxLlJlY29uY2lsZVJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhI/CgdBcHByb3ZlEh0uZWZmZWN0Z2F0ZS52MS5BcHByb3ZlUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uEjkKBERlbnkSGi5lZmZlY3RnYXRlLnYxLkRlbnlSZXF1ZXN0GhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SRwoLR3JhbnRCeXBhc3MSIS5lZmZlY3RnYXRlLnYxLkdyYW50QnlwYXNzUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChtlZmZlY3RnYXRlL3YxL2dhdGV3YXkucHJvdG8SDWVmZmVjdGdhdGUudjEiUwoKUnVuQ29udGV4dBIOCgZydW5faWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIVCg1wYXJlbnRfcnVuX2lkGAMgASgJEg0KBWFnZW50GAQgASgJIqYBCg5FeGVjdXRlUmVxdWVzdBIqCgdjb250ZXh0GAEgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYAiABKAkSDQoFc2NvcGUYAyABKAkSJQoHcGF5bG9hZBgEIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEg4KBmJ5cGFzcxgGIAEoCCJKCg9FeGVjdXRlUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SEAoIcmVwbGF5ZWQYAiABKAgiVwoNVmVyaWZ5UmVxdWVzdBITCglhY3Rpb25faWQYASABKAlIABInCgNyZWYYAiABKAsyGC5lZmZlY3RnYXRlLnYxLkFjdGlvblJlZkgAQggKBnRhcmdldCJUCglBY3Rpb25SZWYSKgoHY29udGV4dBgBIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAIgASgJEg0KBXNjb3BlGAMgASgJImgKDlZlcmlmeVJlc3BvbnNlEiUKBmFjdGlvbhgBIAEoCzIVLmVmZmVjdGdhdGUudjEuQWN0aW9uEi8KC29ic2VydmF0aW9uGAIgASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbiIlChBHZXRBY3Rpb25SZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCSKEAQoSTGlzdEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIOCgZydW5faWQYAiABKAkSDAoEdG9vbBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJWChNMaXN0QWN0aW9uc1Jlc3BvbnNlEiYKB2FjdGlvbnMYASADKAsyFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoQUmVjb25jaWxlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSLgoKcmVzb2x1dGlvbhgCIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSDAoEbm90ZRgDIAEoCRITCgtleHRlcm5hbF9pZBgEIAEoCSJeCg5BcHByb3ZlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCRITCgtmaW5nZXJwcmludBgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoCSIuCgtEZW55UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSIsChdHZXRBY3Rpb25IaXN0b3J5UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkiRgoYR2V0QWN0aW9uSGlzdG9yeVJlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLmVmZmVjdGdhdGUudjEuQWN0aW9uRXZlbnQixQEKC0FjdGlvbkV2ZW50EgsKA3NlcRgBIAEoAxIMCgRraW5kGAIgASgJEikKBXN0YXRlGAMgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcHJpbmNpcGFsGAUgASgJEgwKBG5vdGUYBiABKAkSJwoGZGV0YWlsGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJuChNXYXRjaEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIMCgR0b29sGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIOCgZjdXJzb3IYBCABKAkiTQoUV2F0Y2hBY3Rpb25zUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SDgoGY3Vyc29yGAIgASgJIjAKEEdldExpbWl0c1JlcXVlc3QSDAoEdG9vbBgBIAEoCRIOCgZydW5faWQYAiABKAkiPQoRR2V0TGltaXRzUmVzcG9uc2USKAoFdG9vbHMYASADKAsyGS5lZmZlY3RnYXRlLnYxLlRvb2xMaW1pdHMipQEKClRvb2xMaW1pdHMSDAoEdG9vbBgBIAEoCRIwCgx3aW5kb3dfc3RhcnQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCndpbmRvd19lbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKBmxpbWl0cxgEIAMoCzIXLmVmZmVjdGdhdGUudjEuTGltaXRVc2UiZAoITGltaXRVc2USDQoFbGltaXQYASABKAkSEAoIY3VycmVuY3kYAiABKAkSCwoDY2FwGAMgASgDEgwKBHVzZWQYBCABKAMSDAoEbGVmdBgFIAEoAxIOCgZydW5faWQYBiABKAkiNAoRR3JhbnRMaW1pdFJlcXVlc3QSEQoJYWN0aW9uX2lkGAEgASgJEgwKBG5vdGUYAiABKAkiqAEKEkdyYW50TGltaXRSZXNwb25zZRIRCglhY3Rpb25faWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgwKBG5vdGUYAyABKAkSLgoKZ3JhbnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNQoSR3JhbnRCeXBhc3NSZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCRIMCgRub3RlGAIgASgJIowBCgdSZWNlaXB0EhMKC2V4dGVybmFsX2lkGAEgASgJEhsKE3Byb3ZpZGVyX3JlcXVlc3RfaWQYAiABKAkSJwoGcmVzdWx0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipAEKC09ic2VydmF0aW9uEjIKB291dGNvbWUYASABKA4yIS5lZmZlY3RnYXRlLnYxLk9ic2VydmF0aW9uT3V0Y29tZRIpCghldmlkZW5jZRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoCYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgEIAEoCSKUBgoGQWN0aW9uEhEKCWFjdGlvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSKgoHY29udGV4dBgDIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAQgASgJEg0KBXNjb3BlGAUgASgJEhMKC2ZpbmdlcnByaW50GAYgASgJEikKBXN0YXRlGAcgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIQCghhdHRlbXB0cxgIIAEoBRInCgdyZWNlaXB0GAkgASgLMhYuZWZmZWN0Z2F0ZS52MS5SZWNlaXB0Ei8KC29ic2VydmF0aW9uGAogASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbhIOCgZyZWFzb24YCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNbmV4dF9jaGVja19hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdG9vbF9jYWxsX2lkGA8gASgJEhIKCmdlbmVyYXRpb24YECABKAMSKgoJbmV4dF9zdGVwGBEgASgOMhcuZWZmZWN0Z2F0ZS52MS5OZXh0U3RlcBIUCgxwcm92aWRlcl9rZXkYEiABKAkSDQoFbm90ZXMYEyADKAkSKAoHcGF5bG9hZBgUIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMQoNZGlzcGF0Y2hlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc2V0dGxlZF9hdBgWIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcG9saWN5X3ZlcnNpb24YFyABKAkSEwoLYXBwcm92ZWRfYnkYGCADKAkSGgoSYXBwcm92YWxzX3JlcXVpcmVkGBkgASgFKvMBCgtFZmZlY3RTdGF0ZRIcChhFRkZFQ1RfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRFRkZFQ1RfU1RBVEVfUExBTk5FRBABEhsKF0VGRkVDVF9TVEFURV9ESVNQQVRDSEVEEAISGgoWRUZGRUNUX1NUQVRFX0NPTkZJUk1FRBADEhkKFUVGRkVDVF9TVEFURV9SRUpFQ1RFRBAEEhoKFkVGRkVDVF9TVEFURV9OT1RfRk9VTkQQBRIYChRFRkZFQ1RfU1RBVEVfVU5LTk9XThAGEiIKHkVGRkVDVF9TVEFURV9BV0FJVElOR19BUFBST1ZBTBAHKqABChJPYnNlcnZhdGlvbk91dGNvbWUSIwofT0JTRVJWQVRJT05fT1VUQ09NRV9VTlNQRUNJRklFRBAAEiEKHU9CU0VSVkFUSU9OX09VVENPTUVfQ09ORklSTUVEEAESIQodT0JTRVJWQVRJT05fT1VUQ09NRV9OT1RfRk9VTkQQAhIfChtPQlNFUlZBVElPTl9PVVRDT01FX1VOS05PV04QAyqXAQoITmV4dFN0ZXASGQoVTkVYVF9TVEVQX1VOU1BFQ0lGSUVEEAASEgoOTkVYVF9TVEVQX05PTkUQARIVChFORVhUX1NURVBfUkVDSEVDSxACEhYKEk5FWFRfU1RFUF9PUEVSQVRPUhADEhYKEk5FWFRfU1RFUF9ESVNQQVRDSBAEEhUKEU5FWFRfU1RFUF9BUFBST1ZFEAUyywQKDUVmZmVjdEdhdGV3YXkSSAoHRXhlY3V0ZRIdLmVmZmVjdGdhdGUudjEuRXhlY3V0ZVJlcXVlc3QaHi5lZmZlY3RnYXRlLnYxLkV4ZWN1dGVSZXNwb25zZRJFCgZWZXJpZnkSHC5lZmZlY3RnYXRlLnYxLlZlcmlmeVJlcXVlc3QaHS5lZmZlY3RnYXRlLnYxLlZlcmlmeVJlc3BvbnNlEkMKCUdldEFjdGlvbhIfLmVmZmVjdGdhdGUudjEuR2V0QWN0aW9uUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uElQKC0xpc3RBY3Rpb25zEiEuZWZmZWN0Z2F0ZS52MS5MaXN0QWN0aW9uc1JlcXVlc3QaIi5lZmZlY3RnYXRlLnYxLkxpc3RBY3Rpb25zUmVzcG9uc2USYwoQR2V0QWN0aW9uSGlzdG9yeRImLmVmZmVjdGdhdGUudjEuR2V0QWN0aW9uSGlzdG9yeVJlcXVlc3QaJy5lZmZlY3RnYXRlLnYxLkdldEFjdGlvbkhpc3RvcnlSZXNwb25zZRJZCgxXYXRjaEFjdGlvbnMSIi5lZmZlY3RnYXRlLnYxLldhdGNoQWN0aW9uc1JlcXVlc3QaIy5lZmZlY3RnYXRlLnYxLldhdGNoQWN0aW9uc1Jlc3BvbnNlMAESTgoJR2V0TGltaXRzEh8uZWZmZWN0Z2F0ZS52MS5HZXRMaW1pdHNSZXF1ZXN0GiAuZWZmZWN0Z2F0ZS52MS5HZXRMaW1pdHNSZXNwb25zZTLnAgoIT3BlcmF0b3ISQwoJUmVjb25jaWxlEh8uZWZmZWN0Z2F0ZS52MS5SZWNvbmNpbGVSZXF1ZXN0GhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SPwoHQXBwcm92ZRIdLmVmZmVjdGdhdGUudjEuQXBwcm92ZVJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhI5CgREZW55EhouZWZmZWN0Z2F0ZS52MS5EZW55UmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uEkcKC0dyYW50QnlwYXNzEiEuZWZmZWN0Z2F0ZS52MS5HcmFudEJ5cGFzc1JlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhJRCgpHcmFudExpbWl0EiAuZWZmZWN0Z2F0ZS52MS5HcmFudExpbWl0UmVxdWVzdBohLmVmZmVjdGdhdGUudjEuR3JhbnRMaW1pdFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Keys the agent runtime injects. Never written by the model.
@@ -538,6 +538,203 @@ export const WatchActionsResponseSchema: GenMessage<WatchActionsResponse> = /*@_
   messageDesc(file_effectgate_v1_gateway, 16);
 
 /**
+ * @generated from message effectgate.v1.GetLimitsRequest
+ */
+export type GetLimitsRequest = Message<"effectgate.v1.GetLimitsRequest"> & {
+  /**
+   * One tool; empty: every tool that has limits.
+   *
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * Also show this run's use of the per-run caps.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message effectgate.v1.GetLimitsRequest.
+ * Use `create(GetLimitsRequestSchema)` to create a new message.
+ */
+export const GetLimitsRequestSchema: GenMessage<GetLimitsRequest> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 17);
+
+/**
+ * @generated from message effectgate.v1.GetLimitsResponse
+ */
+export type GetLimitsResponse = Message<"effectgate.v1.GetLimitsResponse"> & {
+  /**
+   * @generated from field: repeated effectgate.v1.ToolLimits tools = 1;
+   */
+  tools: ToolLimits[];
+};
+
+/**
+ * Describes the message effectgate.v1.GetLimitsResponse.
+ * Use `create(GetLimitsResponseSchema)` to create a new message.
+ */
+export const GetLimitsResponseSchema: GenMessage<GetLimitsResponse> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 18);
+
+/**
+ * One tool's limits and their use, for the caller's tenant.
+ *
+ * @generated from message effectgate.v1.ToolLimits
+ */
+export type ToolLimits = Message<"effectgate.v1.ToolLimits"> & {
+  /**
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * The current fixed window of max_effects and budget (on the store's clock).
+   *
+   * @generated from field: google.protobuf.Timestamp window_start = 2;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp window_end = 3;
+   */
+  windowEnd?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated effectgate.v1.LimitUse limits = 4;
+   */
+  limits: LimitUse[];
+};
+
+/**
+ * Describes the message effectgate.v1.ToolLimits.
+ * Use `create(ToolLimitsSchema)` to create a new message.
+ */
+export const ToolLimitsSchema: GenMessage<ToolLimits> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 19);
+
+/**
+ * One cap: how much of it is used and what is left.
+ *
+ * @generated from message effectgate.v1.LimitUse
+ */
+export type LimitUse = Message<"effectgate.v1.LimitUse"> & {
+  /**
+   * max_effects, budget, run_max_effects or run_budget.
+   *
+   * @generated from field: string limit = 1;
+   */
+  limit: string;
+
+  /**
+   * The budget's currency; empty for effects.
+   *
+   * @generated from field: string currency = 2;
+   */
+  currency: string;
+
+  /**
+   * @generated from field: int64 cap = 3;
+   */
+  cap: bigint;
+
+  /**
+   * @generated from field: int64 used = 4;
+   */
+  used: bigint;
+
+  /**
+   * @generated from field: int64 left = 5;
+   */
+  left: bigint;
+
+  /**
+   * The run of a per-run cap (GetLimitsRequest.run_id).
+   *
+   * @generated from field: string run_id = 6;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message effectgate.v1.LimitUse.
+ * Use `create(LimitUseSchema)` to create a new message.
+ */
+export const LimitUseSchema: GenMessage<LimitUse> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 20);
+
+/**
+ * @generated from message effectgate.v1.GrantLimitRequest
+ */
+export type GrantLimitRequest = Message<"effectgate.v1.GrantLimitRequest"> & {
+  /**
+   * The action a limit refused: the `action_id` of the refusal's ErrorInfo metadata, or of an
+   * action in NOT_FOUND whose next send a limit refused.
+   *
+   * @generated from field: string action_id = 1;
+   */
+  actionId: string;
+
+  /**
+   * Why; kept in the grant and, once used, in the action's story. Required.
+   *
+   * @generated from field: string note = 2;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message effectgate.v1.GrantLimitRequest.
+ * Use `create(GrantLimitRequestSchema)` to create a new message.
+ */
+export const GrantLimitRequestSchema: GenMessage<GrantLimitRequest> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 21);
+
+/**
+ * @generated from message effectgate.v1.GrantLimitResponse
+ */
+export type GrantLimitResponse = Message<"effectgate.v1.GrantLimitResponse"> & {
+  /**
+   * @generated from field: string action_id = 1;
+   */
+  actionId: string;
+
+  /**
+   * Who granted it.
+   *
+   * @generated from field: string principal = 2;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: string note = 3;
+   */
+  note: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp granted_at = 4;
+   */
+  grantedAt?: Timestamp | undefined;
+
+  /**
+   * Unused after this, the grant lets nothing through.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message effectgate.v1.GrantLimitResponse.
+ * Use `create(GrantLimitResponseSchema)` to create a new message.
+ */
+export const GrantLimitResponseSchema: GenMessage<GrantLimitResponse> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 22);
+
+/**
  * @generated from message effectgate.v1.GrantBypassRequest
  */
 export type GrantBypassRequest = Message<"effectgate.v1.GrantBypassRequest"> & {
@@ -557,7 +754,7 @@ export type GrantBypassRequest = Message<"effectgate.v1.GrantBypassRequest"> & {
  * Use `create(GrantBypassRequestSchema)` to create a new message.
  */
 export const GrantBypassRequestSchema: GenMessage<GrantBypassRequest> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 17);
+  messageDesc(file_effectgate_v1_gateway, 23);
 
 /**
  * What the provider said when it answered.
@@ -591,7 +788,7 @@ export type Receipt = Message<"effectgate.v1.Receipt"> & {
  * Use `create(ReceiptSchema)` to create a new message.
  */
 export const ReceiptSchema: GenMessage<Receipt> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 18);
+  messageDesc(file_effectgate_v1_gateway, 24);
 
 /**
  * What a read-back of the provider found.
@@ -625,7 +822,7 @@ export type Observation = Message<"effectgate.v1.Observation"> & {
  * Use `create(ObservationSchema)` to create a new message.
  */
 export const ObservationSchema: GenMessage<Observation> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 19);
+  messageDesc(file_effectgate_v1_gateway, 25);
 
 /**
  * @generated from message effectgate.v1.Action
@@ -779,7 +976,7 @@ export type Action = Message<"effectgate.v1.Action"> & {
  * Use `create(ActionSchema)` to create a new message.
  */
 export const ActionSchema: GenMessage<Action> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 20);
+  messageDesc(file_effectgate_v1_gateway, 26);
 
 /**
  * @generated from enum effectgate.v1.EffectState
@@ -983,6 +1180,17 @@ export const EffectGateway: GenService<{
     input: typeof WatchActionsRequestSchema;
     output: typeof WatchActionsResponseSchema;
   },
+  /**
+   * Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
+   * when asked) has used and what is left. Roles: operator, observer.
+   *
+   * @generated from rpc effectgate.v1.EffectGateway.GetLimits
+   */
+  getLimits: {
+    methodKind: "unary";
+    input: typeof GetLimitsRequestSchema;
+    output: typeof GetLimitsResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_effectgate_v1_gateway, 0);
 
@@ -1032,6 +1240,17 @@ export const Operator: GenService<{
     methodKind: "unary";
     input: typeof GrantBypassRequestSchema;
     output: typeof ActionSchema;
+  },
+  /**
+   * Lets one action past its tool's limits once: the next reservation of that action id that a
+   * limit would refuse is counted without the check (the action id a refusal's ErrorInfo names).
+   *
+   * @generated from rpc effectgate.v1.Operator.GrantLimit
+   */
+  grantLimit: {
+    methodKind: "unary";
+    input: typeof GrantLimitRequestSchema;
+    output: typeof GrantLimitResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_effectgate_v1_gateway, 1);
