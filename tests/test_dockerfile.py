@@ -1,6 +1,7 @@
-"""What the Dockerfile runs, without a Docker engine: its COPY lines lay out an /app tree, its RUN
-line installs into a fresh virtualenv from that tree alone, and its ENTRYPOINT + CMD serve a
-mounted config while its HEALTHCHECK command reports SERVING — all read from the Dockerfile."""
+"""What the Dockerfile runs, without a Docker engine: its COPY lines lay out an /app tree (minus
+what .dockerignore keeps out), its RUN lines install into a fresh virtualenv from that tree alone,
+and its ENTRYPOINT + CMD serve a mounted config while its HEALTHCHECK command, aimed by
+EFFECTGATE_HEALTH_TARGET, reports SERVING — all read from the Dockerfile. hadolint finds nothing."""
 
 from __future__ import annotations
 
@@ -34,30 +35,86 @@ def exec_form(line: str) -> list[str]:
     return argv
 
 
+def build_args() -> dict[str, str]:
+    """The ARG lines' defaults (`ARG NAME=value`)."""
+    return dict(line.split("=", 1) for line in instruction("ARG") if "=" in line)
+
+
+def dockerignore() -> list[str]:
+    """.dockerignore's patterns, as basename globs for shutil.ignore_patterns."""
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return sorted({line.strip().rsplit("/", 1)[-1] for line in lines if line.strip() and not line.startswith("#")})
+
+
 def lay_out_app(app: Path) -> None:
     """Copies what the COPY lines name (paths relative to the build context) under `app`."""
+    ignore = shutil.ignore_patterns(*dockerignore())
     for line in instruction("COPY"):
         *sources, dest = line.split()
         target = app / Path(dest).relative_to("/app")
         for source in sources:
             src = ROOT / source
             if src.is_dir():
-                shutil.copytree(src, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+                shutil.copytree(src, target, ignore=ignore, dirs_exist_ok=True)
             else:
                 target.mkdir(parents=True, exist_ok=True)
                 shutil.copy(src, target / src.name)
 
 
-def pip_commands(app: Path, python: Path) -> list[list[str]]:
-    """The RUN line's `pip install …` commands, with /app pointing at the laid-out tree."""
-    (run,) = instruction("RUN")
+def run_commands(app: Path, scratch: Path, python: Path) -> list[list[str]]:
+    """The RUN lines' `pip install …` and `python …` commands, in order, with /app pointing at the
+    laid-out tree, /tmp at `scratch` and the ARGs substituted; user and file housekeeping skipped."""
+    args = build_args()
+
+    def word(w: str) -> str:
+        for name, value in args.items():
+            w = w.replace(f"${{{name}}}", value)
+        if w.startswith("/app"):
+            return str(app) + w[len("/app") :]
+        return str(scratch) + w[len("/tmp") :] if w.startswith("/tmp/") else w
+
     commands = []
-    for part in run.split("&&"):
-        words = shlex.split(part.replace("/app", str(app)))
-        if words[:2] == ["pip", "install"] and "--upgrade" not in words:
-            commands.append([str(python), "-m", "pip", "install", "--quiet", *words[2:]])
-    assert commands, run
+    for run in instruction("RUN"):
+        for part in run.split("&&"):
+            words = [word(w) for w in shlex.split(part)]
+            if words[:2] == ["pip", "install"]:
+                commands.append([str(python), "-m", "pip", "install", "--quiet", *words[2:]])
+            elif words[:1] == ["python"]:
+                commands.append([str(python), *words[1:]])
+            else:
+                assert words[0] in ("rm", "groupadd", "useradd"), words
+    assert commands
     return commands
+
+
+def test_hadolint_reports_nothing() -> None:
+    hadolint = Path(sys.executable).parent / "hadolint"
+    done = subprocess.run([str(hadolint), str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+def test_the_image_is_built_in_layers_by_a_numeric_user_with_labels() -> None:
+    # The base image is an argument (a digest can be pinned at build time), named before FROM.
+    assert DOCKERFILE.index("ARG BASE_IMAGE=") < DOCKERFILE.index("FROM ${BASE_IMAGE}")
+    args = build_args()
+    assert args["VERSION"] == (ROOT / "VERSION").read_text().strip()
+    assert f"pip=={args['PIP_VERSION']}" in (ROOT / "constraints.txt").read_text().splitlines()
+    (user,) = instruction("USER")
+    assert re.fullmatch(r"[1-9]\d*:[1-9]\d*", user), user
+    labels = " ".join(instruction("LABEL"))
+    for key in ("title", "description", "licenses", "version", "base.name"):
+        assert f"org.opencontainers.image.{key}=" in labels
+    # Dependencies are installed from single files (metadata, constraints) before any source
+    # directory is copied; the packages then go in alone.
+    text = DOCKERFILE.replace("\\\n", " ")
+    deps, packages = instruction("RUN")
+    assert "-c /app/constraints.txt -r " in deps and "--no-deps" in packages
+    before = [line for line in instruction("COPY") if text.index(f"COPY {line}") < text.index(deps)]
+    assert before and all((ROOT / source).is_file() for line in before for source in line.split()[:-1])
+    assert text.index("COPY src ") > text.index(deps)
+    assert {"**/*.egg-info", ".venv", "**/node_modules", ".git", "build"} <= set(
+        (ROOT / ".dockerignore").read_text().splitlines()
+    )
 
 
 @pytest.mark.timeout(900)
@@ -66,7 +123,8 @@ def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -
     lay_out_app(app)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    for command in pip_commands(app, python):
+    (tmp_path / "scratch").mkdir()
+    for command in run_commands(app, tmp_path / "scratch", python):
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
     # Only what the image has: no lab (simulators, chaos, bench: the whole effectgate_lab package;
@@ -103,9 +161,12 @@ def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -
         assert "serving on port" in server.stdout.readline()
         (health,) = instruction("HEALTHCHECK")
         check = exec_form(health.split("CMD", 1)[1].strip())
-        check = [str(python) if arg == "python" else arg for arg in check]
-        check = [f"127.0.0.1:{port}" if arg == "127.0.0.1:50051" else arg for arg in check]
-        assert subprocess.run(check, env=env, timeout=60, check=False).returncode == 0
+        # The image's default target, and the environment aims it: at a closed port it fails.
+        assert "ENV EFFECTGATE_HEALTH_TARGET=127.0.0.1:50051" in DOCKERFILE
+        closed = {**env, "EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{free_port()}"}
+        assert subprocess.run(check, env=closed, timeout=60, check=False).returncode == 1
+        aimed = {**env, "EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{port}"}
+        assert subprocess.run(check, env=aimed, timeout=60, check=False).returncode == 0
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=30)

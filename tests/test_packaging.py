@@ -88,3 +88,90 @@ def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
     assert check.returncode == 2
     assert len(check.stderr.strip().splitlines()) == 1 and "effectgate[stripe]" in check.stderr
     assert "Traceback" not in check.stderr
+
+
+DISTRIBUTIONS = {
+    "effectgate-protos": "clients/protos",
+    "effectgate-client": "clients/python",
+    "effectgate": ".",
+    "effectgate-lab": "lab",
+}
+
+
+@pytest.mark.timeout(900)
+def test_built_wheels_and_sdists_install_in_a_fresh_venv_and_serve(tmp_path: Path) -> None:
+    """`python -m build` makes an sdist and, from it, a wheel of every distribution; the wheels
+    install (dependencies at constraints.txt) into a fresh virtualenv whose `effectgate serve`
+    answers SERVING, and whose `--version` is the VERSION file's."""
+    dist = tmp_path / "dist"
+    for project in DISTRIBUTIONS.values():
+        built = subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT / project)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    release = (ROOT / "VERSION").read_text().strip()
+    stems = {name.replace("-", "_") + f"-{release}" for name in DISTRIBUTIONS}
+    assert {p.name for p in dist.iterdir()} == {f"{s}{ext}" for s in stems for ext in (".tar.gz", "-py3-none-any.whl")}
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python, effectgate = venv / "bin" / "python", venv / "bin" / "effectgate"
+    done = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "-c",
+            str(ROOT / "constraints.txt"),
+            *map(str, dist.glob("*.whl")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = subprocess.run([str(effectgate), "--version"], capture_output=True, text=True, timeout=60, check=True)
+    assert shown.stdout.strip() == f"effectgate {release} (client {release})"
+    # Installed from wheels, not from this checkout.
+    probe = [str(python), "-c", "import effectgate.gateway as g; print(g.__file__)"]
+    where = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=True)
+    assert where.stdout.startswith(str(venv)), where.stdout
+
+    config = write_config(
+        {
+            "server": {"listen": "127.0.0.1:0"},
+            "store": {"url": f"sqlite:///{tmp_path}/eg.db"},
+            "adapters": {"stripe": {"api_base": "http://127.0.0.1:9", "api_key_env": "STRIPE_API_KEY"}},
+            "tools": {"charge_card": {"adapter": "stripe"}},
+        },
+        tmp_path / "effectgate.toml",
+    )
+    env = {"STRIPE_API_KEY": "sk_test_x", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    server = subprocess.Popen(
+        [str(effectgate), "serve", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "serving on port" in line, line
+        port = line.split()[-1]
+        health = [str(python), "-m", "effectgate.gateway.runtime.healthcheck", f"127.0.0.1:{port}"]
+        assert subprocess.run(health, env=env, timeout=60, check=False).returncode == 0
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert server.returncode == 0, stderr[-2000:]
+
+
+def pip_install(python: Path) -> list[str]:
+    return [str(python), "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt")]
