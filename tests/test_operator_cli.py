@@ -300,7 +300,7 @@ async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGa
         second = await execute(target, "w1")
         # Then what is new: the stream may show the claim (DISPATCHED) before the outcome; every
         # line is about the new action, and the last one it prints is its settled state.
-        seen = []
+        seen: list[str] = []
         while not seen or seen[-1] != "CONFIRMED":
             change = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
             assert change["action_id"] == second.action_id, change
