@@ -99,9 +99,11 @@ async def close_adapters(adapters: dict[str, Adapter]) -> None:
 
 def open_configured_store(config: Config) -> Store:
     try:
-        return open_store(config.store_url)
+        store = open_store(config.store_url)
     except ValueError as exc:
         raise ConfigError(f"{config.source}: [store] url: {exc}") from None
+    store.migrate_on_open = config.store.migrate == "auto"
+    return store
 
 
 def _why(exc: OSError) -> str:
@@ -213,14 +215,18 @@ def _listen(server: grpc.aio.Server, config: Config, shared: bool, certificates:
     return port
 
 
-async def check(config: Config) -> tuple[StoreClock, list[str]]:
-    """What `effectgate check` does: load every adapter (secrets resolved), open the store, measure
-    its clock's offset to this host's (the probed clock is returned), compare each tool's window
-    with the read lags observed (the problems are returned), close the store."""
+async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[str], list[str]]:
+    """What `effectgate check` does: load every adapter (secrets resolved), with `probe` make one
+    harmless read per adapter (its lines are returned), open the store, measure its clock's offset
+    to this host's (the probed clock is returned), compare each tool's window with the read lags
+    observed (the problems are returned), close the store."""
+    from effectgate.gateway.runtime.probing import probe_adapters
+
     adapters = build_adapters(config)
     try:
         bind_tools(config, adapters)
         credentials(config)
+        probed = await probe_adapters(config, adapters) if probe else []
         store = open_configured_store(config)
         await store.open()
         try:
@@ -232,7 +238,7 @@ async def check(config: Config) -> tuple[StoreClock, list[str]]:
             problems = window_problems(bound, lags)
         finally:
             await store.close()
-        return clock, problems
+        return clock, problems, probed
     finally:
         await close_adapters(adapters)
 
