@@ -21,9 +21,9 @@ from effectgate.adapters import email_common
 from effectgate.adapters.base import (
     ActionCall,
     AdapterError,
-    CredentialsRefused,
     AmbiguousError,
     Capabilities,
+    CredentialsRefused,
     Observation,
     Outcome,
     Receipt,
