@@ -1,18 +1,25 @@
 """Credentials found wrong before the first call: `effectgate check --probe` makes one harmless
 read per adapter (real simulators on loopback, a real `effectgate check` process), and a refusal
-during work is a warning, a metric and a note in readiness (tests/test_credentials_at_work.py)."""
+during work is a warning, a metric and a note in readiness, which stays on."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import grpc
 import pytest
 
 from effectgate.adapters import AdapterError, CredentialsRefused
 from effectgate.adapters.capabilities import ProbesCredentials
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
+from effectgate_lab.labkit.children import free_port
 from tests.adapter_targets import start_target
+from tests.harness import config_doc, stripe_tools
+from tests.serve_child import ServeChild, http_get, http_until
+from tests.test_execute import request
 from tests.test_startup import one_line_failure, run_cli, write
 
 GOOD_KEY = "sk_test_probe_good_51c0"
@@ -85,3 +92,26 @@ async def test_every_built_in_adapter_probes_its_credentials(name: str) -> None:
         assert await target.effects() == effects  # a probe never makes an effect
     finally:
         await target.stop()
+
+
+async def test_credentials_refused_at_work_are_a_warning_a_metric_and_a_note_in_readiness(tmp_path: Path) -> None:
+    async with StripeSimulator(api_key=GOOD_KEY) as sim:
+        metrics = free_port()
+        doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
+        doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics}"}
+        # The harness's key (API_KEY_ENV) is not the simulator's: every call is refused with 401.
+        child = await ServeChild.for_config(doc, tmp_path / "eg.toml").start()
+        try:
+            port = await child.ready()
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                answer = await EffectGatewayStub(channel).Execute(request(run="refused"), timeout=30)
+            assert answer.action.state != pb.EFFECT_STATE_CONFIRMED, answer
+            text = (await http_get(metrics, "/metrics")).text
+            assert 'effectgate_provider_auth_failures_total{adapter="stripe"' in text, text
+            assert 'effectgate_provider_credentials_refused{adapter="stripe"' in text
+            ready = await http_until(metrics, "/readyz", lambda r: "credentials" in r.text, "the note")
+            assert ready.status_code == 200 and "credentials refused by [adapters.stripe]" in ready.text
+            warnings = [line for line in child.stderr if "WARNING" in line and "refused the credentials" in line]
+            assert warnings and "[adapters.stripe]" in warnings[0], child.transcript()
+        finally:
+            assert await child.stop() == 0

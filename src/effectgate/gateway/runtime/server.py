@@ -52,6 +52,7 @@ from effectgate.gateway.core import (
     ToolSet,
 )
 from effectgate.gateway.intake import WebhookIntake
+from effectgate.gateway.observability import provider_metrics
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.store import Store, StoreClock, open_store
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
@@ -350,7 +351,10 @@ class Gateway:
         """(ready, why not) for the metrics port's /readyz: the health service's last verdict."""
         if self.readiness is None or not self.readiness.serving:
             return False, (self.readiness.problem if self.readiness else "") or "starting"
-        return True, ""
+        # Refused credentials keep the replica ready (every replica shares the key: taking them
+        # all out would turn one adapter's outage into the whole gateway's) but say so.
+        refused = sorted(provider_metrics.refused_credentials())
+        return True, f"credentials refused by [adapters.{'], ['.join(refused)}]" if refused else ""
 
     async def reload(self, config_path: str) -> bool:
         """SIGHUP: principals (and TLS certificates) from the config file again. Calls in flight
