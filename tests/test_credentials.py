@@ -12,10 +12,10 @@ import pytest
 
 from effectgate.adapters import AdapterError, CredentialsRefused
 from effectgate.adapters.capabilities import ProbesCredentials
-from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
 from effectgate_lab.labkit.children import free_port
+from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.adapter_targets import start_target
 from tests.harness import config_doc, stripe_tools
 from tests.serve_child import ServeChild, http_get, http_until
