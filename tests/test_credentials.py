@@ -79,6 +79,7 @@ async def test_every_built_in_adapter_probes_its_credentials(name: str) -> None:
             await good.close()
         effects = await target.effects()
         wrong = await target.build(secret="wrong-secret-0000")
+        assert isinstance(wrong, ProbesCredentials)
         # The SMTP simulator (aiosmtpd) answers aiosmtplib's second AUTH mechanism after a refused
         # first one with silence: the probe fails on the read timeout, which names the login phase.
         expected = AdapterError if name == "smtp" else CredentialsRefused

@@ -117,7 +117,9 @@ class GatewayPort:
                 self._channel = grpc.aio.insecure_channel(self.target)
             else:
                 options = [("grpc.ssl_target_name_override", self._server_name)] if self._server_name else []
-                self._channel = grpc.aio.secure_channel(self.target, self._settings.credentials(), options)
+                credentials = self._settings.credentials()
+                assert credentials is not None  # settings without TLS are dropped in __init__
+                self._channel = grpc.aio.secure_channel(self.target, credentials, options)
             self._loop = loop
         return EffectGateClient(self._channel, token=token, headers=extra)
 
