@@ -99,6 +99,11 @@ async def test_every_documented_config_passes_check(
     try:
         localize(doc, tmp_path, pki, pg_url, env)
         config = write_config(doc, tmp_path / "effectgate.toml")
+        if doc.get("store", {}).get("migrate") == "never":  # the documented order: migrate, then check
+            migrate = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "effectgate.gateway", "migrate", "--config", str(config), cwd=tmp_path, env=env
+            )  # fmt: skip
+            assert await asyncio.wait_for(migrate.wait(), 90) == 0
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "effectgate.gateway", "check", "--config", str(config),
             cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -116,6 +116,15 @@ class NoEffectError(AdapterError):
     retry with the same key is safe. Not cached like a REJECTED outcome."""
 
 
+class CredentialsRefused(NoEffectError):
+    """The provider refused our credentials (HTTP 401/403, an SMTP login refused): nothing
+    happened, and nothing will until an operator fixes the key. The gateway logs it as a warning
+    and counts it per adapter (`effectgate_provider_auth_failures_total`)."""
+
+    def __init__(self, message: str, *, code: str = "authentication_failed", details: JsonDict | None = None) -> None:
+        super().__init__(message, code=code, details=details)
+
+
 class RateLimited(NoEffectError):
     """A refusal that asks for a pause (429, 503 with `Retry-After`): nothing happened. The driver
     waits `retry_after` seconds (within the caller's deadline) before it tries again, never at once."""

@@ -11,6 +11,9 @@ them keep working unchanged:
 - `ListsEffects`: the provider's read API can list the objects made since a time, with the
   action id the adapter wrote into them (`list_effects`), and the adapter can say which of an
   effect's fields a payload expects (`expected_effect`): the drift audit compares the two.
+- `ProbesCredentials`: one harmless read that proves the configured credentials and address
+  work (`effectgate check --probe`): it writes nothing and raises an `AdapterError` naming what
+  failed (code `authentication_failed` for refused credentials).
 """
 
 from __future__ import annotations
@@ -100,4 +103,13 @@ class ListsEffects(Protocol):
 
     def expected_effect(self, payload: Message) -> JsonDict:
         """The fields of `ProviderEffect.fields` that a (normalised) payload determines."""
+        ...
+
+
+@runtime_checkable
+class ProbesCredentials(Protocol):
+    async def probe(self) -> str:
+        """One harmless read (list one object, fetch account or server info, EHLO and login):
+        returns what was checked ("listed 1 payment intent"), or raises an `AdapterError` whose
+        message is safe to print. Never writes, never sends."""
         ...

@@ -19,7 +19,14 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from effectgate.adapters.base import AdapterError, AmbiguousError, DefinitiveError, NoEffectError, RateLimited
+from effectgate.adapters.base import (
+    AdapterError,
+    AmbiguousError,
+    CredentialsRefused,
+    DefinitiveError,
+    NoEffectError,
+    RateLimited,
+)
 from effectgate.adapters.redact import scrub
 
 # Refusals that say nothing about the payload: authentication, rate limits. Retry later.
@@ -102,6 +109,8 @@ def status_error(
     text = f"{what}: HTTP {status}: {scrub(body, secrets)}"
     if status in definitive:
         return DefinitiveError(text, code=f"http_{status}")
+    if status in (401, 403):
+        return CredentialsRefused(text, code=f"http_{status}")
     if status in NO_EFFECT_STATUSES:
         return NoEffectError(text, code=f"http_{status}")
     return AmbiguousError(text, code=f"http_{status}")

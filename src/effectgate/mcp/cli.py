@@ -5,6 +5,10 @@
 
 Over stdio (and in-process) the caller's token is the process's: `--token-env` names the
 environment variable holding it. Over HTTP each request brings its own bearer token.
+
+The gateway is dialled with TLS (and mTLS) the way the Python client dials it: EFFECTGATE_TLS_CA,
+EFFECTGATE_TLS_CERT and EFFECTGATE_TLS_KEY, EFFECTGATE_TLS=1; EFFECTGATE_TLS_SERVER_NAME checks the
+gateway's certificate against that name instead of the target's host.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from effectgate.client.settings import Settings
 from effectgate.mcp import tracing
 from effectgate.mcp.catalog import CatalogError, load_catalog
 from effectgate.mcp.gateway_port import GatewayPort
@@ -44,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
 async def run(args: argparse.Namespace) -> None:
     catalog = load_catalog(args.config)
     stop_tracing = tracing.setup()
-    gateway = GatewayPort(args.target)
+    server_name = os.environ.get("EFFECTGATE_TLS_SERVER_NAME", "")
+    gateway = GatewayPort(args.target, settings=args.gateway_tls, server_name=server_name)
     token = "" if args.http else os.environ.get(args.token_env, "")
     server = build_server(FrontDoor(catalog, gateway, static_token=token))
     try:
@@ -55,6 +61,18 @@ async def run(args: argparse.Namespace) -> None:
     finally:
         await gateway.close()  # waits for Executes still running whose host went away
         stop_tracing()  # flushes the front door's spans
+
+
+def gateway_tls(target: str) -> Settings:
+    """The client's TLS settings from the environment; a wrong one is a configuration error."""
+    try:
+        settings = Settings.resolve(target)
+    except ValueError as exc:
+        raise CatalogError(f"TLS to the gateway: {exc}") from None
+    for path in (settings.ca_file, settings.cert_file, settings.key_file):
+        if path and not os.path.isfile(path):
+            raise CatalogError(f"TLS to the gateway: cannot read {path!r}")
+    return settings
 
 
 async def serve_stdio(server: Server[Any]) -> None:
@@ -73,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     # stdout is the stdio transport: logs go to stderr only.
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     try:
+        args.gateway_tls = gateway_tls(args.target)
         if args.http:
             asyncio.run(run(args))
         else:

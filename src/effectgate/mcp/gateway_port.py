@@ -24,6 +24,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from effectgate.client import EffectGateClient, RunContext
+from effectgate.client.settings import Settings
 from effectgate.mcp.contract import CallContext
 from effectgate.v1 import gateway_pb2
 
@@ -51,7 +52,16 @@ class GatewayRefusal(Exception):
         self.retry_after = retry_after
 
 
-def _refusal(exc: grpc.aio.AioRpcError) -> GatewayRefusal:
+# The gateway is reached but TLS fails: a CA that does not sign its certificate, a wrong server
+# name, a client certificate the gateway refuses. A configuration error, not a passing one.
+TLS_FAILED = "GATEWAY_TLS_FAILED"
+_TLS_SIGNS = ("handshake", "certificate", "ssl_error", "tsi_", "ssl routines")
+
+
+def _refusal(exc: grpc.aio.AioRpcError, tls: bool = False) -> GatewayRefusal:
+    details = exc.details() or ""
+    if tls and exc.code() == grpc.StatusCode.UNAVAILABLE and any(s in details.lower() for s in _TLS_SIGNS):
+        return GatewayRefusal(exc.code(), TLS_FAILED, details)
     reason = ""
     metadata: dict[str, str] = {}
     retry_after: float | None = None
@@ -69,9 +79,18 @@ def _refusal(exc: grpc.aio.AioRpcError) -> GatewayRefusal:
 
 
 class GatewayPort:
-    def __init__(self, target: str, *, timeout: float = 30.0) -> None:
+    """`settings`: TLS and mTLS to the gateway, read like the Python client reads them
+    (`Settings.resolve()`: EFFECTGATE_TLS_CA, EFFECTGATE_TLS_CERT, EFFECTGATE_TLS_KEY);
+    `server_name` (EFFECTGATE_TLS_SERVER_NAME) checks the gateway's certificate against that
+    name instead of the target's host. Without settings, plaintext (a gateway on loopback)."""
+
+    def __init__(
+        self, target: str, *, timeout: float = 30.0, settings: Settings | None = None, server_name: str = ""
+    ) -> None:
         self.target = target
         self.timeout = timeout
+        self._settings = settings if settings is not None and settings.tls else None
+        self._server_name = server_name
         self._channel: grpc.aio.Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._finishing: set[asyncio.Task[Any]] = set()
@@ -94,7 +113,13 @@ class GatewayPort:
         # A grpc.aio channel belongs to the loop it was made in: made lazily, on first use.
         loop = asyncio.get_running_loop()
         if self._channel is None or self._loop is not loop:
-            self._channel = grpc.aio.insecure_channel(self.target)
+            if self._settings is None:
+                self._channel = grpc.aio.insecure_channel(self.target)
+            else:
+                options = [("grpc.ssl_target_name_override", self._server_name)] if self._server_name else []
+                credentials = self._settings.credentials()
+                assert credentials is not None  # settings without TLS are dropped in __init__
+                self._channel = grpc.aio.secure_channel(self.target, credentials, options)
             self._loop = loop
         return EffectGateClient(self._channel, token=token, headers=extra)
 
@@ -116,13 +141,13 @@ class GatewayPort:
         try:
             return await self._call(call, finish=True)
         except grpc.aio.AioRpcError as exc:
-            raise _refusal(exc) from None
+            raise _refusal(exc, self._settings is not None) from None
 
     async def get(self, token: str, action_id: str) -> gateway_pb2.Action:
         try:
             return await self._call(self._client(token, {}).get(action_id))
         except grpc.aio.AioRpcError as exc:
-            raise _refusal(exc) from None
+            raise _refusal(exc, self._settings is not None) from None
 
     async def accepts(self, token: str) -> bool:
         """Whether the gateway knows this token (a one-row list; a missing role still counts)."""
@@ -134,7 +159,7 @@ class GatewayPort:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 return False
             if exc.code() != grpc.StatusCode.PERMISSION_DENIED:
-                raise
+                raise _refusal(exc, self._settings is not None) from None
         return True
 
     async def close(self) -> None:

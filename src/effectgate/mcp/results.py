@@ -141,6 +141,12 @@ def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
         )
     elif reason == "ALREADY_EXECUTED":
         advice = "this step already performed this tool; nothing new was sent. Do not retry."
+    elif reason == "GATEWAY_TLS_FAILED":
+        advice = (
+            "the front door cannot reach the gateway over TLS (a CA that does not sign the gateway's "
+            "certificate, a wrong server name or client certificate): a configuration error, nothing was "
+            "sent. Do not retry: tell the user this tool is misconfigured."
+        )
     elif refusal.code in (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         advice = (
             "the gateway did not settle the call (busy, in flight or unreachable); call again in the same "
@@ -148,7 +154,10 @@ def refusal_result(refusal: GatewayRefusal) -> types.CallToolResult:
         )
         retry = True
     elif refusal.code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
-        advice = "this caller may not use this tool; nothing was sent. Do not retry."
+        advice = (
+            "this caller may not use this tool, or its token is unknown to the gateway: a configuration "
+            "error, nothing was sent. Do not retry."
+        )
     else:
         advice = "the gateway refused the call; nothing was sent."
     facts: dict[str, Any] = {}

@@ -31,9 +31,11 @@ from google.protobuf.message import Message
 from effectgate.adapters.base import (
     ActionCall,
     Adapter,
+    AdapterError,
     AmbiguousError,
     Capabilities,
     ConfigError,
+    CredentialsRefused,
     DefinitiveError,
     InvalidPayload,
     Observation,
@@ -243,6 +245,20 @@ class HttpAdapter(Adapter):
         ext = str(external) if external not in (tpl.MISSING, None) else call.action_id
         receipt = Receipt(external_id=ext, result=doc if isinstance(doc, dict) else {})
         return Observation(Outcome.CONFIRMED, detail="the provider's signed event", evidence=evidence, receipt=receipt)
+
+    async def probe(self) -> str:
+        """`check --probe`: a GET of `probe_path` when one is configured (nothing otherwise)."""
+        if not self._s.probe_path:
+            return "no probe_path configured: nothing checked"
+        try:
+            resp = await self._client.get(self._s.probe_path)
+        except httpx.HTTPError as exc:
+            raise AdapterError(f"GET {self._s.probe_path}: no answer ({type(exc).__name__})", code="connect") from None
+        if resp.status_code in (401, 403):
+            raise CredentialsRefused(f"GET {self._s.probe_path}: refused (HTTP {resp.status_code})")
+        if not resp.is_success:
+            raise AdapterError(f"GET {self._s.probe_path}: HTTP {resp.status_code}", code=f"http_{resp.status_code}")
+        return f"GET {self._s.probe_path}: HTTP {resp.status_code}"
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -57,6 +57,8 @@ class HttpSettings(AdapterSettings):
     absent_when: list[Postcondition] = Field(default_factory=list)
     definitive_statuses: list[int] = Field(default_factory=lambda: [400, 404, 422])
     idempotency_header: str = ""
+    # `effectgate check --probe`: a GET of this path (relative to base_url) must answer 2xx.
+    probe_path: str = ""
     dedups_on_key: bool = False
     key_retention: float | None = Field(default=None, gt=0)
     consistency_window: float = Field(default=30.0, ge=0)

@@ -20,8 +20,10 @@ from pydantic import Field
 from effectgate.adapters import email_common
 from effectgate.adapters.base import (
     ActionCall,
+    AdapterError,
     AmbiguousError,
     Capabilities,
+    CredentialsRefused,
     Observation,
     Outcome,
     Receipt,
@@ -192,6 +194,18 @@ class PostmarkAdapter(email_common.EmailAdapter):
             f"(status {', '.join(states)}, or recipient/subject differ)",
             message_ids=[m.get("MessageID") for m in ours],
         )
+
+    async def probe(self) -> str:
+        """`check --probe`: searches one outbound message (a read the server token may do)."""
+        try:
+            resp = await self._client.get("/messages/outbound", params={"count": "1", "offset": "0"})
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, "postmark search") from None
+        if resp.status_code in (401, 403):
+            raise CredentialsRefused(f"postmark search: refused (HTTP {resp.status_code})")
+        if resp.status_code != 200:
+            raise AdapterError(f"postmark search: HTTP {resp.status_code}", code=f"http_{resp.status_code}")
+        return "searched outbound messages"
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -25,6 +25,7 @@ from effectgate.adapters.base import (
     ActionCall,
     AmbiguousError,
     Capabilities,
+    CredentialsRefused,
     DefinitiveError,
     NoEffectError,
     Observation,
@@ -171,7 +172,9 @@ class SmtpAdapter(email_common.EmailAdapter):
         # SMTP replies are explicit: 5xx is a permanent refusal, 4xx a temporary one, and both
         # mean the server did not take the message (an answered DATA is either queued or not).
         what = f"SMTP {phase} refused: {code} {scrub(text, self._secrets())}"
-        if phase in ("connect", "login"):
+        if phase == "login":
+            return CredentialsRefused(what, code=f"smtp_{code}")
+        if phase == "connect":
             # A refused greeting or our own credentials: a server problem, not the payload's.
             return NoEffectError(what, code=f"smtp_{code}")
         if 500 <= code < 600:
@@ -184,6 +187,23 @@ class SmtpAdapter(email_common.EmailAdapter):
             # The server may have queued the message before the reply got lost.
             return AmbiguousError(what, code="smtp_lost_reply")
         return NoEffectError(what, code="smtp_unavailable")
+
+    async def probe(self) -> str:
+        """`check --probe`: connects, says EHLO (and STARTTLS), logs in if configured; sends nothing."""
+        client = aiosmtplib.SMTP(hostname=self._host, port=self._port, timeout=self._timeout, start_tls=self._starttls)
+        phase = "connect"
+        try:
+            await client.connect()
+            if self._username:
+                phase = "login"
+                await client.login(self._username, self._password)
+        except aiosmtplib.SMTPResponseException as exc:
+            raise self._classify_reply(phase, exc.code, exc.message) from None
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise self._classify_broken(phase, exc) from None
+        finally:
+            await _close(client)
+        return "EHLO and login accepted" if self._username else "EHLO accepted"
 
     async def verify(self, call: ActionCall) -> Observation:
         if self._imap is None:

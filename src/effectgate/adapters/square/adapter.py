@@ -31,6 +31,7 @@ from effectgate.adapters.base import (
     AdapterError,
     AmbiguousError,
     Capabilities,
+    CredentialsRefused,
     DefinitiveError,
     InvalidPayload,
     Observation,
@@ -255,6 +256,17 @@ class SquareAdapter(Adapter):
     def expected_effect(self, payload: Message) -> dict[str, Any]:
         charge = self.normalize(payload)
         return {"amount": charge.amount, "currency": charge.currency}
+
+    async def probe(self) -> str:
+        """`check --probe`: lists one payment (of the configured location, if any)."""
+        params: dict[str, Any] = {"limit": 1}
+        if self._s.location_id:
+            params["location_id"] = self._s.location_id
+        try:
+            await self._request("GET", "/v2/payments", "list payments", params=params)
+        except CredentialsRefused as exc:  # without the "retry later" meant for agents
+            raise CredentialsRefused(f"list payments: refused ({exc.code})", code=exc.code) from None
+        return "listed 1 payment"
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -14,7 +14,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from effectgate.adapters.base import AdapterError, AmbiguousError, DefinitiveError, NoEffectError
+from effectgate.adapters.base import AdapterError, AmbiguousError, CredentialsRefused, DefinitiveError, NoEffectError
 from effectgate.adapters.http_outcome import rate_limit
 
 _SAFE = re.compile(r"[A-Z0-9_]{1,64}")
@@ -69,7 +69,9 @@ def classify(status: int, body: Any, headers: Any, what: str) -> AdapterError:
     name = code.lower() or f"http_{status}"
     if code in _MAYBE or status == 409:
         return AmbiguousError(f"{what}: {code or 'conflict'}; an earlier effect may exist", code=name, details=details)
-    if category in _NO_EFFECT or status in (401, 403):
+    if status in (401, 403) or category == "AUTHENTICATION_ERROR":
+        return CredentialsRefused(f"{what}: refused before acting ({name}); retry later", code=name, details=details)
+    if category in _NO_EFFECT:
         return NoEffectError(f"{what}: refused before acting ({name}); retry later", code=name, details=details)
     if status < 500 and category in ("PAYMENT_METHOD_ERROR", "INVALID_REQUEST_ERROR"):
         return DefinitiveError(f"{what}: refused ({category.lower()}: {name})", code=name, details=details)

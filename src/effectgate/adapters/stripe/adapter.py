@@ -35,6 +35,7 @@ from effectgate.adapters.base import (
     AdapterError,
     AmbiguousError,
     Capabilities,
+    CredentialsRefused,
     DefinitiveError,
     InvalidPayload,
     Observation,
@@ -335,6 +336,14 @@ class StripeAdapter(Adapter):
     def expected_effect(self, payload: Message) -> dict[str, Any]:
         charge = self.normalize(payload)
         return {"amount": charge.amount, "currency": charge.currency}
+
+    async def probe(self) -> str:
+        """`check --probe`: lists one PaymentIntent, a read every key that may charge may do."""
+        try:
+            await _guard(self._client.v1.payment_intents.list_async(params={"limit": 1}), "list payment intents")
+        except CredentialsRefused as exc:  # without the "retry later" meant for agents
+            raise CredentialsRefused(f"list payment intents: refused ({exc.code})", code=exc.code) from None
+        return "listed 1 payment intent"
 
     async def close(self) -> None:
         await self._http.close_async()  # type: ignore[no-untyped-call]

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import aiohttp
 import stripe
 
-from effectgate.adapters.base import AdapterError, AmbiguousError, DefinitiveError, NoEffectError
+from effectgate.adapters.base import AdapterError, AmbiguousError, CredentialsRefused, DefinitiveError, NoEffectError
 from effectgate.adapters.http_outcome import rate_limit
 from effectgate.adapters.redact import scrub_json
 from effectgate.adapters.secrets import resolved_secrets
@@ -55,7 +55,12 @@ def classify(exc: Exception, what: str) -> AdapterError:
         if limited is not None:
             limited.details.update(details)
             return limited
-        if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError | stripe.RateLimitError):
+        if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError):
+            code = code or {401: "authentication_failed", 403: "permission_denied"}.get(status or 0, "")
+            code = code or "authentication_failed"
+            msg = f"{what}: refused before acting ({code}); retry later"
+            return CredentialsRefused(msg, code=code, details=details)
+        if isinstance(exc, stripe.RateLimitError):
             code = code or {401: "authentication_failed", 403: "permission_denied"}.get(status or 0, "rate_limited")
             return NoEffectError(f"{what}: refused before acting ({code}); retry later", code=code, details=details)
         if isinstance(exc, stripe.InvalidRequestError):

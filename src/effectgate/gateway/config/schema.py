@@ -158,6 +158,10 @@ class ServerSection(_Table):
 
 class StoreSection(_Table):
     url: str = "sqlite:///effectgate.db"
+    # "auto": `serve` and `check` apply missing migrations at start-up (one process at a time);
+    # "never": they refuse a schema that is behind, and `effectgate migrate` applies it (a
+    # migration step with a role that may change the schema; docs/production.md).
+    migrate: Literal["auto", "never"] = "auto"
 
     @field_validator("url")
     @classmethod

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from effectgate.adapters.base import (
     AmbiguousError,
+    CredentialsRefused,
     DefinitiveError,
     NoEffectError,
     Observation,
@@ -43,7 +44,7 @@ from effectgate.gateway.model import (
     ProviderRateLimited,
     State,
 )
-from effectgate.gateway.observability import telemetry
+from effectgate.gateway.observability import provider_metrics, telemetry
 from effectgate.gateway.store import Store, StoreUnavailable
 
 log = logging.getLogger("effectgate.driver")
@@ -233,6 +234,12 @@ class Driver:
             return t.Refused(code=exc.code, message=exc.message, details=dict(exc.details))
         except RateLimited as exc:
             return t.RefusedBeforeActing(exc.message, retry_after=exc.retry_after)
+        except CredentialsRefused as exc:
+            # An operator's problem, not the agent's: every call to this adapter fails until the
+            # key is fixed. A warning and a metric; readiness stays on (docs/production.md).
+            provider_metrics.credentials_refused(tool.config.adapter, time.time())
+            log.warning("provider refused the credentials of [adapters.%s]: %s", tool.config.adapter, exc.message)
+            return t.RefusedBeforeActing(exc.message)
         except NoEffectError as exc:
             return t.RefusedBeforeActing(exc.message)
         except AmbiguousError as exc:
@@ -243,6 +250,7 @@ class Driver:
             # so this is ambiguous too and verification decides.
             log.info("ambiguous outcome for %s: %s", record.action_id, type(exc).__name__)
             return t.Ambiguous(type(exc).__name__)
+        provider_metrics.credentials_accepted(tool.config.adapter)
         return t.Answered(receipt)
 
     async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:

@@ -41,12 +41,12 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
     return None
 
 
-async def check(config_path: str) -> int:
+async def check(config_path: str, probe: bool = False) -> int:
     from effectgate.gateway.runtime import server
 
     config = load_config(config_path)
     try:
-        clock, window_problems = await server.check(config)
+        clock, window_problems, probed = await server.check(config, probe)
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:
@@ -57,6 +57,8 @@ async def check(config_path: str) -> int:
         f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
         f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
     )
+    for line in probed:
+        print(line)
     for problem in window_problems:
         print(f"window: WARNING: {problem}")
         logging.getLogger("effectgate.check").warning("%s", problem)
@@ -129,6 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         "check", help="validate a config: secrets, adapters, store; then exit", parents=[common]
     )
     check_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    check_cmd.add_argument(
+        "--probe", action="store_true", help="one harmless read per adapter: are its credentials and address right?"
+    )
+    migrate_cmd = commands.add_parser(
+        "migrate",
+        help="apply the store's missing schema migrations (a role that may change the schema)",
+        parents=[common],
+    )
+    migrate_cmd.add_argument("--config", required=True, help="path of the TOML config")
     audit_cmd = commands.add_parser("audit", help="drift audit: the providers' records against the gateway's")
     audit_cmd.add_argument("--config", required=True, help="path of the TOML config")
     audit_cmd.add_argument("--since", default="24h", help="how far back to look (default 24h)")
@@ -148,7 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             return run_serve(options)
         if args.command == "check":
-            return asyncio.run(check(args.config))
+            return asyncio.run(check(args.config, args.probe))
+        if args.command == "migrate":
+            from effectgate.gateway.runtime.migrate import run_migrate
+
+            return asyncio.run(run_migrate(args.config))
         if args.command == "audit":
             from effectgate.gateway.runtime.audit import run_audit
 

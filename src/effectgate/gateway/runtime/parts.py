@@ -48,9 +48,11 @@ async def close_adapters(adapters: dict[str, Adapter]) -> None:
 
 def open_configured_store(config: Config) -> Store:
     try:
-        return open_store(config.store_url)
+        store = open_store(config.store_url)
     except ValueError as exc:
         raise ConfigError(f"{config.source}: [store] url: {exc}") from None
+    store.migrate_on_open = config.store.migrate == "auto"
+    return store
 
 
 def window_problems(tools: Mapping[str, BoundTool], lags: LagBook) -> list[str]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# (ready, why not): "" when ready.
+# (ready, why): why not when not ready; when ready, "" or a warning that keeps it ready.
 ReadyProbe = Callable[[], tuple[bool, str]]
 
 
@@ -49,7 +49,8 @@ class ProbeServer:
                     self._answer(200, b"ok\n")
                 elif path == "/readyz":
                     ready, why = owner.ready()
-                    self._answer(200 if ready else 503, b"ok\n" if ready else f"not ready: {why}\n".encode())
+                    text = ("ok" + (f" ({why})" if why else "")) if ready else f"not ready: {why}"
+                    self._answer(200 if ready else 503, f"{text}\n".encode())
                 else:
                     self._answer(404, b"not found: /metrics, /livez, /readyz\n")
 

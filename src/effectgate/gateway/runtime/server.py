@@ -48,6 +48,7 @@ from effectgate.gateway.core import (
     ToolSet,
 )
 from effectgate.gateway.intake import WebhookIntake
+from effectgate.gateway.observability import provider_metrics
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.runtime.listener import Certificates, credentials, listen
 from effectgate.gateway.runtime.parts import (
@@ -68,14 +69,18 @@ SERVICE_NAMES = (
 )
 
 
-async def check(config: Config) -> tuple[StoreClock, list[str]]:
-    """What `effectgate check` does: load every adapter (secrets resolved), open the store, measure
-    its clock's offset to this host's (the probed clock is returned), compare each tool's window
-    with the read lags observed (the problems are returned), close the store."""
+async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[str], list[str]]:
+    """What `effectgate check` does: load every adapter (secrets resolved), with `probe` make one
+    harmless read per adapter (its lines are returned), open the store, measure its clock's offset
+    to this host's (the probed clock is returned), compare each tool's window with the read lags
+    observed (the problems are returned), close the store."""
+    from effectgate.gateway.runtime.probing import probe_adapters
+
     adapters = build_adapters(config)
     try:
         bind_tools(config, adapters)
         credentials(config)
+        probed = await probe_adapters(config, adapters) if probe else []
         store = open_configured_store(config)
         await store.open()
         try:
@@ -87,7 +92,7 @@ async def check(config: Config) -> tuple[StoreClock, list[str]]:
             problems = window_problems(bound, lags)
         finally:
             await store.close()
-        return clock, problems
+        return clock, problems, probed
     finally:
         await close_adapters(adapters)
 
@@ -182,7 +187,10 @@ class Gateway:
         """(ready, why not) for the metrics port's /readyz: the health service's last verdict."""
         if self.readiness is None or not self.readiness.serving:
             return False, (self.readiness.problem if self.readiness else "") or "starting"
-        return True, ""
+        # Refused credentials keep the replica ready (every replica shares the key: taking them
+        # all out would turn one adapter's outage into the whole gateway's) but say so.
+        refused = sorted(provider_metrics.refused_credentials())
+        return True, f"credentials refused by [adapters.{'], ['.join(refused)}]" if refused else ""
 
     async def reload(self, config_path: str) -> bool:
         """SIGHUP: principals (and TLS certificates) from the config file again. Calls in flight

@@ -131,11 +131,15 @@ class PoolProbes:
     def ready(self) -> tuple[bool, str]:
         if not self.workers:
             return False, "starting"
+        notes = []
         for index, worker in enumerate(self.workers):
             status, body = fetch(worker.probes_port, "/readyz") if worker.probes_port else (0, b"starting")
+            text = body.decode(errors="replace").strip()
             if status != 200:
-                return False, f"worker {index}: {body.decode(errors='replace').strip() or 'no answer'}"
-        return True, ""
+                return False, f"worker {index}: {text or 'no answer'}"
+            if text.startswith("ok (") and text.endswith(")"):  # ready, with a warning
+                notes.append(f"worker {index}: {text[4:-1]}")
+        return True, "; ".join(notes)
 
 
 async def _echo(worker: asyncio.subprocess.Process) -> None:

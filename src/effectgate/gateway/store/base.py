@@ -28,9 +28,24 @@ class StoreUnavailable(StoreError):
     """The store cannot be read or written durably now. Nothing may be sent to a provider."""
 
 
+class StoreRefused(StoreError):
+    """The store answers but refuses us for a reason waiting cannot fix: a wrong password, a
+    missing database, a role that may not change a schema that is behind. `serve` ends at once."""
+
+
+class SchemaBehind(StoreRefused):
+    """Migrations are missing and this process may not apply them (`[store] migrate = "never"`)."""
+
+
 class Store(ProviderLog, ABC):
     """Durable home of action records. All times are Unix seconds (float). What providers said on
     their own (webhook events, read lags) is kept through the `ProviderLog` port (evidence.py)."""
+
+    # False (`[store] migrate = "never"`): `open` applies no migration and raises `SchemaBehind`
+    # when one is missing; `effectgate migrate` applies them (docs/production.md).
+    migrate_on_open: bool = True
+    # The file names of the migrations the last `open` applied.
+    applied: tuple[str, ...] = ()
 
     @classmethod
     def from_url(cls, url: str) -> Store:
@@ -40,7 +55,9 @@ class Store(ProviderLog, ABC):
 
     @abstractmethod
     async def open(self) -> None:
-        """Connects and applies schema migrations (safe to call from several replicas)."""
+        """Connects and applies the missing schema migrations (safe to call from several
+        replicas; nothing is written when none is missing), or with `migrate_on_open` False
+        raises `SchemaBehind` when one is missing."""
 
     @abstractmethod
     async def close(self) -> None: ...

@@ -20,7 +20,7 @@ import asyncpg
 
 from effectgate.gateway.store import schema
 from effectgate.gateway.store.accounting import AccountingStatements, Script
-from effectgate.gateway.store.base import StoreUnavailable
+from effectgate.gateway.store.base import SchemaBehind, StoreRefused, StoreUnavailable
 from effectgate.gateway.store.sql import POSTGRES, Row, SqlStore, Statements
 from effectgate.gateway.store.urls import redact_url
 
@@ -34,6 +34,13 @@ _IO_ERRORS = (
     asyncpg.InternalClientError,
     OSError,
     TimeoutError,
+)
+# Refusals a wait cannot fix: a wrong or missing password, an unknown role (28xxx), a missing
+# database (3D000), no CONNECT privilege (42501). Their server text quotes no row data.
+_REFUSED = (
+    asyncpg.InvalidAuthorizationSpecificationError,
+    asyncpg.InvalidCatalogNameError,
+    asyncpg.InsufficientPrivilegeError,
 )
 
 
@@ -114,11 +121,13 @@ class PostgresStore(SqlStore):
                 statement_cache_size=self._statement_cache_size,
                 reset=_reset,
             )
+        except _REFUSED as exc:
+            raise StoreRefused(f"PostgreSQL refused the connection: {_said(exc)}") from exc
         except _IO_ERRORS as exc:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {_said(exc)}") from exc
         try:
             async with self._conn() as conn:
-                await _migrate(conn)
+                self.applied = await _migrate(conn, self.migrate_on_open)
         except BaseException:
             await self.close()
             raise
@@ -172,16 +181,46 @@ class PostgresStore(SqlStore):
                 return done.value
 
 
-async def _migrate(conn: Any) -> None:
-    """Applies the bundled migrations not yet recorded, in one transaction.
+def _said(exc: BaseException) -> str:
+    """The driver's class and message on one line (connection errors name the user or database,
+    never a password)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
-    The transaction-scoped advisory lock makes replicas starting together wait for each other
-    (and is released at commit, so it is safe behind poolers)."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
-        await conn.execute(schema.SCHEMA_MIGRATIONS["postgres"])
-        applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
-        for migration in migrations():
-            if migration.version not in applied:
+
+async def _missing(conn: Any) -> list[schema.Migration]:
+    """The bundled migrations not recorded yet: reads only (a row-only role may ask)."""
+    if await conn.fetchval("SELECT to_regclass('schema_migrations') IS NULL"):
+        return migrations()
+    applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+    return [m for m in migrations() if m.version not in applied]
+
+
+async def _migrate(conn: Any, allowed: bool) -> tuple[str, ...]:
+    """Applies the bundled migrations not yet recorded, in one transaction; the names applied.
+
+    A current schema is only read: no DDL, no lock, so a role without DDL rights starts. The
+    transaction-scoped advisory lock makes replicas starting together wait for each other (and is
+    released at commit, so it is safe behind poolers)."""
+    try:
+        missing = await _missing(conn)
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise StoreRefused(
+            f"this role may not read the gateway's tables ({_said(exc)}): grant it SELECT, INSERT, "
+            "UPDATE, DELETE on them (docs/production.md, PostgreSQL roles)"
+        ) from exc
+    if not missing:
+        return ()
+    if not allowed:
+        raise SchemaBehind(schema.behind(missing))
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute(schema.SCHEMA_MIGRATIONS["postgres"])
+            missing = await _missing(conn)  # another replica may have applied them meanwhile
+            for migration in missing:
                 await conn.execute(migration.sql)
                 await conn.execute(POSTGRES.render(schema.RECORD), migration.version, migration.name)
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise StoreRefused(schema.no_ddl(_said(exc))) from exc
+    return tuple(m.name for m in missing)

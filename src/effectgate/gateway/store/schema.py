@@ -49,6 +49,23 @@ class Migration:
         return out
 
 
+def behind(missing: list[Migration]) -> str:
+    """The refusal of a store that may not migrate (`[store] migrate = "never"`)."""
+    names = missing[0].name if len(missing) == 1 else f"{missing[0].name} … {missing[-1].name}"
+    return (
+        f"the schema is behind: {len(missing)} migration(s) not applied ({names}) and [store] migrate = "
+        '"never": run `effectgate migrate --config FILE` with a role that may change the schema'
+    )
+
+
+def no_ddl(detail: str) -> str:
+    """The refusal of a role that may not apply the missing migrations."""
+    return (
+        f"the schema is behind and this role may not change it ({detail}): run `effectgate migrate "
+        "--config FILE` with a role that may (docs/production.md, PostgreSQL roles)"
+    )
+
+
 def _strip_comments(sql: str) -> str:
     return "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--")).strip()
 

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, urlparse
 
 from effectgate.gateway.store import schema
 from effectgate.gateway.store.accounting import AccountingStatements, Script
-from effectgate.gateway.store.base import StoreUnavailable
+from effectgate.gateway.store.base import SchemaBehind, StoreUnavailable
 from effectgate.gateway.store.sql import SQLITE, Row, SqlStore, Statements
 from effectgate.gateway.store.sqlite_io import Readers, Writer, unavailable
 
@@ -101,7 +101,7 @@ class SqliteStore(SqlStore):
         try:
             self._enable_wal(conn)
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            _migrate(conn)
+            self.applied = _migrate(conn, self.migrate_on_open)
         except BaseException:
             conn.close()
             raise
@@ -236,19 +236,30 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _missing(conn: sqlite3.Connection) -> list[schema.Migration]:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+    applied = {v for (v,) in conn.execute("SELECT version FROM schema_migrations")} if found.fetchone() else set()
+    return [m for m in schema.load("sqlite") if m.version not in applied]
+
+
+def _migrate(conn: sqlite3.Connection, allowed: bool) -> tuple[str, ...]:
     """Applies the missing migrations in one IMMEDIATE transaction (processes starting together
-    wait for each other on the write lock)."""
+    wait for each other on the write lock); the names applied. A current schema is only read."""
+    missing = _missing(conn)
+    if not missing:
+        return ()
+    if not allowed:
+        raise SchemaBehind(schema.behind(missing))
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(schema.SCHEMA_MIGRATIONS["sqlite"])
-        applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
-        for migration in schema.load("sqlite"):
-            if migration.version not in applied:
-                for statement in migration.statements():
-                    conn.execute(statement)
-                conn.execute(schema.RECORD, (migration.version, migration.name))
+        missing = _missing(conn)  # another process may have applied them meanwhile
+        for migration in missing:
+            for statement in migration.statements():
+                conn.execute(statement)
+            conn.execute(schema.RECORD, (migration.version, migration.name))
         conn.execute("COMMIT")
+        return tuple(m.name for m in missing)
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
