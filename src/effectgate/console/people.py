@@ -46,8 +46,8 @@ class People:
         """Asks the gateway what the token may do; a new session (a new id: no fixation)."""
         role = await self.link.role_of(token)
         self.sign_out(request)
-        request.session[SESSION_KEY] = self.sessions.open(token, role, role)
-        return Person(token, role, role)
+        request.session[SESSION_KEY] = self.sessions.open(token, role, "")
+        return Person(token, role, "")
 
     def sign_out(self, request: Request) -> None:
         self.sessions.close(request.session.get(SESSION_KEY))

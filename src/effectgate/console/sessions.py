@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 class Session:
     token: str
     role: str  # "operator" or "observer", as the gateway answered at sign-in
-    principal: str  # a name to show: the proxy's header, else the role
+    principal: str  # a name to show ("": the gateway does not tell the console who a token is)
     created: float
     seen: float = field(default=0.0)
 
