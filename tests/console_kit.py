@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -44,9 +45,12 @@ def principals() -> list[dict[str, Any]]:
 class ConsoleProcess:
     """`effectgate console` on port 0, talking to the gateway at `target`."""
 
-    def __init__(self, target: str, *extra: str) -> None:
+    def __init__(self, target: str, *extra: str, env: dict[str, str] | None = None) -> None:
         command = [sys.executable, "-m", "effectgate.gateway", "console", "--target", target, "--port", "0", *extra]
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        child_env = {**os.environ, **(env or {})}
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env
+        )
         self.url = ""
         self.output: list[str] = []
 

@@ -17,7 +17,7 @@ from playwright.async_api import Browser, Dialog, Page, async_playwright, expect
 from effectgate.client import EffectGateClient, State, run, step, subagent
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
-from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, TOKENS, Stack, stack
+from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, TOKENS, ConsoleProcess, Stack, stack
 from tests.test_execute import effects
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)")
@@ -183,10 +183,49 @@ async def test_agent_text_renders_as_text_and_no_dialog_fires(browser: Browser, 
     dialogs: list[Dialog] = []
     page.on("dialog", lambda dialog: dialogs.append(dialog))
     await expect(page.get_by_role("cell", name=HOSTILE, exact=True)).to_be_visible(timeout=WAIT)
-    await page.goto(f"/actions/{hostile.action_id}")
+    answer = await page.goto(f"/actions/{hostile.action_id}")
+    assert answer is not None and "script-src 'self'" in answer.headers["content-security-policy"]
     await expect(page.get_by_text(HOSTILE, exact=True).first).to_be_visible(timeout=WAIT)
     assert await page.locator("main img").count() == 0
     await page.goto("/actions?run=" + HOSTILE)
     await expect(page.get_by_role("cell", name=HOSTILE, exact=True)).to_be_visible(timeout=WAIT)
     assert await page.locator("main img").count() == 0
     assert dialogs == []
+
+
+async def test_every_page_works_without_javascript(browser: Browser, eg: Stack) -> None:
+    waiting = await execute(eg.agent, "run-nojs", card("cus_console_nojs", 800))
+    page = await (await browser.new_context(base_url=eg.console, java_script_enabled=False)).new_page()
+    await page.goto("/inbox")
+    await page.get_by_label("Token").fill(TOKENS["alice"])
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("row").filter(has_text="order:run-nojs")).to_be_visible(timeout=WAIT)
+    await page.get_by_role("link", name="Actions").click()
+    await page.get_by_label("Run").fill("run-nojs")
+    await page.get_by_role("button", name="Search").click()
+    await expect(page.get_by_role("cell", name="run-nojs", exact=True)).to_be_visible(timeout=WAIT)
+    await decide(page, waiting.action_id, "Deny", "not without a script", "Note for the denial (the agent reads it)")
+    assert (await eg.agent.get(waiting.action_id)).state == State.REJECTED
+
+
+async def test_a_trusted_proxy_names_the_principal(browser: Browser, eg: Stack, tmp_path: Path) -> None:
+    names = tmp_path / "principals.toml"
+    names.write_text('alice = "CONSOLE_TOKEN_ALICE"\nwatcher = "CONSOLE_TOKEN_WATCHER"\n')
+    env = {"CONSOLE_TOKEN_ALICE": TOKENS["alice"], "CONSOLE_TOKEN_WATCHER": TOKENS["watcher"]}
+    extra = ("--proxy-header", "X-Remote-User", "--proxy-principals", str(names))
+    console = ConsoleProcess(eg.gateway.target, *extra, env=env)
+    try:
+        url = await console.ready()
+        for who, role in (("alice", "operator"), ("watcher", "observer")):
+            context = await browser.new_context(base_url=url, extra_http_headers={"X-Remote-User": who})
+            page = await context.new_page()
+            await page.goto("/inbox")
+            await expect(page.get_by_text(f"Signed in as {who} ({role})")).to_be_visible(timeout=WAIT)
+            await context.close()
+        stranger = await (
+            await browser.new_context(base_url=url, extra_http_headers={"X-Remote-User": "eve"})
+        ).new_page()
+        answer = await stranger.goto("/inbox")
+        assert answer is not None and answer.status == 401
+    finally:
+        console.stop()
