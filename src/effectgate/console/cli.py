@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.listen, args.port))
+    sock.listen(2048)  # connections made from the ready line on wait in the backlog until uvicorn serves
     config = uvicorn.Config(
         build_app(settings),
         log_level=args.log_level.lower(),
