@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs from Debian's packages, when missing, the servers the test suite starts by itself
-# (PostgreSQL, Dovecot IMAP), libfaketime (a replica with a skewed clock), openssl for the TLS tests' certificates, and Node.js with npm for the
+# (PostgreSQL, Dovecot IMAP), Chromium for the console's browser tests (driven by Playwright through
+# its executable path: Playwright's own browser downloads are never used), libfaketime (a replica with a skewed clock), openssl for the TLS tests' certificates, and Node.js with npm for the
 # TypeScript client (its tests, its code generator and buf lint). The tests start their own
 # throw-away instances on loopback; nothing here starts a service. Needs root (CI runs as root); elsewhere it only says what to do.
 set -euo pipefail
@@ -11,6 +12,7 @@ command -v dovecot >/dev/null 2>&1 || missing+=(dovecot-imapd)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 # libfaketime: the clock-skew tests run one replica under LD_PRELOAD of it.
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
 [ ${#missing[@]} -eq 0 ] && exit 0

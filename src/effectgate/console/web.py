@@ -1,0 +1,77 @@
+"""What every page handler shares: the console's parts on app.state, rendering with the CSRF
+token, the signed-in person, and the gateway's errors as pages."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import grpc
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from effectgate.client import EffectGateClient, EffectGateError, NotFound, Unauthenticated
+from effectgate.console.link import GatewayLink
+from effectgate.console.people import People, Person
+from effectgate.console.settings import ConsoleSettings
+
+# Autoescape is on for .html (Starlette's default, select_autoescape): every string an agent or a
+# provider wrote (run ids, scopes, notes, reasons, payload values) is rendered as text.
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+Page = Callable[[Request, Person, EffectGateClient], Awaitable[Response]]
+
+
+class Parts:
+    def __init__(self, settings: ConsoleSettings, link: GatewayLink, people: People) -> None:
+        self.settings, self.link, self.people = settings, link, people
+
+
+def parts(request: Request) -> Parts:
+    found: Parts = request.app.state.parts
+    return found
+
+
+def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+    csrf = request.scope.get("csrftoken")
+    context.setdefault("person", None)
+    context["csrftoken"] = csrf() if callable(csrf) else ""
+    context["proxied"] = parts(request).people.proxied
+    return templates.TemplateResponse(request, name, context, status_code=status)
+
+
+def signed_in(handler: Page) -> Callable[[Request], Awaitable[Response]]:
+    """The page for a signed-in person (else the sign-in page); a gateway error becomes a page."""
+
+    async def page(request: Request) -> Response:
+        console = parts(request)
+        person = await console.people.of(request)
+        if person is None:
+            if console.people.proxied:
+                message = "The proxy named no principal this console knows."
+                return render(request, "error.html", 401, title="Not signed in", message=message)
+            return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
+        try:
+            return await handler(request, person, console.link.client(person.token))
+        except Unauthenticated:  # the token was revoked or rotated at the gateway
+            console.people.sign_out(request)
+            return RedirectResponse("/login", status_code=303)
+        except NotFound:
+            return render(request, "error.html", 404, person=person, title="Not found", message="No such action.")
+        except EffectGateError as error:
+            return refusal(request, person, error)
+        except grpc.aio.AioRpcError as error:
+            message = f"{error.code().name}: {error.details() or ''}"
+            return render(request, "error.html", 502, person=person, title="The gateway answered", message=message)
+
+    return page
+
+
+def refusal(request: Request, person: Person, error: EffectGateError) -> Response:
+    reason = f" ({error.reason})" if error.reason else ""
+    message = f"{error.code().name}{reason}: {error.details() or ''}"
+    status = 403 if error.code() == grpc.StatusCode.PERMISSION_DENIED else 409
+    return render(request, "error.html", status, person=person, title="The gateway refused", message=message)
