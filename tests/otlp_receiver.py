@@ -1,6 +1,10 @@
 """A real OTLP/HTTP receiver for tests (protobuf bodies decoded with opentelemetry-proto), and
 `effectgate serve` in a child process configured by environment variables.
 
+`python -m tests.otlp_receiver` (from the repository's root) runs the receiver alone for tests in
+other languages: it prints `otlp receiver on <endpoint>` and serves what arrived as JSON at
+`GET /spans`.
+
 The receiver keeps every span and metric data point it is sent; tests wait on conditions over
 them with generous bounds (the exporters batch and send in the background).
 """
@@ -61,6 +65,7 @@ class OtlpReceiver:
         app = web.Application(client_max_size=64 << 20)
         app.router.add_post("/v1/traces", self._traces)
         app.router.add_post("/v1/metrics", self._metrics)
+        app.router.add_get("/spans", self._spans_json)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -91,12 +96,25 @@ class OtlpReceiver:
         reply = ExportMetricsServiceResponse().SerializeToString()
         return web.Response(body=reply, content_type="application/x-protobuf")
 
+    async def _spans_json(self, _request: web.Request) -> web.Response:
+        return web.json_response([span_json(service, span) for service, span in self.spans_by_service()])
+
     # -- what arrived ----------------------------------------------------------------------------
 
     @property
     def spans(self) -> list[Span]:
         return [
             span
+            for req in self.trace_requests
+            for resource in req.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+    def spans_by_service(self) -> list[tuple[str, Span]]:
+        """(the resource's `service.name`, span) for every span received."""
+        return [
+            (str(attrs(resource.resource.attributes).get("service.name", "")), span)
             for req in self.trace_requests
             for resource in req.resource_spans
             for scope in resource.scope_spans
@@ -112,6 +130,17 @@ class OtlpReceiver:
     def dump(self) -> str:
         """Everything received, as text, for "this marker appears nowhere" checks."""
         return "\n".join(MessageToJson(m) for m in [*self.trace_requests, *self.metric_requests])
+
+
+def span_json(service: str, span: Span) -> dict[str, Any]:
+    return {
+        "service": service,
+        "name": span.name,
+        "kind": Span.SpanKind.Name(span.kind),
+        "traceId": span.trace_id.hex(),
+        "spanId": span.span_id.hex(),
+        "parentSpanId": span.parent_span_id.hex(),
+    }
 
 
 async def wait_for(probe: Callable[[], T | None], what: str, timeout: float = 60.0, every: float = 0.1) -> T:
@@ -193,3 +222,13 @@ class ChildGateway:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+async def _serve_forever() -> None:
+    receiver = OtlpReceiver()
+    print(f"otlp receiver on {await receiver.start()}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve_forever())

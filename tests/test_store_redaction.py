@@ -76,6 +76,7 @@ def test_serve_with_unreachable_postgres_prints_no_password(tmp_path: Path) -> N
             "serve",
             "--config",
             str(config),
+            "--fail-fast",  # serve waits for an unreachable store by default
         ],
         capture_output=True,
         text=True,

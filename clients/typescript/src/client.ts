@@ -18,6 +18,7 @@ import {
 } from "./gen/effectgate/v1/gateway_pb.js";
 import { pack, payloadRegistry } from "./payloads.js";
 import { type ConnectionOptions, type Settings, baseUrl, resolveSettings, tlsOptions } from "./settings.js";
+import { type TracerProviderLike, tracingInterceptor } from "./tracing.js";
 
 /** Retries for the cases where calling again cannot make a second effect: UNAVAILABLE (nothing
  * was sent; or STORE_UNAVAILABLE_AFTER_SEND: the effect may exist and the gateway verifies it
@@ -41,6 +42,9 @@ export interface ClientOptions extends ConnectionOptions {
   payloadTypes?: DescMessage[];
   /** Called before each retry (logging). */
   onRetry?: (error: EffectGateError, delayMs: number, attempt: number) => void;
+  /** true or a TracerProvider: each call gets a CLIENT span under the active OpenTelemetry span
+   * and sends its `traceparent` to the gateway (needs @opentelemetry/api installed). */
+  tracing?: boolean | TracerProviderLike;
 }
 
 export interface ExecuteOptions {
@@ -88,7 +92,14 @@ export class EffectGateClient {
       }
       return next(req);
     };
-    const transport = createGrpcTransport({ baseUrl: url, sessionManager: this.sessions, interceptors: [auth] });
+    const interceptors = [auth];
+    if (options.tracing) {
+      const { hostname, port } = new URL(url);
+      const provider = options.tracing === true ? undefined : options.tracing;
+      const server = { host: hostname, port: port ? Number(port) : this.settings.tls ? 443 : 80 };
+      interceptors.push(tracingInterceptor(provider, server));
+    }
+    const transport = createGrpcTransport({ baseUrl: url, sessionManager: this.sessions, interceptors });
     this.agent = createClient(EffectGateway, transport);
     this.operator = createClient(Operator, transport);
     this.registry = payloadRegistry(options.payloadTypes);

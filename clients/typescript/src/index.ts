@@ -26,6 +26,8 @@ export {
 } from "./errors.js";
 export { chargeCard, pack, payloadRegistry, sendEmail, struct } from "./payloads.js";
 export type { ConnectionOptions } from "./settings.js";
+export { tracingInterceptor } from "./tracing.js";
+export type { TracerProviderLike } from "./tracing.js";
 export { EffectState, EffectState as State, NextStep, ObservationOutcome } from "./gen/effectgate/v1/gateway_pb.js";
 export type { Action, ExecuteResponse, VerifyResponse } from "./gen/effectgate/v1/gateway_pb.js";
 export { ChargeCardSchema, SendEmailSchema } from "./gen/effectgate/tools/v1/tools_pb.js";

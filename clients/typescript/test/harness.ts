@@ -13,8 +13,8 @@ export const python = process.env["EFFECTGATE_PYTHON"] || join(root, ".venv", "b
 const API_KEY = "sk_test_effectgate_ts";
 
 /** Starts a child and resolves with the first stdout line matching `pattern`. */
-function startChild(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv = {}): Promise<[ChildProcess, RegExpMatchArray]> {
-  const child = spawn(python, args, { env: { ...process.env, ...env, PYTHONUNBUFFERED: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+function startChild(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<[ChildProcess, RegExpMatchArray]> {
+  const child = spawn(python, args, { cwd, env: { ...process.env, ...env, PYTHONUNBUFFERED: "1" }, stdio: ["ignore", "pipe", "pipe"] });
   const seen: string[] = [];
   child.stderr!.on("data", (chunk: Buffer) => seen.push(chunk.toString()));
   return new Promise((ok, fail) => {
@@ -67,7 +67,8 @@ export class LiveGateway {
     private readonly children: ChildProcess[],
   ) {}
 
-  static async start(options: { tls?: Tls; mutual?: boolean; simLatency?: number } = {}): Promise<LiveGateway> {
+  /** `env`: more environment for `effectgate serve` (OTEL_* for the tracing test). */
+  static async start(options: { tls?: Tls; mutual?: boolean; simLatency?: number; env?: NodeJS.ProcessEnv } = {}): Promise<LiveGateway> {
     const dir = mkdtempSync(join(tmpdir(), "effectgate-ts-"));
     const simArgs = ["-m", "effectgate_lab.simulators", "stripe", "--api-key", API_KEY, "--search-lag", "0.3"];
     if (options.simLatency) {
@@ -89,7 +90,7 @@ export class LiveGateway {
       const [gateway, found] = await startChild(
         ["-m", "effectgate.gateway", "--log-level", "WARNING", "serve", "--config", config],
         /serving on port (\d+)/,
-        { EG_TS_STRIPE_KEY: API_KEY },
+        { ...options.env, EG_TS_STRIPE_KEY: API_KEY },
       );
       return new LiveGateway(`127.0.0.1:${found[1]}`, simLine[1]!, [gateway, sim]);
     } catch (error) {
@@ -118,5 +119,41 @@ export class LiveGateway {
           }),
       ),
     );
+  }
+}
+
+export interface ReceivedSpan {
+  service: string;
+  name: string;
+  kind: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+}
+
+/** The project's OTLP/HTTP receiver (tests/otlp_receiver.py) as a child process. */
+export class OtlpReceiver {
+  private constructor(
+    readonly endpoint: string,
+    private readonly child: ChildProcess,
+  ) {}
+
+  static async start(): Promise<OtlpReceiver> {
+    const [child, found] = await startChild(["-m", "tests.otlp_receiver"], /otlp receiver on (http:\/\/\S+)/, {}, root);
+    return new OtlpReceiver(found[1]!, child);
+  }
+
+  /** Every span received so far, with its resource's service.name. */
+  async spans(): Promise<ReceivedSpan[]> {
+    return (await (await fetch(`${this.endpoint}/spans`)).json()) as ReceivedSpan[];
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode === null) {
+      await new Promise<void>((done) => {
+        this.child.once("exit", () => done());
+        this.child.kill("SIGTERM");
+      });
+    }
   }
 }
