@@ -102,7 +102,10 @@ def test_serve_exits_2_with_a_clear_message_on_bad_config(tmp_path: Path) -> Non
 def test_dockerfile_runs_what_we_test() -> None:
     """No Docker engine here: check the image's contract against the code it runs."""
     text = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.\d+-slim", text, re.M)
+    # The base image is an ARG (pinned by digest in production builds): its default is Python slim.
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.\d+-slim$", text, re.M) and re.search(
+        r"^FROM \$\{BASE_IMAGE\}", text, re.M
+    )
     user = re.search(r"^USER (\S+)", text, re.M)
     assert user and user.group(1) not in ("root", "0")
     assert "effectgate.gateway.runtime.healthcheck" in text and "HEALTHCHECK" in text
