@@ -26,18 +26,18 @@ CLI = [sys.executable, "-m", "effectgate.gateway", "mcp"]
 
 
 @asynccontextmanager
-async def http_front_door(gw: RunningGateway) -> AsyncIterator[str]:
-    """`effectgate mcp --http --port 0` as a child; yields its URL."""
+async def http_front_door(gw: RunningGateway, *extra: str) -> AsyncIterator[str]:
+    """`effectgate mcp --http --port 0` as a child (with `extra` options); yields its URL."""
     proc = await asyncio.create_subprocess_exec(
         *CLI,
-        *("--config", str(gw.config), "--target", gw.target, "--http", "--port", "0"),
+        *("--config", str(gw.config), "--target", gw.target, "--http", "--port", "0", *extra),
         stdout=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        found = re.search(r"listening on (http://\S+)", line)
+        found = re.search(r"listening on (https?://\S+)", line)
         assert found, f"effectgate mcp did not start: {line!r}"
         yield found.group(1)
     finally:

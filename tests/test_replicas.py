@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -45,10 +46,14 @@ class CountingStripe(StripeSimulator):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.creates: Counter[str] = Counter()
+        # When each create request arrived (time.monotonic(), this process's clock), by action.
+        self.arrivals: dict[str, list[float]] = {}
 
     async def _create(self, request: web.Request) -> web.StreamResponse:
         key = request.headers.get("Idempotency-Key", "")  # effectgate-<action id>-g<generation>
-        self.creates[key.removeprefix("effectgate-").rpartition("-g")[0]] += 1
+        action = key.removeprefix("effectgate-").rpartition("-g")[0]
+        self.creates[action] += 1
+        self.arrivals.setdefault(action, []).append(time.monotonic())
         return await super()._create(request)
 
 
@@ -319,6 +324,8 @@ async def test_postgres_restart_fails_closed_and_settles(
     gateway = GatewayProcess(replica_config(tmp_path, dsn, sim))
     # run -> [(phase when the call began, code, receipt external id)]
     outcomes: dict[str, list[tuple[str, grpc.StatusCode, str]]] = {}
+    # run -> (reason, when the UNAVAILABLE answer came back: time.monotonic())
+    refusals: dict[str, tuple[str, float]] = {}
     phase = "before"
     stop = asyncio.Event()
     counter = iter(range(1_000_000))
@@ -332,6 +339,7 @@ async def test_postgres_restart_fails_closed_and_settles(
                 outcomes.setdefault(run, []).append((started, grpc.StatusCode.OK, answer.action.receipt.external_id))
                 assert answer.action.state == pb.EFFECT_STATE_CONFIRMED, answer
             except grpc.aio.AioRpcError as exc:
+                refusals[run] = (error_reason(exc), time.monotonic())
                 outcomes.setdefault(run, []).append((started, exc.code(), ""))
                 assert exc.code() == grpc.StatusCode.UNAVAILABLE, (run, exc)
                 # Before the send, or after it (the charge may have left: its own reason).
@@ -364,6 +372,15 @@ async def test_postgres_restart_fails_closed_and_settles(
             for run, seen in outcomes.items():
                 if seen[0][0] == "outage":
                     assert sent[action_of(run)] == 0, run
+            # Each reason tells the truth about the call it answered: AFTER_SEND only when that
+            # call's request had reached the provider before the answer came back, and the plain
+            # reason only when none had (a later send can only be the reconciler's, after it).
+            for run, (reason, answered) in refusals.items():
+                reached = [at for at in sim.arrivals.get(action_of(run), []) if at <= answered]
+                if reason == "STORE_UNAVAILABLE_AFTER_SEND":
+                    assert reached, (run, reason)
+                else:
+                    assert not reached, (run, reason, reached, answered)
 
             # Re-issue every action (same run, step, scope); an UNAVAILABLE now can only be a
             # pooled connection the restart killed, so it is retried.

@@ -26,7 +26,7 @@ from effectgate.client.settings import Settings
 from effectgate.mcp import tracing
 from effectgate.mcp.catalog import CatalogError, load_catalog
 from effectgate.mcp.gateway_port import GatewayPort
-from effectgate.mcp.http import serve_http
+from effectgate.mcp.http import HttpSettingsError, serve_http
 from effectgate.mcp.server import FrontDoor, build_server
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -38,8 +38,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="effectgate mcp", description="MCP front door to an effectgate gateway")
     p.add_argument("--config", required=True, help="the gateway's TOML config ([tools.*], [adapters.*], [mcp])")
     p.add_argument("--target", default=os.environ.get("EFFECTGATE_TARGET", "127.0.0.1:50051"), help="gateway host:port")
-    p.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
-    p.add_argument("--port", type=int, default=8765, help="HTTP port on 127.0.0.1 (0: any free port)")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio (127.0.0.1 by default)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (0: any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address; not loopback only with --cert-file/--key-file")
+    p.add_argument("--cert-file", default="", help="HTTP over TLS: the listener's PEM certificate chain")
+    p.add_argument("--key-file", default="", help="HTTP over TLS: its PEM private key")
     p.add_argument("--authorization-server", default="", help="advertised in the protected-resource metadata")
     p.add_argument("--token-env", default="EFFECTGATE_TOKEN", help="stdio: variable holding the bearer token")
     p.add_argument("--log-level", default="WARNING")
@@ -55,7 +58,15 @@ async def run(args: argparse.Namespace) -> None:
     server = build_server(FrontDoor(catalog, gateway, static_token=token))
     try:
         if args.http:
-            await serve_http(server, gateway, port=args.port, authorization_server=args.authorization_server)
+            await serve_http(
+                server,
+                gateway,
+                port=args.port,
+                authorization_server=args.authorization_server,
+                host=args.host,
+                cert_file=args.cert_file,
+                key_file=args.key_file,
+            )
         else:
             await serve_stdio(server)
     finally:
@@ -96,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(run(args))
         else:
             anyio.run(run, args)
-    except CatalogError as exc:
+    except (CatalogError, HttpSettingsError) as exc:
         print(f"effectgate mcp: configuration error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

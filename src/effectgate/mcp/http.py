@@ -1,11 +1,14 @@
-"""Streamable HTTP on loopback, as an OAuth 2.0 protected resource: every request needs a bearer
-token the gateway accepts (checked by asking the gateway), else 401 with a `WWW-Authenticate`
-header pointing at the protected-resource metadata. The token is forwarded to the gateway on
-each call, so the gateway's tenants, roles and allow-lists apply unchanged."""
+"""Streamable HTTP (on loopback, or on another address only with TLS), as an OAuth 2.0 protected
+resource: every request needs a bearer token the gateway accepts (checked by asking the gateway),
+else 401 with a `WWW-Authenticate` header pointing at the protected-resource metadata. The token
+is forwarded to the gateway on each call, so the gateway's tenants, roles and allow-lists apply
+unchanged."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -40,7 +43,9 @@ class GatewayTokenVerifier:
         return AccessToken(token=token, client_id="effectgate-bearer", scopes=[])
 
 
-def build_app(server: Server[Any], gateway: GatewayPort, *, base_url: str, authorization_server: str = "") -> Starlette:
+def build_app(
+    server: Server[Any], gateway: GatewayPort, *, base_url: str, authorization_server: str = "", host: str = "127.0.0.1"
+) -> Starlette:
     resource = f"{base_url}{PATH}"
     auth = AuthSettings(
         issuer_url=AnyHttpUrl(authorization_server or base_url),
@@ -51,27 +56,82 @@ def build_app(server: Server[Any], gateway: GatewayPort, *, base_url: str, autho
         streamable_http_path=PATH,
         stateless_http=True,
         json_response=True,
-        host="127.0.0.1",
+        host=host,
         auth=auth,
         token_verifier=GatewayTokenVerifier(gateway),
     )
 
 
-def bind_loopback(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+class HttpSettingsError(ValueError):
+    """The HTTP listener's settings are unsafe or unusable (one line for the operator)."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext | None:
+    """The listener's TLS (None: plaintext); a pair that does not load is a settings error."""
+    if not cert_file and not key_file:
+        return None
+    if not (cert_file and key_file):
+        raise HttpSettingsError("--cert-file and --key-file go together")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise HttpSettingsError(f"--cert-file/--key-file: not a PEM certificate and its key ({exc})") from None
+    return context
+
+
+def bind(host: str, port: int, tls: ssl.SSLContext | None) -> socket.socket:
+    """Loopback by default; any other address carries bearer tokens, so only with TLS."""
+    if not is_loopback(host) and tls is None:
+        raise HttpSettingsError(
+            f"--host {host} is not loopback: bearer tokens would cross the network in the clear; "
+            "give --cert-file and --key-file (or keep 127.0.0.1 behind a TLS proxy)"
+        )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise HttpSettingsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     sock.listen(128)
     sock.setblocking(False)
     return sock
 
 
-async def serve_http(server: Server[Any], gateway: GatewayPort, *, port: int, authorization_server: str = "") -> None:
-    sock = bind_loopback(port)
+async def serve_http(
+    server: Server[Any],
+    gateway: GatewayPort,
+    *,
+    port: int,
+    authorization_server: str = "",
+    host: str = "127.0.0.1",
+    cert_file: str = "",
+    key_file: str = "",
+) -> None:
+    tls = tls_context(cert_file, key_file)
+    sock = bind(host, port, tls)
     actual = sock.getsockname()[1]
-    base_url = f"http://127.0.0.1:{actual}"
-    app = build_app(server, gateway, base_url=base_url, authorization_server=authorization_server)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    shown = f"[{host}]" if ":" in host else host
+    base_url = f"{'https' if tls else 'http'}://{shown}:{actual}"
+    app = build_app(server, gateway, base_url=base_url, authorization_server=authorization_server, host=host)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        ssl_certfile=cert_file or None,
+        ssl_keyfile=key_file or None,
+    )
     # Supervisors and tests read this line to learn the address (port 0 picks a free one).
     print(f"effectgate mcp listening on {base_url}{PATH}", flush=True)
     await uvicorn.Server(config).serve(sockets=[sock])
