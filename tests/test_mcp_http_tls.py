@@ -3,6 +3,7 @@ TLS (bearer tokens cross it), and over TLS the `mcp` SDK's own client calls a to
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -55,7 +56,7 @@ async def test_over_tls_the_sdk_client_charges_once(gw: RunningGateway, tmp_path
     async with http_front_door(gw, *tls) as url:
         assert url.startswith("https://127.0.0.1:"), url
         async with (
-            httpx2.AsyncClient(headers=headers, verify=str(pki.ca)) as http,
+            httpx2.AsyncClient(headers=headers, verify=ssl.create_default_context(cafile=str(pki.ca))) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
             meta = run_meta("run-mcp-tls", "charge-deposit", scope="order:tls")
