@@ -27,7 +27,7 @@ class WebhooksSection(_Table):
 class ConsistencySection(_Table):
     # One confirmed write in `sample_every` is followed by read-backs until its read API shows it
     # (0: never; the lag is then learned from nothing).
-    sample_every: int = Field(default=10, ge=0)
+    sample_every: int = Field(default=100, ge=0)
     # How long a probe keeps reading before it gives up (the lag is then at least this).
     probe_limit: Duration = 300.0
     # `consistency_window = "auto"`: max(floor, p99 x (1 + margin)) once min_samples are known;
