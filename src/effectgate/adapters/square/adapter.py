@@ -39,6 +39,7 @@ from effectgate.adapters.base import (
     Receipt,
 )
 from effectgate.adapters.capabilities import ProviderEffect
+from effectgate.adapters.charge_card import normalize_charge
 from effectgate.adapters.http_outcome import transport_error
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
@@ -106,21 +107,7 @@ class SquareAdapter(Adapter):
         )
 
     def normalize(self, payload: Message) -> ChargeCard:
-        if not isinstance(payload, ChargeCard):
-            raise InvalidPayload("payload", f"expected ChargeCard, got {payload.DESCRIPTOR.full_name}")
-        charge = ChargeCard(
-            customer=payload.customer.strip(),
-            amount=payload.amount,
-            currency=payload.currency.strip().lower(),
-            payment_method=payload.payment_method.strip(),
-            description=payload.description.strip(),
-        )
-        if not charge.customer:
-            raise InvalidPayload("customer", "customer is required")
-        if charge.amount <= 0:
-            raise InvalidPayload("amount", "amount must be a positive number of minor units")
-        if len(charge.currency) != 3 or not charge.currency.isalpha():
-            raise InvalidPayload("currency", "currency must be a three-letter ISO code")
+        charge = normalize_charge(payload)
         if not charge.payment_method:
             raise InvalidPayload("payment_method", "Square needs a payment method (a source)")
         return charge

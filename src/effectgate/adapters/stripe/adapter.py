@@ -37,12 +37,12 @@ from effectgate.adapters.base import (
     Capabilities,
     CredentialsRefused,
     DefinitiveError,
-    InvalidPayload,
     Observation,
     Outcome,
     Receipt,
 )
 from effectgate.adapters.capabilities import ProviderEffect, ProviderEvent, WebhookRejected
+from effectgate.adapters.charge_card import normalize_charge
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, parse_settings
@@ -170,24 +170,7 @@ class StripeAdapter(Adapter):
         )
 
     def normalize(self, payload: Message) -> ChargeCard:
-        if not isinstance(payload, ChargeCard):
-            raise InvalidPayload("payload", f"expected ChargeCard, got {payload.DESCRIPTOR.full_name}")
-        charge = ChargeCard(
-            customer=payload.customer.strip(),
-            amount=payload.amount,
-            currency=payload.currency.strip().lower(),
-            payment_method=payload.payment_method.strip(),
-            description=payload.description.strip(),
-        )
-        if not charge.customer:
-            raise InvalidPayload("customer", "customer is required")
-        if charge.amount <= 0:
-            raise InvalidPayload("amount", "amount must be a positive number of minor units")
-        if not charge.currency:
-            raise InvalidPayload("currency", "currency is required")
-        if len(charge.currency) != 3 or not charge.currency.isalpha():
-            raise InvalidPayload("currency", "currency must be a three-letter ISO code")
-        return charge
+        return normalize_charge(payload)
 
     async def execute(self, call: ActionCall) -> Receipt:
         charge = self.normalize(call.payload)
