@@ -169,8 +169,9 @@ async def main() -> None:
     actions = await client.stub.ListActions(pb.ListActionsRequest())
     print("\nactions kept by the gateway:")
     for action in actions.actions:
+        state = pb.EffectState.Name(action.state).removeprefix("EFFECT_STATE_")
         print(
-            f"  {action.action_id}  {pb.EffectState.Name(action.state):26} attempts={action.attempts}"
+            f"  {action.action_id}  {state:17} attempts={action.attempts}"
             f"  receipt={action.receipt.external_id or '-':28} {action.reason}"
         )
     await client.close()
