@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from effectgate.gateway.model import (
@@ -152,20 +153,7 @@ class MemoryStore(Store):
 
     async def changes(self, query: ListQuery) -> list[ActionRecord]:
         self._enter("changes", write=False)
-        after = decode_cursor(query.after) if query.after else None
-        found = sorted(
-            (
-                r
-                for r in map(codec.decode, self.db.rows.values())
-                if r.tenant == query.tenant
-                and (query.state is None or r.state is query.state)
-                and (not query.run_id or r.run_id == query.run_id)
-                and (not query.tool or r.tool == query.tool)
-                and (after is None or (r.updated_at, r.action_id) > after)
-            ),
-            key=lambda r: (r.updated_at, r.action_id),
-        )
-        return found[: rows.page_size(query)]
+        return self._matching(query, _by_change)[: rows.page_size(query)]
 
     async def claim_due(self, owner: str, now: float, ttl: float, limit: int) -> list[ActionRecord]:
         self._enter("claim_due", write=True)
@@ -186,8 +174,15 @@ class MemoryStore(Store):
 
     async def list(self, query: ListQuery) -> Page:
         self._enter("list", write=False)
+        return rows.page(self._matching(query, _by_creation), rows.page_size(query))
+
+    def _matching(
+        self, query: ListQuery, order: Callable[[ActionRecord], tuple[float, str]]
+    ) -> builtins.list[ActionRecord]:
+        """The tenant's actions that pass the query's filters, after its cursor, in `order` (the
+        key the cursor was made of: creation for `list`, the last change for `changes`)."""
         after = decode_cursor(query.after) if query.after else None
-        found = sorted(
+        return sorted(
             (
                 r
                 for r in map(codec.decode, self.db.rows.values())
@@ -195,11 +190,10 @@ class MemoryStore(Store):
                 and (query.state is None or r.state is query.state)
                 and (not query.run_id or r.run_id == query.run_id)
                 and (not query.tool or r.tool == query.tool)
-                and (after is None or (r.created_at, r.action_id) > after)
+                and (after is None or order(r) > after)
             ),
-            key=lambda r: (r.created_at, r.action_id),
+            key=order,
         )
-        return rows.page(found, rows.page_size(query))
 
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
         self._enter("purge", write=True)
@@ -332,3 +326,11 @@ class MemoryStore(Store):
     async def read_lags(self, lag_key: str, limit: int = 2000) -> builtins.list[float]:
         self._enter("read_lags", write=False)
         return [lag for _, lag in sorted(self.db.lags.get(lag_key, []))[-limit:]]
+
+
+def _by_creation(record: ActionRecord) -> tuple[float, str]:
+    return record.created_at, record.action_id
+
+
+def _by_change(record: ActionRecord) -> tuple[float, str]:
+    return record.updated_at, record.action_id
