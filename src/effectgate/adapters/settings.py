@@ -109,3 +109,10 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
             if found is not None:
                 return found
     return None
+
+
+def http_base_url(value: str) -> str:
+    """A provider's base URL setting: http(s) only, without a trailing slash."""
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http(s) URL")
+    return value.rstrip("/")

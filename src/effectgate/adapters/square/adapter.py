@@ -43,7 +43,7 @@ from effectgate.adapters.charge_card import normalize_charge
 from effectgate.adapters.http_outcome import transport_error
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
-from effectgate.adapters.settings import AdapterSettings, parse_settings
+from effectgate.adapters.settings import AdapterSettings, http_base_url, parse_settings
 from effectgate.adapters.square import wire
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
@@ -67,9 +67,7 @@ class SquareSettings(AdapterSettings):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/")
+        return http_base_url(value)
 
 
 class SquareAdapter(Adapter):

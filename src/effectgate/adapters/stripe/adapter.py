@@ -45,7 +45,7 @@ from effectgate.adapters.capabilities import ProviderEffect, ProviderEvent, Webh
 from effectgate.adapters.charge_card import normalize_charge
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
-from effectgate.adapters.settings import AdapterSettings, parse_settings
+from effectgate.adapters.settings import AdapterSettings, http_base_url, parse_settings
 from effectgate.adapters.stripe import webhooks
 from effectgate.adapters.stripe.errors import _code, _guard, _id, classify
 
@@ -78,9 +78,7 @@ class StripeSettings(AdapterSettings):
     @field_validator("api_base")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/")
+        return http_base_url(value)
 
 
 def _customer_id(customer: Any) -> str:
