@@ -20,6 +20,11 @@ in the ledger). Faults (faults.py): `partial` leaves the payment `APPROVED` (aut
 completed), `COMPLETED` `settle_seconds` later (money may move: in the ledger); the injected
 `conflict` is a 409 `CONFLICT`. `remove(id)` deletes a payment (for the drift audit).
 
+Signed webhooks (`webhooks`, a `WebhookSender` with Square's scheme): with a URL and a signature
+key set, every payment is announced by `payment.created` `webhooks.delay` seconds later, and a
+partial one by `payment.updated` when it completes; `refund(id)` and `dispute(id)` send a
+completed `refund.updated` and a `dispute.created` naming the payment (not its reference).
+
 Ledger: `{"kind": "payment", "id", "params", "reference_id", "status", "fault", "idempotency_key", "at"}`.
 """
 
@@ -35,6 +40,7 @@ from aiohttp import web
 from effectgate_lab.simulators.faults import Fault, FaultPlan
 from effectgate_lab.simulators.idempotency import ClaimState, IdempotencyStore, fingerprint
 from effectgate_lab.simulators.server import JsonDict, SimResponse, SimulatorServer
+from effectgate_lab.simulators.webhook_sender import WebhookSender
 
 DEFAULT_TOKEN = "EAAA_test_effectgate"
 SUCCEEDING_SOURCES = frozenset({"cnon:card-nonce-ok"})
@@ -81,6 +87,7 @@ class SquareSimulator(SimulatorServer):
         self.location_id = location_id
         self.payments: dict[str, _Payment] = {}
         self.keys = IdempotencyStore()
+        self.webhooks = WebhookSender(scheme="square")
 
     def reset_state(self) -> None:
         self.payments.clear()
@@ -191,12 +198,16 @@ class SquareSimulator(SimulatorServer):
         source = str(body["source_id"])
         if source in DECLINING_SOURCES:
             data["status"] = "FAILED"
+            self._announce("payment.created", data)
             detail = f"Authorization error: '{DECLINING_SOURCES[source]}'"
             return self.error_response(402, DECLINING_SOURCES[source], detail, payment=dict(data))
         if fault is Fault.PARTIAL or body.get("autocomplete") is False:
             data["status"] = "APPROVED"
             if fault is Fault.PARTIAL:
                 payment.settles_at = now + self.settle_seconds
+                completed = {**data, "status": "COMPLETED"}
+                self._announce("payment.updated", completed, self.webhooks.delay + self.settle_seconds)
+        self._announce("payment.created", data)
         params = {"amount": money["amount"], "currency": money["currency"], "source_id": source}
         self.record(
             "payment",
@@ -240,6 +251,28 @@ class SquareSimulator(SimulatorServer):
         if offset + limit < len(found):
             body["cursor"] = str(offset + limit)
         return self.render(SimResponse(200, body))
+
+    # -- what happens at the provider later (for webhooks and the drift audit) -----------------------
+
+    def _announce(self, event_type: str, payment: JsonDict, delay: float | None = None) -> None:
+        self.webhooks.emit(self.webhooks.square_event(event_type, "payment", dict(payment)), delay)
+
+    def refund(self, payment_id: str, *, delay: float | None = None) -> JsonDict:
+        """Refunds the payment in full and announces the completed refund (`refund.updated`)."""
+        money = dict(self.payments[payment_id].data["amount_money"])
+        refund = {"id": secrets.token_hex(12), "payment_id": payment_id, "amount_money": money}
+        refund |= {"status": "COMPLETED", "reason": "requested_by_customer"}
+        event = self.webhooks.square_event("refund.updated", "refund", refund)
+        self.webhooks.emit(event, delay)
+        return event
+
+    def dispute(self, payment_id: str, *, delay: float | None = None) -> JsonDict:
+        money = dict(self.payments[payment_id].data["amount_money"])
+        dispute = {"id": secrets.token_hex(12), "amount_money": money, "reason": "NOT_AS_DESCRIBED"}
+        dispute |= {"state": "EVIDENCE_REQUIRED", "disputed_payment": {"payment_id": payment_id}}
+        event = self.webhooks.square_event("dispute.created", "dispute", dispute)
+        self.webhooks.emit(event, delay)
+        return event
 
     def remove(self, payment_id: str) -> None:
         """Deletes a payment from every read, as if removed behind the gateway's back."""

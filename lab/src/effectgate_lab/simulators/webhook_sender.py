@@ -1,8 +1,9 @@
 """Signed webhooks from a simulator to a URL, after a delay (so a test can have an event arrive
 before the gateway's next scheduled read-back).
 
-Two signature schemes: Stripe's (`Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`)
-and a plain one for the generic HTTP adapter (`X-Signature: sha256=<hex HMAC-SHA256 of the body>`,
+Three signature schemes: Stripe's (`Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`),
+Square's (`x-square-hmacsha256-signature: <base64 HMAC-SHA256 of "notification URL + body">`) and
+a plain one for the generic HTTP adapter (`X-Signature: sha256=<hex HMAC-SHA256 of the body>`,
 or of "timestamp.body" with an `X-Signature-Timestamp`). Deliveries and their answers are kept
 in `sent`, so a test can see what the receiver said.
 """
@@ -10,12 +11,15 @@ in `sent`, so a test can see what the receiver said.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 import json
 import secrets
 import time
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -27,6 +31,11 @@ def stripe_signature(body: bytes, secret: str, timestamp: int | None = None) -> 
     t = int(time.time()) if timestamp is None else timestamp
     mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
     return f"t={t},v1={mac}"
+
+
+def square_signature(body: bytes, key: str, notification_url: str) -> str:
+    mac = hmac.new(key.encode(), notification_url.encode() + body, hashlib.sha256).digest()
+    return base64.b64encode(mac).decode()
 
 
 def hmac_signature(body: bytes, secret: str, timestamp: int | None = None) -> str:
@@ -43,12 +52,14 @@ class Delivery:
 
 @dataclass
 class WebhookSender:
-    """Sends events to `url`, `delay` seconds after they happen; `scheme` "stripe" or "hmac"."""
+    """Sends events to `url`, `delay` seconds after they happen; `scheme` "stripe", "square" or
+    "hmac". Square signs `signed_url` (the URL the subscription names) when set, else `url`."""
 
     url: str = ""
     secret: str = ""
     delay: float = 0.0
     scheme: str = "stripe"
+    signed_url: str = ""
     sent: list[Delivery] = field(default_factory=list)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -67,6 +78,15 @@ class WebhookSender:
             "data": {"object": obj},
         }
 
+    def square_event(self, event_type: str, name: str, obj: JsonDict) -> JsonDict:
+        return {
+            "merchant_id": "MLSIM",
+            "type": event_type,
+            "event_id": str(uuid.uuid4()),
+            "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+            "data": {"type": name, "id": obj.get("id", ""), "object": {name: obj}},
+        }
+
     def emit(self, event: JsonDict, delay: float | None = None) -> None:
         """Schedules the delivery of `event` (no-op unless a URL and a secret are set)."""
         if not self.enabled:
@@ -78,12 +98,15 @@ class WebhookSender:
     async def _later(self, event: JsonDict, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
-        await self.deliver(json.dumps(event).encode(), str(event.get("id", "")))
+        await self.deliver(json.dumps(event).encode(), str(event.get("id") or event.get("event_id") or ""))
 
     def headers(self, body: bytes, *, timestamp: int | None = None, secret: str | None = None) -> dict[str, str]:
         key = self.secret if secret is None else secret
         if self.scheme == "stripe":
             return {"Stripe-Signature": stripe_signature(body, key, timestamp), "Content-Type": "application/json"}
+        if self.scheme == "square":
+            signed = square_signature(body, key, self.signed_url or self.url)
+            return {"x-square-hmacsha256-signature": signed, "Content-Type": "application/json"}
         ts = int(time.time()) if timestamp is None else timestamp
         return {
             "X-Signature": hmac_signature(body, key, ts),

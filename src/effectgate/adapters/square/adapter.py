@@ -6,7 +6,10 @@ the seller's main location), `source_ids` (the payment-method names agents use, 
 sources: a tool's payload stays the same whichever provider serves it; a name not in the map is
 sent as the source id itself), `square_version` (the `Square-Version` header), `lookback` (how far
 back a read-back lists payments, default 48 h), `consistency_window` (seconds, default 30:
-ListPayments is eventually consistent), `timeout` (seconds, default 30).
+ListPayments is eventually consistent), `timeout` (seconds, default 30); for signed webhooks
+(docs/webhooks.md, `webhooks.py`) `webhook_signature_key_env` or `webhook_signature_key_file`
+(several keys, comma separated, while one is replaced) and `webhook_url` (the notification URL
+as the subscription names it: Square signs it with the body).
 
 Create: `POST /v2/payments` with `idempotency_key` (Square replays the first answer of a key),
 `reference_id` = the action id, `autocomplete = true`. Read-back: `GET /v2/payments/{id}` when
@@ -23,7 +26,7 @@ from typing import Any, ClassVar
 
 import httpx
 from google.protobuf.message import Message
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from effectgate.adapters.base import (
     ActionCall,
@@ -38,13 +41,13 @@ from effectgate.adapters.base import (
     Outcome,
     Receipt,
 )
-from effectgate.adapters.capabilities import ProviderEffect
+from effectgate.adapters.capabilities import ProviderEffect, ProviderEvent, WebhookRejected
 from effectgate.adapters.charge_card import normalize_charge
 from effectgate.adapters.http_outcome import transport_error
 from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, http_base_url, parse_settings
-from effectgate.adapters.square import wire
+from effectgate.adapters.square import webhooks, wire
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
 KEY_RETENTION = 24 * 3600.0
@@ -63,19 +66,36 @@ class SquareSettings(AdapterSettings):
     lookback: float = Field(default=2 * KEY_RETENTION, gt=0)
     consistency_window: float = Field(default=30.0, ge=0)
     timeout: float = Field(default=30.0, gt=0)
+    webhook_signature_key_env: str | None = None
+    webhook_signature_key_file: str | None = None
+    webhook_url: str = ""
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         return http_base_url(value)
 
+    @field_validator("webhook_url")
+    @classmethod
+    def _notification_url(cls, value: str) -> str:
+        return http_base_url(value) if value else value
+
+    @model_validator(mode="after")
+    def _url_with_key(self) -> SquareSettings:
+        if (self.webhook_signature_key_env or self.webhook_signature_key_file) and not self.webhook_url:
+            raise ValueError("webhook_url is required with a webhook signature key: Square signs it with the body")
+        return self
+
 
 class SquareAdapter(Adapter):
     payload_type: ClassVar[type[Message]] = ChargeCard
 
-    def __init__(self, name: str, *, access_token: str, settings: SquareSettings) -> None:
+    def __init__(
+        self, name: str, *, access_token: str, settings: SquareSettings, webhook_keys: list[str] | None = None
+    ) -> None:
         self.name = name
         self._s = settings
+        self._webhook_keys = list(webhook_keys or [])
         quiet_transport_loggers()
         self._http = httpx.AsyncClient(
             base_url=settings.base_url,
@@ -93,7 +113,8 @@ class SquareAdapter(Adapter):
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any]) -> SquareAdapter:
         parsed = parse_settings(SquareSettings, settings)
-        return cls(name, access_token=parsed.secret("access_token"), settings=parsed)
+        keys = webhooks.split_keys(parsed.secret("webhook_signature_key", required=False))
+        return cls(name, access_token=parsed.secret("access_token"), settings=parsed, webhook_keys=keys)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -222,6 +243,28 @@ class SquareAdapter(Adapter):
         return Observation(Outcome.NOT_FOUND, detail="no payment moved money", evidence=evidence)
 
     # -- optional capabilities ---------------------------------------------------------------
+
+    async def parse_webhook(self, body: bytes, headers: Mapping[str, str]) -> ProviderEvent:
+        if not self._webhook_keys:
+            raise WebhookRejected("forged", "no webhook signature key is configured for this adapter")
+        event = webhooks.verify(body, headers, self._webhook_keys, self._s.webhook_url)
+        return await webhooks.to_event(event, self._action_of_payment)
+
+    async def _action_of_payment(self, payment_id: str) -> str:
+        try:
+            found = await self._get(payment_id)
+        except AdapterError:
+            return ""
+        return wire.safe_id(found[0].get("reference_id")) if found else ""
+
+    def observe_event(self, event: ProviderEvent, call: ActionCall) -> Observation:
+        """A payment event judged like a read-back that found this one payment."""
+        if not isinstance(event.raw, dict) or not event.kind.settles:
+            return Observation.unknown("not a payment outcome", event_type=event.type)
+        obs = self.judge(call, self.normalize(call.payload), [event.raw], "webhook")
+        secrets = resolved_secrets()
+        evidence = {**obs.evidence, "event_id": event.event_id, "event_type": event.type}
+        return replace(obs, detail=scrub(obs.detail, secrets, None), evidence=scrub_json(evidence, secrets))
 
     async def list_effects(self, since: float) -> list[ProviderEffect]:
         found: list[ProviderEffect] = []
