@@ -20,6 +20,8 @@ from tests.harness import API_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 CREWAI_PYTHON = ROOT / ".venv-crewai" / "bin" / "python"
+AGENT = ("-m", "tests.crewai_agent", "--target")
+DOCS_PROGRAM = re.compile(r"<!-- agents-example: crewai -->\s*```python\n(.*?)```", re.S)
 
 
 def crewai_python() -> Path:
@@ -32,13 +34,14 @@ def crewai_python() -> Path:
 
 
 async def crew_process(gw: RunningGateway, *args: str) -> str:
-    """tests/crewai_agent.py under the CrewAI environment: its stdout."""
+    """`python ARGS` under the CrewAI environment (tests.crewai_agent, a docs program): its stdout."""
     proc = await asyncio.create_subprocess_exec(
         str(crewai_python()),
-        *("-m", "tests.crewai_agent", "--target", gw.target, *args),
+        *args,
         cwd=ROOT,
         env={
             **os.environ,
+            "EFFECTGATE_TARGET": gw.target,
             "CREWAI_TRACING_ENABLED": "false",
             "CREWAI_DISABLE_TELEMETRY": "true",
             "OTEL_SDK_DISABLED": "true",
@@ -60,7 +63,7 @@ async def test_a_task_re_executed_after_the_model_failed_and_a_re_plan_are_one_e
     tmp_path: Path, sim: StripeSimulator
 ) -> None:
     async with running_gateway(tmp_path, sim, dev_mode=True) as gw:
-        output = await crew_process(gw, "--scenario", "model-fails")
+        output = await crew_process(gw, *AGENT, gw.target, "--scenario", "model-fails")
         # Kickoff 1: charge; the model fails; max_retry_limit re-executes the task and the model
         # re-plans with reworded arguments. Kickoff 2: a fresh crew, same run id.
         assert builder_calls(output) == ["cus_42 usd", "cus_42 USD", "cus_42 usd"], output
@@ -82,7 +85,7 @@ async def test_a_tool_retried_after_a_timeout_lands_on_the_same_action(tmp_path:
     try:
         slow: dict[str, object] = {"attempt_timeout": "5s", "gateway": {"lease_ttl": "8s"}}
         async with running_gateway(tmp_path, sim, dev_mode=True, **slow) as gw:  # type: ignore[arg-type]
-            output = await crew_process(gw, "--scenario", "timeout", "--timeout", "0.5")
+            output = await crew_process(gw, *AGENT, gw.target, "--scenario", "timeout", "--timeout", "0.5")
             calls = builder_calls(output)
             # CrewAI re-invoked the failed tool with the same arguments; then it refuses a repeat
             # ("I tried reusing the same input") and the model rewords: all one action.
@@ -93,3 +96,14 @@ async def test_a_tool_retried_after_a_timeout_lands_on_the_same_action(tmp_path:
             assert action.context.step_id == "charge-deposit" and action.state == pb.EFFECT_STATE_CONFIRMED
     finally:
         await sim.stop()
+
+
+async def test_the_docs_program_runs_and_charges_once(tmp_path: Path, sim: StripeSimulator) -> None:
+    (code,) = DOCS_PROGRAM.findall((ROOT / "docs" / "agents.md").read_text())
+    program = tmp_path / "example_crewai.py"
+    program.write_text(code)
+    async with running_gateway(tmp_path, sim, dev_mode=True) as gw:
+        output = await crew_process(gw, str(program))
+        assert re.search(r"^attempt 1 Done\.", output, re.MULTILINE), output
+        assert re.search(r'^attempt 2 Done\. .*"replayed": true', output, re.MULTILINE), output
+        assert len(gw.effects()) == 1
