@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# CrewAI pins pydantic and mcp below the gateway's: its own environment, for tests/test_crewai.py.
+CREWAI_VENV := .venv-crewai
+CREWAI_STAMP := $(CREWAI_VENV)/.installed
 
-.PHONY: demo run test test-services test-ts lint proto proto-check bench chaos venv clean
+.PHONY: demo run test test-services test-ts lint proto proto-check bench chaos venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +16,14 @@ $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+$(CREWAI_STAMP): clients/protos/pyproject.toml clients/python/pyproject.toml constraints-crewai.txt
+	$(PYTHON) -m venv $(CREWAI_VENV)
+	$(CREWAI_VENV)/bin/python -m pip install --quiet -c constraints-crewai.txt --upgrade pip
+	$(CREWAI_VENV)/bin/python -m pip install --quiet -c constraints-crewai.txt -e clients/protos -e 'clients/python[crewai]'
+	touch $(CREWAI_STAMP)
+
+venv-crewai: $(CREWAI_STAMP)
 
 ## demo: gateway on SQLite + provider simulators + a demo agent that re-plans under faults
 demo: $(STAMP)
@@ -23,7 +34,7 @@ run: $(STAMP)
 	$(PY) -m effectgate_lab.dev
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
-test: $(STAMP) test-services lint proto-check test-ts
+test: $(STAMP) $(CREWAI_STAMP) test-services lint proto-check test-ts
 	$(PY) -m pytest
 
 # Debian's PostgreSQL and Dovecot, installed when missing (as root); the tests start their own.
@@ -55,4 +66,4 @@ chaos: $(STAMP)
 	$(VENV)/bin/effectgate chaos
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache
