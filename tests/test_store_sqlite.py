@@ -105,7 +105,7 @@ async def test_rerunnable_transactions_share_a_commit_without_savepoints_and_a_f
 
         return job
 
-    async def batch(jobs: list[Callable[[sqlite3.Connection], int]]) -> list[object]:
+    async def batch(jobs: list[Callable[[sqlite3.Connection], int]]) -> list[int | BaseException]:
         holder, release = await hold(writer)
         pending = [asyncio.ensure_future(writer.transaction(job, rerunnable=True)) for job in jobs]
         await asyncio.sleep(0.05)
