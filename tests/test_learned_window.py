@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from typing import Any
 import pytest
 
 from effectgate.client import run, step
-from effectgate.gateway.config import parse_config
-from effectgate.gateway.core import BoundTool, LagBook, quantile
+from effectgate.gateway.config import ConsistencySection, parse_config
+from effectgate.gateway.core import BoundTool, LagBook, LagSampler, quantile
 from effectgate.gateway.store import open_store
+from effectgate.testing import ScriptedAdapter, rig
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.chaos.config_writer import dump_config
@@ -57,6 +59,25 @@ def test_quantiles_never_optimistic() -> None:
     assert book.window("k", declared=60.0) == 1.0  # the floor
     book.add("k", 2.0)
     assert book.window("k", declared=60.0) == pytest.approx(3.0)  # p99 x 1.5
+
+
+async def test_a_probe_first_reads_at_half_the_shortest_known_lag() -> None:
+    """Reads earlier than half the shortest lag already known would find nothing: the probe skips
+    them (5 reads here, where polling from the answer on takes about 10) and still measures long."""
+    lag = 0.4
+    adapter = ScriptedAdapter(time.monotonic, search_lag=lag)
+    r = await rig(adapter=adapter)
+    book = LagBook(ConsistencySection(sample_every=1))
+    tool = BoundTool(r.tool, adapter, book)
+    book.add(tool.lag_key, lag)
+    sampler = LagSampler(r.store, book, clock=time.monotonic)
+    result = await r.execute()
+    sampler.on_answered(result.record, tool)
+    await sampler.drain()
+    assert book.count(tool.lag_key) == 2
+    assert book.shortest(tool.lag_key) >= lag - 0.01  # measured long, never short
+    # Sleeps never end early: the first read is at 0.2 s or later, then every 25 % of that.
+    assert 1 <= len(adapter.verified) <= 6, len(adapter.verified)
 
 
 async def test_observed_lag_flags_a_short_window_and_feeds_auto(

@@ -87,6 +87,51 @@ async def test_one_commit_for_many_transactions_and_one_failure_rolls_back_alone
     assert keys == {"taken", "a", "c", *(f"d{i}" for i in range(5))}
 
 
+async def test_rerunnable_transactions_share_a_commit_without_savepoints_and_a_failure_is_undone_alone(
+    tmp_path: Path,
+) -> None:
+    conn = raw(tmp_path / "w.db")
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
+    conn.execute("INSERT INTO t VALUES ('taken')")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    writer = Writer(conn)
+
+    def pair(first: str, second: str) -> Callable[[sqlite3.Connection], int]:
+        def job(c: sqlite3.Connection) -> int:
+            c.execute("INSERT INTO t VALUES (?)", (first,))
+            c.execute("INSERT INTO t VALUES (?)", (second,))
+            return 2
+
+        return job
+
+    async def batch(jobs: list[Callable[[sqlite3.Connection], int]]) -> list[int | BaseException]:
+        holder, release = await hold(writer)
+        pending = [asyncio.ensure_future(writer.transaction(job, rerunnable=True)) for job in jobs]
+        await asyncio.sleep(0.05)
+        statements.clear()
+        release.set()
+        await holder
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        del statements[: statements.index("BEGIN IMMEDIATE")]  # the holder's own COMMIT
+        return results
+
+    try:
+        assert await batch([pair("a1", "a2"), pair("b1", "b2")]) == [2, 2]
+        assert not [s for s in statements if "SAVEPOINT" in s or "RELEASE" in s]
+        # The second pair fails after its first insert: the batch runs again, each in a savepoint.
+        results = await batch([pair("c1", "c2"), pair("d1", "taken"), pair("e1", "e2")])
+        assert results[0] == 2 and results[2] == 2
+        assert isinstance(results[1], StoreUnavailable) and "UNIQUE" in str(results[1])
+        assert statements.count("ROLLBACK") == 1 and statements.count("COMMIT") == 1
+        assert statements.count("SAVEPOINT tx") == 3
+        assert (writer.batches, writer.transactions) == (4, 7)  # two holders, two batches
+    finally:
+        await writer.close()
+    check = sqlite3.connect(tmp_path / "w.db")
+    assert {k for (k,) in check.execute("SELECT k FROM t")} == {"taken", "a1", "a2", "b1", "b2", "c1", "c2", "e1", "e2"}
+
+
 async def test_a_failing_single_statement_is_undone_alone(tmp_path: Path) -> None:
     conn = raw(tmp_path / "w.db")
     conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")

@@ -131,10 +131,12 @@ class SqliteStore(SqlStore):
         if readers is not None:
             await readers.close()
 
-    async def _transaction(self, fn: Callable[[sqlite3.Connection], T], *, single_statement: bool = False) -> T:
+    async def _transaction(
+        self, fn: Callable[[sqlite3.Connection], T], *, single_statement: bool = False, rerunnable: bool = False
+    ) -> T:
         if self._writer is None:
             raise StoreUnavailable("store is not open")
-        return await self._writer.transaction(fn, single_statement=single_statement)
+        return await self._writer.transaction(fn, single_statement=single_statement, rerunnable=rerunnable)
 
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
         if self._readers is None:
@@ -168,7 +170,8 @@ class SqliteStore(SqlStore):
         await self._transaction(lambda c: c.executemany(sql, params))
 
     # SQLite has no data-modifying CTEs: the event is a second statement of the same transaction
-    # (the same group commit: no extra fsync).
+    # (the same group commit: no extra fsync). Both only run statements, so the writer may run
+    # them again and needs no savepoint for them in a batch (sqlite_io.Writer).
 
     async def _insert_logged(self, row: Sequence[Any], event: Sequence[Any]) -> bool:
         q = self.statements
@@ -179,7 +182,7 @@ class SqliteStore(SqlStore):
             c.execute(q.insert_event, event)
             return True
 
-        return await self._transaction(insert)
+        return await self._transaction(insert, rerunnable=True)
 
     async def _update_logged(self, params: Sequence[Any], event: Sequence[Any]) -> bool:
         q = self.statements
@@ -190,7 +193,7 @@ class SqliteStore(SqlStore):
             c.execute(q.insert_event, event)
             return True
 
-        return await self._transaction(update)
+        return await self._transaction(update, rerunnable=True)
 
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
         if limit <= 0:

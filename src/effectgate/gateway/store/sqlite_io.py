@@ -8,6 +8,12 @@ answered only after the commit that holds its transaction, so an answer still me
 If the batch cannot begin or commit, or SQLite rolls the whole transaction back, every caller in
 it fails: no success is ever reported for a rolled-back write.
 
+A transaction that only runs statements (`rerunnable`: no effect outside the connection, so it can
+run again) skips its savepoint while every transaction of the batch is rerunnable or a single
+statement: the hot writes (an action's change and its story row) then cost two statements, not
+four. If one of them fails, the whole batch is rolled back and run again with a savepoint each,
+so the failing one is still undone alone and the others commit as before.
+
 Each transaction is one function run in the writer thread: one thread hop per transaction (and
 one hop back per batch). Readers run on their own connections in a small thread pool; in WAL mode
 they never wait for the writer.
@@ -28,8 +34,10 @@ from effectgate.gateway.store.base import StoreUnavailable
 
 T = TypeVar("T")
 Connect = Callable[[], sqlite3.Connection]
-# (function, its future, the caller's loop, whether it needs a savepoint of its own)
-_Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop, bool]
+# How a transaction is kept apart from the others of its commit (see the module's docstring).
+STATEMENT, RERUNNABLE, SAVEPOINT = 0, 1, 2
+# (function, its future, the caller's loop, its isolation: STATEMENT, RERUNNABLE or SAVEPOINT)
+_Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop, int]
 _Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
 _STOP = object()
 
@@ -59,17 +67,20 @@ class Writer:
         self.batches = 0  # commits made (observability and tests)
         self.transactions = 0
 
-    async def transaction(self, fn: Callable[[sqlite3.Connection], T], *, single_statement: bool = False) -> T:
+    async def transaction(
+        self, fn: Callable[[sqlite3.Connection], T], *, single_statement: bool = False, rerunnable: bool = False
+    ) -> T:
         """Runs `fn(conn)` inside a write transaction; returns its result once committed.
 
         `single_statement`: `fn` runs exactly one statement. SQLite undoes a failed statement on
         its own (statement journal) and keeps the transaction, so no SAVEPOINT is needed: that
-        saves two statements, and two GIL hand-offs, per transaction."""
+        saves two statements, and two GIL hand-offs, per transaction. `rerunnable`: `fn` only
+        runs statements on the connection, so the writer may run it again (the module's docstring)."""
         if self._closed:
             raise StoreUnavailable("store is not open")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put((fn, future, loop, not single_statement))
+        self._queue.put((fn, future, loop, STATEMENT if single_statement else RERUNNABLE if rerunnable else SAVEPOINT))
         return await future
 
     async def close(self) -> None:
@@ -106,20 +117,24 @@ class Writer:
         finally:
             self._conn.close()
 
-    def _commit(self, batch: list[_Job]) -> None:
-        if len(batch) == 1 and not batch[0][3]:
+    def _commit(self, batch: list[_Job], *, isolated: bool = False) -> None:
+        """`isolated`: every transaction that may fail after a change gets its savepoint (the
+        second run of a batch whose rerunnable transaction failed)."""
+        if len(batch) == 1 and batch[0][3] == STATEMENT:
             self._autocommit(batch[0])
             return
         conn = self._conn
         single = len(batch) == 1
+        # Rerunnable transactions go without savepoints when the whole batch can run again.
+        lean = not single and not isolated and all(job[3] != SAVEPOINT for job in batch)
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self._deliver(batch, [(job[1], None, unavailable("store cannot start a write", exc)) for job in batch])
             return
         outcomes: list[_Outcome] = []
-        for fn, future, _, savepoint in batch:
-            savepoint = savepoint and not single
+        for fn, future, _, isolation in batch:
+            savepoint = not single and isolation != STATEMENT and not (lean and isolation == RERUNNABLE)
             try:
                 if savepoint:
                     conn.execute("SAVEPOINT tx")
@@ -133,6 +148,16 @@ class Writer:
                     # SQLite rolled the whole transaction back (I/O error, disk full, ...):
                     # every write of this batch is lost, so every caller fails.
                     self._deliver(batch, [(job[1], None, error) for job in batch])
+                    return
+                if lean and isolation == RERUNNABLE:
+                    # Its statements before the failure cannot be undone alone: the batch is
+                    # rolled back and runs again, each transaction in a savepoint of its own.
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as undo:
+                        self._abort(batch, unavailable("write failed", undo))
+                        return
+                    self._commit(batch, isolated=True)
                     return
                 try:
                     if single:
