@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# `make test` runs the tests on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= auto
 
 .PHONY: demo run test test-services test-ts lint proto proto-check bench chaos venv clean
 
@@ -24,7 +26,7 @@ run: $(STAMP)
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
 test: $(STAMP) test-services lint proto-check test-ts
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # Debian's PostgreSQL and Dovecot, installed when missing (as root); the tests start their own.
 test-services:
