@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 # CrewAI pins pydantic and mcp below the gateway's: its own environment, for tests/test_crewai.py.
 CREWAI_VENV := .venv-crewai
 CREWAI_STAMP := $(CREWAI_VENV)/.installed
+# `make test` runs the tests on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= auto
 
 .PHONY: demo run test test-services test-ts lint proto proto-check bench chaos venv venv-crewai clean
 
@@ -35,7 +37,7 @@ run: $(STAMP)
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
 test: $(STAMP) $(CREWAI_STAMP) test-services lint proto-check test-ts
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # Debian's PostgreSQL and Dovecot, installed when missing (as root); the tests start their own.
 test-services:

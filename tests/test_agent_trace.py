@@ -4,10 +4,11 @@ span and the provider's HTTP span share one trace id, each the child of the one 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from effectgate.client import EffectGateClient, RunContext
 from effectgate.mcp import run_meta
@@ -60,15 +61,18 @@ async def traced(tmp_path: Path) -> AsyncIterator[Traced]:
         await receiver.stop()
 
 
-@contextmanager
-def agent_tracer(receiver: OtlpReceiver) -> Iterator[TracerProvider]:
-    """The agent's own OpenTelemetry SDK (not the global one), exporting to the same receiver."""
+@asynccontextmanager
+async def agent_tracer(receiver: OtlpReceiver) -> AsyncIterator[TracerProvider]:
+    """The agent's own OpenTelemetry SDK (not the global one), exporting to the same receiver.
+    Exports leave from the SDK's thread, never from this event loop, which also runs the receiver:
+    an export made on the loop blocks the receiver's answer until the exporter times out (10 s)."""
     provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")))
+    exporter = OTLPSpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=100))
     try:
         yield provider
     finally:
-        provider.shutdown()
+        await asyncio.to_thread(provider.shutdown)  # flushes what is left, the loop free to receive it
 
 
 def chain(receiver: OtlpReceiver, trace_id: str, names: list[str]) -> list[Span] | None:
@@ -87,7 +91,7 @@ def chain(receiver: OtlpReceiver, trace_id: str, names: list[str]) -> list[Span]
 
 
 async def test_python_client_with_tracing_joins_the_agents_trace(traced: Traced) -> None:
-    with agent_tracer(traced.receiver) as provider:
+    async with agent_tracer(traced.receiver) as provider:
         async with EffectGateClient(traced.target, tracing=provider) as gate:
             with provider.get_tracer("agent").start_as_current_span("agent.charge_deposit") as agent:
                 context = RunContext("run-t1", "charge")
@@ -119,7 +123,7 @@ async def test_mcp_front_door_span_sits_between_the_host_and_the_gateway(traced:
         env=env,
     )
     charge = {"customer": "cus_trace", "amount": 1000, "currency": "usd", "payment_method": "pm_card_visa"}
-    with agent_tracer(traced.receiver) as provider:
+    async with agent_tracer(traced.receiver) as provider:
         with provider.get_tracer("agent").start_as_current_span("agent.charge_deposit") as agent:
             carrier: dict[str, str] = {}
             propagate.inject(carrier)

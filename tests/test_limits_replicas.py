@@ -41,7 +41,16 @@ def charged(sim: CountingStripe) -> int:
 def limited_config(tmp_path: Path, dsn: str, sim: CountingStripe, **gateway: Any) -> Path:
     doc = config_doc(
         dsn,
-        gateway={"lease_ttl": "1.5s", "reconcile_interval": "0.2s", "recheck_min": "0.2s", **gateway},
+        # The replicas share this host's clock: a bound set here keeps the one derived from this short
+        # lease (75 ms) from refusing work on a busy machine's probe noise (tests/test_clock_skew.py
+        # tests the bound itself).
+        gateway={
+            "lease_ttl": "1.5s",
+            "reconcile_interval": "0.2s",
+            "recheck_min": "0.2s",
+            "max_clock_skew": "1s",
+            **gateway,
+        },
         **stripe_tools(sim.base_url, attempt_timeout="1.2s", limits={"budget": {"eur": BUDGET}, "window": "1d"}),
     )
     return write_config(doc, tmp_path / "effectgate.toml")

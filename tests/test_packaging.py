@@ -4,6 +4,7 @@ no test runner; an adapter whose library is missing names the extra to install, 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,15 +26,38 @@ ABSENT = (
     "pytest",
 )
 
+# What a fresh clone lacks: local environments, caches, build outputs.
+NOT_IN_A_CLONE = (
+    ".git",
+    ".venv",
+    "node_modules",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.py[co]",
+    ".*_cache",
+    ".hypothesis",
+)
+
+
+def clean_checkout(dest: Path) -> Path:
+    """The repository as a fresh clone has it, copied to `dest`: pip and build write build/ and
+    *.egg-info into the tree they build, which must be neither this checkout (other tests, run
+    beside this one, read it) nor carry a stale build/lib into the wheel."""
+    shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(*NOT_IN_A_CLONE))
+    return dest
+
 
 @pytest.mark.timeout(900)
 def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
+    checkout = clean_checkout(tmp_path / "checkout")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     install = [str(python), "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt")]
     done = subprocess.run(
-        [*install, str(ROOT / "clients" / "protos"), str(ROOT / "clients" / "python"), str(ROOT)],
+        [*install, str(checkout / "clients" / "protos"), str(checkout / "clients" / "python"), str(checkout)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -103,10 +127,11 @@ def test_built_wheels_and_sdists_install_in_a_fresh_venv_and_serve(tmp_path: Pat
     """`python -m build` makes an sdist and, from it, a wheel of every distribution; the wheels
     install (dependencies at constraints.txt) into a fresh virtualenv whose `effectgate serve`
     answers SERVING, and whose `--version` is the VERSION file's."""
+    checkout = clean_checkout(tmp_path / "checkout")
     dist = tmp_path / "dist"
     for project in DISTRIBUTIONS.values():
         built = subprocess.run(
-            [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT / project)],
+            [sys.executable, "-m", "build", "--outdir", str(dist), str(checkout / project)],
             capture_output=True,
             text=True,
             timeout=300,
