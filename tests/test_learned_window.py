@@ -71,8 +71,9 @@ async def test_a_probe_first_reads_at_half_the_shortest_known_lag() -> None:
     tool = BoundTool(r.tool, adapter, book)
     book.add(tool.lag_key, lag)
     sampler = LagSampler(r.store, book, clock=time.monotonic)
+    sent_at = time.monotonic()
     result = await r.execute()
-    sampler.on_answered(result.record, tool)
+    sampler.on_answered(result.record, tool, sent_at)
     await sampler.drain()
     assert book.count(tool.lag_key) == 2
     assert book.shortest(tool.lag_key) >= lag - 0.01  # measured long, never short

@@ -95,7 +95,7 @@ class Driver:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock_problem: Callable[[], str] = lambda: "",
         gate: LimitGate | None = None,
-        on_answered: Callable[[ActionRecord, BoundTool], None] | None = None,
+        on_answered: Callable[[ActionRecord, BoundTool, float], None] | None = None,
     ) -> None:
         self.store = store
         self.gate = gate
@@ -210,6 +210,7 @@ class Driver:
         if timeout < MIN_CALL_BUDGET:
             # The write below proves nothing was sent yet; verification will say NOT_FOUND.
             return await self.step(record, t.NotSent(), policy), None
+        sent_at = self.clock()  # before the provider could commit: a read lag measured from here errs long
         event = await self._call(record, tool, timeout)
         if self.gate is not None:
             self.gate.provider_answered(record.tool, isinstance(event, t.Ambiguous | t.RefusedBeforeActing))
@@ -217,7 +218,7 @@ class Driver:
             failpoints.hit("after_provider_commit")
         record = await self.step(record, event, policy)
         if isinstance(event, t.Answered) and self.on_answered is not None:
-            self.on_answered(record, tool)
+            self.on_answered(record, tool, sent_at)
         return record, event if isinstance(event, t.RefusedBeforeActing) else None
 
     async def _call(self, record: ActionRecord, tool: BoundTool, timeout: float) -> t.Event:

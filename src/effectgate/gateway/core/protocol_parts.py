@@ -38,7 +38,7 @@ class ProtocolParts:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         cache: ReplayCache | None = None,
         clock_problem: Callable[[], str] = lambda: "",
-        on_answered: Callable[[ActionRecord, BoundTool], None] | None = None,
+        on_answered: Callable[[ActionRecord, BoundTool, float], None] | None = None,
     ) -> None:
         self._store = store
         self._tools = tools

@@ -2,9 +2,11 @@
 first shows it, per lag key (docs/webhooks.md).
 
 `LagSampler` follows one confirmed write in `sample_every` with read-backs that carry no
-receipt (the path a lost answer's verification takes: search, list), from the moment the answer
-arrived until the read shows the effect, polling at growing intervals (so a measurement errs
-long, never short), up to `probe_limit`. Once lags of its key are known, a probe's first read
+receipt (the path a lost answer's verification takes: search, list), polling at growing
+intervals up to `probe_limit`. A lag runs from the moment the write was sent (before the provider
+could commit it) to the moment the first read that shows it came back (after it became
+visible), so a measurement errs long, never short, however late a busy gateway handles the
+answer or the read. Once lags of its key are known, a probe's first read
 waits for half the shortest of them: the reads before it would only find nothing (a provider
 lagging 4 s took about 19 reads per probe, now 5), and a lag shorter than that start is
 measured as the start, long, which makes the next probe start earlier. Each lag goes to the
@@ -99,36 +101,36 @@ class LagSampler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._warned: set[str] = set()
 
-    def on_answered(self, record: ActionRecord, tool: BoundTool) -> None:
+    def on_answered(self, record: ActionRecord, tool: BoundTool, sent_at: float) -> None:
+        """`sent_at`: when the call that was answered left (this sampler's clock)."""
         every = self._book.settings.sample_every
         if every <= 0 or not tool.adapter.capabilities.has_read_api or len(self._tasks) >= MAX_PROBES:
             return
         self._seen += 1
         if self._seen % every:
             return
-        task = asyncio.get_running_loop().create_task(self._probe(record, tool, self._clock()))
+        task = asyncio.get_running_loop().create_task(self._probe(record, tool, sent_at))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _probe(self, record: ActionRecord, tool: BoundTool, answered_at: float) -> None:
+    async def _probe(self, record: ActionRecord, tool: BoundTool, sent_at: float) -> None:
         call = tool.action_call(record, receipt=False)
         limit = self._book.settings.probe_limit
         pause = FIRST_POLL
         start = min(self._book.shortest(tool.lag_key) / 2, limit)
         if start > FIRST_POLL:  # earlier reads would find nothing (see the module's docstring)
-            await asyncio.sleep(max(0.0, start - (self._clock() - answered_at)))
+            await asyncio.sleep(max(0.0, start - (self._clock() - sent_at)))
             pause = min(start * (GROWTH - 1), MAX_POLL)  # the step the growing pauses have there
         while True:
-            read_at = self._clock()
             try:
                 async with asyncio.timeout(tool.config.attempt_timeout):
                     observation = await tool.adapter.verify(call)
             except Exception:  # a failed read tells nothing about the lag
                 return
             if observation.outcome is Outcome.CONFIRMED:
-                await self._record(tool, max(0.0, read_at - answered_at))
+                await self._record(tool, max(0.0, self._clock() - sent_at))
                 return
-            if observation.outcome is not Outcome.NOT_FOUND or self._clock() - answered_at > limit:
+            if observation.outcome is not Outcome.NOT_FOUND or self._clock() - sent_at > limit:
                 return
             await asyncio.sleep(pause)
             pause = min(pause * GROWTH, MAX_POLL)
