@@ -7,7 +7,6 @@ action's history. Effects are counted at the simulator."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.square_sim import SquareSimulator
 from tests.harness import LiveGateway, config_doc, start_gateway
 from tests.test_execute import request
+from tests.test_webhooks import parked_unknown, wait_for
 
 TOKEN_ENV, TOKEN = "EFFECTGATE_TEST_SQUARE_TOKEN", "EAAA_test_square_webhooks"
 KEYS_ENV = "EFFECTGATE_TEST_SQUARE_SIGNATURE_KEYS"
@@ -71,22 +71,6 @@ async def live(tmp_path: Path, sim: SquareSimulator, monkeypatch: pytest.MonkeyP
 
 def payments(sim: SquareSimulator) -> list[dict[str, Any]]:
     return [e for e in sim.ledger if e["kind"] == "payment"]
-
-
-async def wait_for(live: LiveGateway, action: str, state: int, until: float) -> pb.Action:
-    while True:
-        got = await live.stub.GetAction(pb.GetActionRequest(action_id=action))
-        if got.state == state or time.time() > until:
-            return got
-        await asyncio.sleep(0.05)
-
-
-async def parked_unknown(live: LiveGateway, sim: SquareSimulator) -> pb.Action:
-    """A charge whose answer is lost, with no time left to wait out the window: UNKNOWN."""
-    sim.injector.script(["drop_after_commit"])
-    answer = await live.stub.Execute(request(), timeout=1.5)
-    assert answer.action.state == pb.EFFECT_STATE_UNKNOWN, answer.action.reason
-    return answer.action
 
 
 async def test_signed_payment_event_settles_unknown_before_the_next_read_back(

@@ -19,6 +19,7 @@ import pytest
 from google.protobuf import json_format
 
 from effectgate.v1 import gateway_pb2 as pb
+from effectgate_lab.simulators.server import SimulatorServer
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from effectgate_lab.simulators.webhook_sender import WebhookSender
 from tests.harness import API_KEY, LiveGateway, config_doc, start_gateway, stripe_tools
@@ -63,7 +64,7 @@ async def wait_for(live: LiveGateway, action: str, state: int, until: float) -> 
         await asyncio.sleep(0.05)
 
 
-async def parked_unknown(live: LiveGateway, sim: StripeSimulator) -> pb.Action:
+async def parked_unknown(live: LiveGateway, sim: SimulatorServer) -> pb.Action:
     """A charge whose answer is lost, with no time left to wait out the window: UNKNOWN."""
     sim.injector.script(["drop_after_commit"])
     answer = await live.stub.Execute(request(), timeout=1.5)
