@@ -5,7 +5,7 @@
 other languages: it prints `otlp receiver on <endpoint>` and serves what arrived as JSON at
 `GET /spans`.
 
-The receiver keeps every span and metric data point it is sent; tests wait on conditions over
+The receiver keeps every span, metric data point and log record it is sent; tests wait on conditions over
 them with generous bounds (the exporters batch and send in the background).
 """
 
@@ -25,6 +25,10 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 from google.protobuf.json_format import MessageToJson
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -34,6 +38,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from effectgate_lab.chaos.config_writer import write_config
@@ -54,10 +59,11 @@ def attrs(items: Sequence[KeyValue]) -> dict[str, Any]:
 
 @dataclass
 class OtlpReceiver:
-    """POST /v1/traces and /v1/metrics on 127.0.0.1:<free port>."""
+    """POST /v1/traces, /v1/metrics and /v1/logs on 127.0.0.1:<free port>."""
 
     trace_requests: list[ExportTraceServiceRequest] = field(default_factory=list)
     metric_requests: list[ExportMetricsServiceRequest] = field(default_factory=list)
+    log_requests: list[ExportLogsServiceRequest] = field(default_factory=list)
     endpoint: str = ""
     _runner: web.AppRunner | None = None
 
@@ -65,6 +71,7 @@ class OtlpReceiver:
         app = web.Application(client_max_size=64 << 20)
         app.router.add_post("/v1/traces", self._traces)
         app.router.add_post("/v1/metrics", self._metrics)
+        app.router.add_post("/v1/logs", self._logs)
         app.router.add_get("/spans", self._spans_json)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -96,6 +103,13 @@ class OtlpReceiver:
         reply = ExportMetricsServiceResponse().SerializeToString()
         return web.Response(body=reply, content_type="application/x-protobuf")
 
+    async def _logs(self, request: web.Request) -> web.Response:
+        message = ExportLogsServiceRequest()
+        message.ParseFromString(await self._body(request))
+        self.log_requests.append(message)
+        reply = ExportLogsServiceResponse().SerializeToString()
+        return web.Response(body=reply, content_type="application/x-protobuf")
+
     async def _spans_json(self, _request: web.Request) -> web.Response:
         return web.json_response([span_json(service, span) for service, span in self.spans_by_service()])
 
@@ -121,6 +135,16 @@ class OtlpReceiver:
             for span in scope.spans
         ]
 
+    def logs_by_resource(self) -> list[tuple[dict[str, Any], str, LogRecord]]:
+        """(the resource's attributes, the scope's name, record) for every log record received."""
+        return [
+            (attrs(resource.resource.attributes), scope.scope.name, record)
+            for req in self.log_requests
+            for resource in req.resource_logs
+            for scope in resource.scope_logs
+            for record in scope.log_records
+        ]
+
     def resources(self) -> list[dict[str, Any]]:
         return [attrs(rs.resource.attributes) for req in self.trace_requests for rs in req.resource_spans]
 
@@ -129,7 +153,7 @@ class OtlpReceiver:
 
     def dump(self) -> str:
         """Everything received, as text, for "this marker appears nowhere" checks."""
-        return "\n".join(MessageToJson(m) for m in [*self.trace_requests, *self.metric_requests])
+        return "\n".join(MessageToJson(m) for m in [*self.trace_requests, *self.metric_requests, *self.log_requests])
 
 
 def span_json(service: str, span: Span) -> dict[str, Any]:

@@ -25,6 +25,9 @@ class TelemetryConfig(BaseModel):
     otlp_endpoint: str = ""
     # OTEL_EXPORTER_OTLP_PROTOCOL wins.
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
+    # The gateway's log records over OTLP too (same endpoint and protocol, `/v1/logs` on HTTP);
+    # OTEL_LOGS_EXPORTER (otlp | none) wins. Off by default.
+    otlp_logs: bool = False
     # Parent-based trace-id ratio sampling; OTEL_TRACES_SAMPLER wins. None = always on.
     sample_ratio: float | None = Field(default=None, ge=0.0, le=1.0)
     # "host:port" of a Prometheus text endpoint (/metrics); "" = none. Port 0 picks a free one.

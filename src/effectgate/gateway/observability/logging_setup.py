@@ -69,13 +69,13 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(record.exc_text, secrets)
         if record.stack_info:
             record.stack_info = redact(record.stack_info, secrets)
-        for key, value in _extra(record).items():  # audit fields, e.g. an operator's note
+        for key, value in extra_fields(record).items():  # audit fields, e.g. an operator's note
             if isinstance(value, str):
                 setattr(record, key, redact(value, secrets))
         return True
 
 
-def _extra(record: logging.LogRecord) -> dict[str, Any]:
+def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The fields a caller passed with `extra=` (audit lines)."""
     return {k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")}
 
@@ -140,7 +140,7 @@ class JsonFormatter(logging.Formatter):
     code that logged become attributes."""
 
     def format(self, record: logging.LogRecord) -> str:
-        attributes = {**_extra(record), **_trace_ids()}
+        attributes = {**extra_fields(record), **_trace_ids()}
         if record.exc_info:
             attributes["exception.stacktrace"] = record.exc_text or self.formatException(record.exc_info)
         return json_line(record.getMessage(), record.levelname, record.name, record.created, attributes)
@@ -153,7 +153,7 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = {**_extra(record), **_trace_ids()}
+        fields = {**extra_fields(record), **_trace_ids()}
         return super().format(record) + "".join(f" {k}={json.dumps(v, default=str)}" for k, v in fields.items())
 
 

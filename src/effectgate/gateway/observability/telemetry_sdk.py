@@ -1,11 +1,12 @@
 """Installs the OpenTelemetry SDK for `effectgate serve`: exporters, instrumentations, Prometheus.
 
 Configured by the standard environment (`OTEL_SDK_DISABLED`, `OTEL_EXPORTER_OTLP_*`,
-`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`, `OTEL_TRACES_SAMPLER[_ARG]`,
+`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`, `OTEL_LOGS_EXPORTER`, `OTEL_TRACES_SAMPLER[_ARG]`,
 `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SERVICE_NAME`, `OTEL_BSP_*`, `OTEL_METRIC_EXPORT_INTERVAL`,
 `OTEL_PROPAGATORS`), then the `[telemetry]` section. With neither an OTLP endpoint nor a
-Prometheus listener nothing is installed and every span and metric stays an API no-op. The SDK
-packages come with the `otel` extra; without them a configured exporter is a start-up error.
+Prometheus listener nothing is installed and every span and metric stays an API no-op; log
+records go over OTLP only when asked for (log_export.py). The SDK packages come with the `otel`
+extra; without them a configured exporter is a start-up error.
 
 Instrumented: the gRPC server (its SERVER span made by rpc/admission.py; health and reflection
 untraced), httpx (the postmark and http adapters) and aiohttp (the Stripe SDK): each provider call
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effectgate.gateway.config import TelemetryConfig
+from effectgate.gateway.observability.log_export import logs_endpoint, start_log_export
 
 log = logging.getLogger("effectgate.telemetry")
 SANITIZE_ENV = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
@@ -61,6 +63,8 @@ class Telemetry:
     config: TelemetryConfig
     tracer_provider: Any = None
     meter_provider: Any = None
+    # The gateway's log records over OTLP (log_export.py), when asked for.
+    logs: Any = None
     # The Prometheus reader (its registry is served on the metrics port by runtime/probes.py).
     prometheus: Any = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -68,7 +72,7 @@ class Telemetry:
 
     @property
     def enabled(self) -> bool:
-        return self.tracer_provider is not None or self.meter_provider is not None
+        return any(part is not None for part in (self.tracer_provider, self.meter_provider, self.logs))
 
     async def shutdown(self) -> None:
         self._stopped = True
@@ -82,6 +86,9 @@ class Telemetry:
             await loop.run_in_executor(None, self.tracer_provider.shutdown)
         if self.meter_provider is not None:
             await loop.run_in_executor(None, self.meter_provider.shutdown)
+        # Last, so the records logged while the others stop are sent too.
+        if self.logs is not None:
+            await loop.run_in_executor(None, self.logs.shutdown)
 
 
 def prometheus_address(config: TelemetryConfig, env: Mapping[str, str] | None = None) -> tuple[str, int] | None:
@@ -117,7 +124,8 @@ def setup(
     metric_exporters = _env_list(env, "OTEL_METRICS_EXPORTER", "otlp")
     want_otlp_metrics = "otlp" in metric_exporters and bool(metrics_endpoint or config.otlp_endpoint)
     prometheus_at = prometheus_address(config, env)
-    if not (want_traces or want_otlp_metrics or prometheus_at):
+    want_logs, logs_from_env = logs_endpoint(config, env)
+    if not (want_traces or want_otlp_metrics or prometheus_at or want_logs):
         return result
     try:
         from opentelemetry.sdk.resources import Resource
@@ -135,6 +143,8 @@ def setup(
         result.tracer_provider = _tracing(config, env, resource, bool(traces_endpoint), adapters or {})
     if want_otlp_metrics or prometheus_at:
         _metrics(result, config, env, resource, want_otlp_metrics, bool(metrics_endpoint), prometheus_at)
+    if want_logs:
+        result.logs = start_log_export(config, env, resource, logs_from_env)
     return result
 
 
