@@ -66,5 +66,13 @@ def test_traces_go_to_jaeger_v2_through_a_current_collector() -> None:
     collector, version = SERVICES["otel-collector"]["image"].split(":")
     assert collector.startswith("otel/opentelemetry-collector") and tuple(map(int, version.split("."))) >= (0, 140)
     assert "environment" not in SERVICES["jaeger"]  # v1's COLLECTOR_OTLP_ENABLED and friends are gone
-    exporters = yaml.safe_load((DEPLOY / "otel-collector.yaml").read_text())["exporters"]
+    collector_config = yaml.safe_load((DEPLOY / "otel-collector.yaml").read_text())
+    exporters = collector_config["exporters"]
     assert exporters["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+
+
+def test_the_gateways_logs_reach_the_collector_in_a_pipeline_of_their_own() -> None:
+    pipelines = yaml.safe_load((DEPLOY / "otel-collector.yaml").read_text())["service"]["pipelines"]
+    assert pipelines["logs"]["receivers"] == ["otlp"] and pipelines["logs"]["exporters"]
+    environments = [s.get("environment") or {} for s in SERVICES.values()]
+    assert any(env.get("OTEL_LOGS_EXPORTER") == "otlp" for env in environments if isinstance(env, dict))
