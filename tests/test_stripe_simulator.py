@@ -43,6 +43,26 @@ async def sim() -> AsyncIterator[StripeSimulator]:
         await server.stop()
 
 
+class SimClock:
+    """The simulator's clock, moved by the test: "not visible yet" holds however slow the machine."""
+
+    def __init__(self) -> None:
+        self.at = time.time()
+
+    def __call__(self) -> float:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += seconds
+
+
+@pytest.fixture
+def clock(sim: StripeSimulator, monkeypatch: pytest.MonkeyPatch) -> SimClock:
+    frozen = SimClock()
+    monkeypatch.setattr(sim, "now", frozen)
+    return frozen
+
+
 @pytest.fixture
 async def http(sim: StripeSimulator) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=sim.base_url, headers=AUTH, timeout=5) as client:
@@ -156,12 +176,14 @@ async def test_validation_errors_store_nothing(sim: StripeSimulator, http: httpx
     assert (await create(http)).status_code == 200
 
 
-async def test_search_shows_an_intent_only_after_the_lag(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
+async def test_search_shows_an_intent_only_after_the_lag(
+    sim: StripeSimulator, http: httpx.AsyncClient, clock: SimClock
+) -> None:
     sim.search_lag = 0.3
     intent = (await create(http)).json()
     assert await search(http, "a1") == []
     assert (await http.get(f"/v1/payment_intents/{intent['id']}")).status_code == 200
-    await asyncio.sleep(0.45)
+    clock.advance(0.45)
     assert [i["id"] for i in await search(http, "a1")] == [intent["id"]]
     assert await search(http, "other") == []
     both = await http.get(
@@ -218,26 +240,30 @@ async def test_conflict_is_409_without_effect(sim: StripeSimulator, http: httpx.
     assert len(sim.ledger) == 1
 
 
-async def test_partial_is_processing_until_settled(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
+async def test_partial_is_processing_until_settled(
+    sim: StripeSimulator, http: httpx.AsyncClient, clock: SimClock
+) -> None:
     sim.injector.script(["partial"])
     intent = (await create(http)).json()
     assert intent["status"] == "processing" and intent["amount_received"] == 0
     assert sim.ledger[0]["status"] == "processing"  # money may still move: it counts
     assert (await http.get(f"/v1/payment_intents/{intent['id']}")).json()["status"] == "processing"
-    await asyncio.sleep(0.45)
+    clock.advance(0.45)
     settled = (await http.get(f"/v1/payment_intents/{intent['id']}")).json()
     assert settled["status"] == "succeeded" and settled["amount_received"] == 1500
 
 
-async def test_delayed_visibility_hides_from_search_only(sim: StripeSimulator, http: httpx.AsyncClient) -> None:
+async def test_delayed_visibility_hides_from_search_only(
+    sim: StripeSimulator, http: httpx.AsyncClient, clock: SimClock
+) -> None:
     sim.injector.script(["delayed_visibility", None])
     hidden = (await create(http, key="k1", action="a1")).json()
     shown = (await create(http, key="k2", action="a2")).json()
-    await asyncio.sleep(0.1)
+    clock.advance(0.1)
     assert await search(http, "a1") == []
     assert [i["id"] for i in await search(http, "a2")] == [shown["id"]]
     assert (await http.get(f"/v1/payment_intents/{hidden['id']}")).status_code == 200
-    await asyncio.sleep(0.45)
+    clock.advance(0.45)
     assert [i["id"] for i in await search(http, "a1")] == [hidden["id"]]
 
 
