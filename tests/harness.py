@@ -68,6 +68,18 @@ def stripe_tools(api_base: str, **tool: Any) -> dict[str, Any]:
     }
 
 
+WRONG_KEY_ENV = "EG_TEST_WRONG_KEY"
+
+
+def stripe_tools_with_a_refused_key(api_base: str, **tool: Any) -> dict[str, Any]:
+    """`stripe_tools`, plus `charge_wrong` on an adapter `stripe_wrong` whose key (from
+    `WRONG_KEY_ENV`) the simulator refuses: a 401 that echoes the masked key and a WARNING line."""
+    tools = stripe_tools(api_base, **tool)
+    tools["adapters"]["stripe_wrong"] = {**tools["adapters"]["stripe"], "api_key_env": WRONG_KEY_ENV, "kind": "stripe"}
+    tools["tools"]["charge_wrong"] = {**tools["tools"]["charge_card"], "adapter": "stripe_wrong"}
+    return tools
+
+
 @dataclass
 class LiveGateway:
     gateway: Gateway

@@ -23,7 +23,7 @@ from effectgate.gateway.config.telemetry import TelemetryConfig
 from effectgate.gateway.observability.log_export import logs_endpoint, start_log_export
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
-from tests.harness import API_KEY, API_KEY_ENV, config_doc, stripe_tools
+from tests.harness import API_KEY, API_KEY_ENV, WRONG_KEY_ENV, config_doc, stripe_tools_with_a_refused_key
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
 from tests.test_execute import request
 from tests.test_telemetry import client_traceparent, execute, in_trace, otel_env
@@ -37,14 +37,7 @@ SECRET = "provider-secret-logs-5e81c0"
 
 def two_keys_config(tmp_path: Path, sim: StripeSimulator, **telemetry: Any) -> dict[str, Any]:
     """charge_card with the simulator's key, charge_wrong with a key it refuses (a WARNING)."""
-    tools = stripe_tools(sim.base_url, max_attempts=1)
-    tools["adapters"]["stripe_wrong"] = {
-        **tools["adapters"]["stripe"],
-        "api_key_env": "EG_TEST_WRONG_KEY",
-        "kind": "stripe",
-    }
-    tools["tools"]["charge_wrong"] = {**tools["tools"]["charge_card"], "adapter": "stripe_wrong"}
-    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **tools)
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools_with_a_refused_key(sim.base_url, max_attempts=1))
     if telemetry:
         doc["telemetry"] = telemetry
     return doc
@@ -67,7 +60,7 @@ async def test_a_warning_reaches_the_collector_in_its_requests_trace(tmp_path: P
     env = {
         **otel_env(receiver.endpoint, OTEL_LOGS_EXPORTER="otlp", OTEL_BLRP_SCHEDULE_DELAY="100"),
         API_KEY_ENV: API_KEY,
-        "EG_TEST_WRONG_KEY": WRONG_KEY,
+        WRONG_KEY_ENV: WRONG_KEY,
     }
     gateway = ChildGateway(two_keys_config(tmp_path, sim), tmp_path, env, log_level="WARNING")
     try:
@@ -121,7 +114,7 @@ async def test_no_logs_request_unless_asked(tmp_path: Path, env: dict[str, str],
     receiver, sim = OtlpReceiver(), StripeSimulator(api_key=API_KEY)
     await receiver.start()
     await sim.start()
-    child_env = {**otel_env(receiver.endpoint, **env), API_KEY_ENV: API_KEY, "EG_TEST_WRONG_KEY": WRONG_KEY}
+    child_env = {**otel_env(receiver.endpoint, **env), API_KEY_ENV: API_KEY, WRONG_KEY_ENV: WRONG_KEY}
     gateway = ChildGateway(two_keys_config(tmp_path, sim, **telemetry), tmp_path, child_env)
     try:
         target = await gateway.ready()
@@ -165,7 +158,7 @@ async def test_logs_follow_the_traces_protocol_grpc(tmp_path: Path) -> None:
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "OTEL_BLRP_SCHEDULE_DELAY": "100",
         API_KEY_ENV: API_KEY,
-        "EG_TEST_WRONG_KEY": WRONG_KEY,
+        WRONG_KEY_ENV: WRONG_KEY,
     }
     gateway = ChildGateway(two_keys_config(tmp_path, sim), tmp_path, env)
     try:

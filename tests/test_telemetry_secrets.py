@@ -20,7 +20,7 @@ from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.adapter_targets import scenario
-from tests.harness import API_KEY, API_KEY_ENV, config_doc, stripe_tools
+from tests.harness import API_KEY, API_KEY_ENV, WRONG_KEY_ENV, config_doc, stripe_tools, stripe_tools_with_a_refused_key
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
 from tests.test_execute import request
 from tests.test_telemetry import client_traceparent, execute, otel_env
@@ -49,17 +49,11 @@ async def test_no_payload_or_secret_leaves_through_telemetry(tmp_path: Path) -> 
     await receiver.start()
     await sim.start()
     port = free_port()
-    tools = stripe_tools(sim.base_url, max_attempts=2)
     # A second adapter holding a key the provider refuses: its 401 echoes the (masked) key.
-    tools["adapters"]["stripe_wrong"] = {
-        **tools["adapters"]["stripe"],
-        "api_key_env": "EG_TEST_WRONG_KEY",
-        "kind": "stripe",
-    }
-    tools["tools"]["charge_wrong"] = {**tools["tools"]["charge_card"], "adapter": "stripe_wrong"}
+    tools = stripe_tools_with_a_refused_key(sim.base_url, max_attempts=2)
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **tools)
     doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}"}
-    env = {**otel_env(receiver.endpoint), **CAPTURE_ALL, API_KEY_ENV: API_KEY, "EG_TEST_WRONG_KEY": WRONG_KEY}
+    env = {**otel_env(receiver.endpoint), **CAPTURE_ALL, API_KEY_ENV: API_KEY, WRONG_KEY_ENV: WRONG_KEY}
     gateway = ChildGateway(doc, tmp_path, env, log_level="DEBUG")
     try:
         target = await gateway.ready()
