@@ -123,6 +123,8 @@ async def test_refund_and_dispute_go_into_the_history(live: LiveGateway, sim: St
     assert answer.action.state == pb.EFFECT_STATE_CONFIRMED
     await sim.webhooks.drain()  # the succeeded event: nothing to change
     assert [d.answer.get("outcome") for d in sim.webhooks.sent] == ["ignored"]
+    settled = await live.stub.GetAction(pb.GetActionRequest(action_id=answer.action.action_id))
+    assert settled.HasField("settled_at"), "the test's principal sees the people's view"
     intent_id = answer.action.receipt.external_id
     sim.refund(intent_id, delay=0)
     await sim.webhooks.drain()
@@ -134,6 +136,9 @@ async def test_refund_and_dispute_go_into_the_history(live: LiveGateway, sim: St
     assert any(n.startswith("refunded reported by stripe (event evt_") for n in after.notes), after.notes
     assert any("amount_refunded=1000" in n for n in after.notes), after.notes
     assert any(n.startswith("disputed reported by stripe") and "reason=fraudulent" in n for n in after.notes)
+    # Noted later, settled then: the notes moved the record's updated_at, not when it settled.
+    assert after.settled_at == settled.settled_at
+    assert after.updated_at.ToNanoseconds() > settled.settled_at.ToNanoseconds()
     assert len(effects(sim)) == 1
 
 

@@ -1,6 +1,6 @@
 """The effect protocol's read verbs, for the RPC layer and operators: get, list, history,
-changes (the watch), awaiting (the approval expiry's work) and verify (a read-back now, which
-writes only under a lease it could take).
+settled_at, changes (the watch), awaiting (the approval expiry's work) and verify (a read-back
+now, which writes only under a lease it could take).
 
 A mixin, like the lease verbs (see `protocol_leases`): the RPC layer holds one `EffectProtocol`,
 and every read goes through the protocol's store guard and tenant check; verify also takes a
@@ -54,6 +54,20 @@ class ReadVerbs(LeaseVerbs):
         """The action's story, oldest first (never another tenant's)."""
         await self.get(tenant, action_id)
         return await self._guard(self._store.history(action_id))
+
+    async def settled_at(self, record: ActionRecord) -> float | None:
+        """When a terminal action reached its final state, read from its story: a refund or a
+        dispute noted later changes the record's `updated_at`, not when it settled. The record's
+        `updated_at` when the story has no such entry (an action stored before the story began)."""
+        if not record.state.terminal:
+            return None
+        settled: float | None = None
+        for event in await self._guard(self._store.history(record.action_id)):
+            if not event.state.terminal:
+                settled = None
+            elif settled is None:
+                settled = event.at
+        return record.updated_at if settled is None else settled
 
     async def changes(self, query: ListQuery) -> builtins.list[ActionRecord]:
         """One tenant's actions in the order they last changed, after `query.after` (the watch)."""

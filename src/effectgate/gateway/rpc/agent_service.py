@@ -126,7 +126,8 @@ class EffectGatewayService:
         if not principal.roles & PEOPLE:  # agents keep the record only
             return action_pb(record)
         required = self.protocol.tool_config(record.tool).approvals if _configured(self.protocol, record.tool) else 0
-        return detailed_action_pb(record, masked_payload(self.protocol, record), required)
+        settled_at = await self.protocol.settled_at(record)
+        return detailed_action_pb(record, masked_payload(self.protocol, record), required, settled_at)
 
     async def GetActionHistory(
         self, request: pb.GetActionHistoryRequest, context: Context

@@ -107,15 +107,17 @@ def action_pb(record: ActionRecord) -> pb.Action:
     return action
 
 
-def detailed_action_pb(record: ActionRecord, payload: dict[str, Any], approvals_required: int) -> pb.Action:
+def detailed_action_pb(
+    record: ActionRecord, payload: dict[str, Any], approvals_required: int, settled_at: float | None
+) -> pb.Action:
     """The action as people see it (operators, observers): `action_pb` plus the masked payload,
-    its times and its approvals."""
+    its times (`settled_at` from its story) and its approvals."""
     action = action_pb(record)
     action.payload.CopyFrom(struct(payload))
     if record.dispatched_at is not None:
         action.dispatched_at.CopyFrom(timestamp(record.dispatched_at))
-    if record.state.terminal:
-        action.settled_at.CopyFrom(timestamp(record.updated_at))
+    if settled_at is not None:
+        action.settled_at.CopyFrom(timestamp(settled_at))
     action.policy_version = record.policy_version
     action.approved_by.extend(record.approvals)
     action.approvals_required = approvals_required
