@@ -59,33 +59,43 @@ async def _shown(request: Request, client: EffectGateClient) -> dict[str, Any]:
     return present.detail(record, datetime.now(UTC), settings.trace_url, settings.provider_url)
 
 
-@signed_in
-async def confirm(request: Request, person: Person, client: EffectGateClient) -> Response:
+def operators_verb(request: Request, person: Person) -> Verb | Response:
+    """The decision the URL names, or the page that refuses it (no such verb, not an operator)."""
     verb = VERBS.get(request.path_params["verb"])
     if verb is None:
         return render(request, "error.html", 404, person=person, title="Not found", message="No such decision.")
     if not person.operator:
         return forbidden(request, person)
-    given = await fields(request)
+    return verb
+
+
+async def _confirmation(
+    request: Request, person: Person, client: EffectGateClient, verb: Verb, given: dict[str, str], issues: list[str]
+) -> Response:
     shown = await _shown(request, client)
-    issues = problems(verb, given)
     status = 422 if issues else 200
     return render(request, "confirm.html", status, person=person, a=shown, verb=verb, given=given, issues=issues)
 
 
 @signed_in
-async def decide(request: Request, person: Person, client: EffectGateClient) -> Response:
-    verb = VERBS.get(request.path_params["verb"])
-    if verb is None:
-        return render(request, "error.html", 404, person=person, title="Not found", message="No such decision.")
-    if not person.operator:
-        return forbidden(request, person)
+async def confirm(request: Request, person: Person, client: EffectGateClient) -> Response:
+    verb = operators_verb(request, person)
+    if isinstance(verb, Response):
+        return verb
     given = await fields(request)
+    return await _confirmation(request, person, client, verb, given, problems(verb, given))
+
+
+@signed_in
+async def decide(request: Request, person: Person, client: EffectGateClient) -> Response:
+    verb = operators_verb(request, person)
+    if isinstance(verb, Response):
+        return verb
+    given = await fields(request)
+    issues = problems(verb, given)
+    if issues:
+        return await _confirmation(request, person, client, verb, given, issues)
     action_id = request.path_params["action_id"]
-    if problems(verb, given):
-        shown = await _shown(request, client)
-        issues = problems(verb, given)
-        return render(request, "confirm.html", 422, person=person, a=shown, verb=verb, given=given, issues=issues)
     note = given["note"]
     if verb.name == "approve":
         # Bound to what the confirmation page showed: a changed payload or policy is refused (APPROVAL_STALE).
