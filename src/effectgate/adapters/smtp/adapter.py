@@ -10,8 +10,10 @@ mailbox, verification answers UNKNOWN ("no read API"): it never guesses.
 
 from __future__ import annotations
 
+import contextlib
 import imaplib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import formatdate
@@ -142,31 +144,39 @@ class SmtpAdapter(email_common.EmailAdapter):
         email = self._email(call)
         mid, raw = self._message(call, email)
         rcpts = [email.to] + ([self._archive_rcpt] if self._archive_rcpt else [])
-        client = aiosmtplib.SMTP(hostname=self._host, port=self._port, timeout=self._timeout, start_tls=self._starttls)
-        phase = "connect"
-        try:
-            await client.connect()
-            if self._username:
-                phase = "login"
-                await client.login(self._username, self._password)
-            phase = "mail"
-            await client.mail(email.sender)
-            phase = "rcpt"
+        async with self._session() as session:
+            session.phase = "mail"
+            await session.client.mail(email.sender)
+            session.phase = "rcpt"
             for rcpt in rcpts:
-                await client.rcpt(rcpt)
-            phase = "data"
-            reply = await client.data(raw)
-        except aiosmtplib.SMTPResponseException as exc:
-            raise self._classify_reply(phase, exc.code, exc.message) from None
-        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise self._classify_broken(phase, exc) from None
-        finally:
-            await _close(client)
+                await session.client.rcpt(rcpt)
+            session.phase = "data"
+            reply = await session.client.data(raw)
         return Receipt(
             external_id=mid,
             provider_request_id=scrub(reply.message, self._secrets(), 200),
             result={"message_id": mid, "smtp_code": reply.code, "recipients": len(rcpts)},
         )
+
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[_Session]:
+        """A connected (and logged-in) SMTP client; a failure anywhere in the block, its own
+        phases included, is classified by the phase it happened in, and the client is closed."""
+        session = _Session(
+            aiosmtplib.SMTP(hostname=self._host, port=self._port, timeout=self._timeout, start_tls=self._starttls)
+        )
+        try:
+            await session.client.connect()
+            if self._username:
+                session.phase = "login"
+                await session.client.login(self._username, self._password)
+            yield session
+        except aiosmtplib.SMTPResponseException as exc:
+            raise self._classify_reply(session.phase, exc.code, exc.message) from None
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise self._classify_broken(session.phase, exc) from None
+        finally:
+            await _close(session.client)
 
     def _classify_reply(self, phase: str, code: int, text: str) -> Exception:
         # SMTP replies are explicit: 5xx is a permanent refusal, 4xx a temporary one, and both
@@ -190,19 +200,8 @@ class SmtpAdapter(email_common.EmailAdapter):
 
     async def probe(self) -> str:
         """`check --probe`: connects, says EHLO (and STARTTLS), logs in if configured; sends nothing."""
-        client = aiosmtplib.SMTP(hostname=self._host, port=self._port, timeout=self._timeout, start_tls=self._starttls)
-        phase = "connect"
-        try:
-            await client.connect()
-            if self._username:
-                phase = "login"
-                await client.login(self._username, self._password)
-        except aiosmtplib.SMTPResponseException as exc:
-            raise self._classify_reply(phase, exc.code, exc.message) from None
-        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise self._classify_broken(phase, exc) from None
-        finally:
-            await _close(client)
+        async with self._session():
+            pass
         return "EHLO and login accepted" if self._username else "EHLO accepted"
 
     async def verify(self, call: ActionCall) -> Observation:
@@ -237,6 +236,12 @@ class SmtpAdapter(email_common.EmailAdapter):
             message_id=mid,
             copies=len(found),
         )
+
+
+@dataclass
+class _Session:
+    client: aiosmtplib.SMTP
+    phase: str = "connect"  # what the client is doing: a failure is classified by it
 
 
 async def _close(client: aiosmtplib.SMTP) -> None:
