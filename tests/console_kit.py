@@ -4,10 +4,8 @@ driven by Playwright (never a downloaded browser)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
-import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -19,7 +17,7 @@ from typing import Any
 from effectgate.client import EffectGateClient
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
-from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
+from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools, wait_for_line
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -55,25 +53,9 @@ class ConsoleProcess:
         self.output: list[str] = []
 
     async def ready(self, timeout: float = 30.0) -> str:
-        assert self.proc.stdout is not None
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while loop.time() < end:
-            line = await asyncio.wait_for(loop.run_in_executor(None, self.proc.stdout.readline), end - loop.time())
-            if not line:
-                break
-            self.output.append(line)
-            found = re.search(r"console listening on (\S+)", line)
-            if found:
-                self.url = found.group(1)
-                loop.run_in_executor(None, self._drain)
-                return self.url
-        raise RuntimeError("console did not start:\n" + "".join(self.output))
-
-    def _drain(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.output.append(line)
+        found = await wait_for_line(self.proc, r"console listening on (\S+)", self.output, timeout, "console")
+        self.url = found.group(1)
+        return self.url
 
     def stop(self) -> None:
         if self.proc.poll() is None:

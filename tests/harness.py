@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc
 
@@ -111,6 +111,32 @@ async def start_gateway(config: Config | dict[str, Any], *, token: str = "") -> 
 # -- a gateway in a child process -----------------------------------------------------------
 
 
+async def wait_for_line(
+    proc: subprocess.Popen[str], pattern: str, output: list[str], timeout: float, what: str
+) -> re.Match[str]:
+    """Reads the child's output into `output` until a line matches `pattern`; then keeps
+    draining the pipe in a thread, so the child never blocks on a full pipe."""
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        line = await asyncio.wait_for(loop.run_in_executor(None, stdout.readline), end - loop.time())
+        if not line:
+            break
+        output.append(line)
+        found = re.search(pattern, line)
+        if found:
+            loop.run_in_executor(None, _drain, stdout, output)
+            return found
+    raise RuntimeError(f"{what} did not start:\n" + "".join(output))
+
+
+def _drain(stdout: IO[str], output: list[str]) -> None:
+    for line in stdout:  # each line as it comes: a test may read `output` meanwhile
+        output.append(line)
+
+
 class GatewayProcess:
     """`effectgate serve` in a child process; `kill()` is a real SIGKILL."""
 
@@ -144,26 +170,9 @@ class GatewayProcess:
         self.output: list[str] = []
 
     async def ready(self, timeout: float = 20.0) -> int:
-        assert self.proc.stdout is not None
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while loop.time() < end:
-            line = await asyncio.wait_for(loop.run_in_executor(None, self.proc.stdout.readline), end - loop.time())
-            if not line:
-                break
-            self.output.append(line)
-            found = re.search(r"serving on port (\d+)", line)
-            if found:
-                self.port = int(found.group(1))
-                # Keep draining the pipe so the child never blocks on a full pipe.
-                loop.run_in_executor(None, self._drain)
-                return self.port
-        raise RuntimeError("gateway did not start:\n" + "".join(self.output))
-
-    def _drain(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.output.append(line)
+        found = await wait_for_line(self.proc, r"serving on port (\d+)", self.output, timeout, "gateway")
+        self.port = int(found.group(1))
+        return self.port
 
     @property
     def target(self) -> str:
