@@ -49,6 +49,19 @@ def clean_checkout(dest: Path) -> Path:
     return dest
 
 
+def minimal_config(tmp_path: Path) -> Path:
+    """A gateway config that serves (SQLite, a Stripe adapter it never calls)."""
+    return write_config(
+        {
+            "server": {"listen": "127.0.0.1:0"},
+            "store": {"url": f"sqlite:///{tmp_path}/eg.db"},
+            "adapters": {"stripe": {"api_base": "http://127.0.0.1:9", "api_key_env": "STRIPE_API_KEY"}},
+            "tools": {"charge_card": {"adapter": "stripe"}},
+        },
+        tmp_path / "effectgate.toml",
+    )
+
+
 @pytest.mark.timeout(900)
 def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
     checkout = clean_checkout(tmp_path / "checkout")
@@ -93,15 +106,7 @@ def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
     parts = subprocess.run([str(python), "-c", shipped], capture_output=True, text=True, check=True).stdout.split()
     assert not {"effectgate/client", "effectgate/v1", "effectgate/tools"} & set(parts), parts
 
-    config = write_config(
-        {
-            "server": {"listen": "127.0.0.1:0"},
-            "store": {"url": f"sqlite:///{tmp_path}/eg.db"},
-            "adapters": {"stripe": {"api_base": "http://127.0.0.1:9", "api_key_env": "STRIPE_API_KEY"}},
-            "tools": {"charge_card": {"adapter": "stripe"}},
-        },
-        tmp_path / "effectgate.toml",
-    )
+    config = minimal_config(tmp_path)
     check = subprocess.run(
         [str(venv / "bin" / "effectgate"), "check", "--config", str(config)],
         capture_output=True,
@@ -167,15 +172,7 @@ def test_built_wheels_and_sdists_install_in_a_fresh_venv_and_serve(tmp_path: Pat
     where = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=True)
     assert where.stdout.startswith(str(venv)), where.stdout
 
-    config = write_config(
-        {
-            "server": {"listen": "127.0.0.1:0"},
-            "store": {"url": f"sqlite:///{tmp_path}/eg.db"},
-            "adapters": {"stripe": {"api_base": "http://127.0.0.1:9", "api_key_env": "STRIPE_API_KEY"}},
-            "tools": {"charge_card": {"adapter": "stripe"}},
-        },
-        tmp_path / "effectgate.toml",
-    )
+    config = minimal_config(tmp_path)
     env = {"STRIPE_API_KEY": "sk_test_x", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     server = subprocess.Popen(
         [str(effectgate), "serve", "--config", str(config)],
