@@ -92,19 +92,24 @@ describe("tracing joins the agent's trace", () => {
     }
   }
 
+  /** One charge under the agent's span: one effect, and agent -> client -> gateway spans in one trace. */
+  async function chargeOnceInOneTrace(provider: TracerProvider, tracing: true | TracerProvider, customer: string): Promise<void> {
+    const traceId = await chargeUnderAgentSpan(provider, tracing, customer);
+    await provider.forceFlush();
+    assert.equal(await gateway.effects(customer), 1);
+    const found = await waitForChain(receiver, traceId);
+    assert.deepEqual(
+      found.map((s) => s.service),
+      ["agent", "agent", "effectgate", "effectgate"],
+    );
+  }
+
   test("tracing: true with a global SDK (provider and W3C propagator registered)", async () => {
     const provider = agentProvider();
     trace.setGlobalTracerProvider(provider);
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
     try {
-      const traceId = await chargeUnderAgentSpan(provider, true, "cus_ts_trace_1");
-      await provider.forceFlush();
-      assert.equal(await gateway.effects("cus_ts_trace_1"), 1);
-      const found = await waitForChain(receiver, traceId);
-      assert.deepEqual(
-        found.map((s) => s.service),
-        ["agent", "agent", "effectgate", "effectgate"],
-      );
+      await chargeOnceInOneTrace(provider, true, "cus_ts_trace_1");
     } finally {
       await provider.shutdown();
       trace.disable();
@@ -115,14 +120,7 @@ describe("tracing joins the agent's trace", () => {
   test("tracing: a TracerProvider, nothing registered globally (traceparent written by the client)", async () => {
     const provider = agentProvider();
     try {
-      const traceId = await chargeUnderAgentSpan(provider, provider, "cus_ts_trace_2");
-      await provider.forceFlush();
-      assert.equal(await gateway.effects("cus_ts_trace_2"), 1);
-      const found = await waitForChain(receiver, traceId);
-      assert.deepEqual(
-        found.map((s) => s.service),
-        ["agent", "agent", "effectgate", "effectgate"],
-      );
+      await chargeOnceInOneTrace(provider, provider, "cus_ts_trace_2");
     } finally {
       await provider.shutdown();
     }
