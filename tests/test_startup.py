@@ -350,3 +350,47 @@ async def test_a_postgres_password_is_never_printed(tmp_path: Path, pg_admin_dsn
         assert "hunter2secret" not in checked.stdout + checked.stderr + served
     finally:
         await pg.drop_database(pg_admin_dsn, name)
+
+
+def _unreachable_postgres_url() -> str:
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    return f"postgresql://eg:hunter2secret@127.0.0.1:{port}/eg?connect_timeout=2"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_unreachable_store_and_a_taken_port_is_one_line_and_exit_2(tmp_path: Path, workers: int) -> None:
+    """Waiting for the store holds the port: a taken one fails the same way as without the wait."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        text = base_toml(tmp_path).replace("127.0.0.1:0", f"127.0.0.1:{port}")
+        text = text.replace(f"sqlite:///{tmp_path}/eg.db", _unreachable_postgres_url())
+        args = ["serve", "--config", str(write(tmp_path, text))] + (["--workers", str(workers)] if workers else [])
+        done = run_cli(*args)
+        one_line_failure(done, f"cannot listen on 127.0.0.1:{port}", "in use")
+        assert "hunter2secret" not in done.stderr + done.stdout
+
+
+def test_ctrl_c_while_waiting_for_the_store_says_so_and_exits_130(tmp_path: Path) -> None:
+    text = base_toml(tmp_path).replace(f"sqlite:///{tmp_path}/eg.db", _unreachable_postgres_url())
+    child = subprocess.Popen(
+        [sys.executable, "-m", "effectgate.gateway", "serve", "--config", str(write(tmp_path, text))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stderr is not None
+        for line in child.stderr:  # the wait has begun once it says so
+            if "waiting" in line:
+                break
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "stopped while waiting for the store" in stderr

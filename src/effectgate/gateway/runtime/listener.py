@@ -111,20 +111,27 @@ def _probe_bind(listen: str) -> None:
                 raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
-def listen(server: grpc.aio.Server, config: Config, shared: bool, certificates: Certificates | None) -> int:
+def bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None, shared: bool) -> int:
+    """Adds `address` to `server`; the port, or a ListenError naming why it cannot be had.
+
+    The one bind of every server that takes the gateway's port (the gateway itself, and the
+    waiting room that holds the port while the store is awaited)."""
     if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
-        _probe_bind(config.listen)
-    creds = credentials(config, certificates)
+        _probe_bind(address)
     try:
         if creds is None:
-            port = server.add_insecure_port(config.listen)
+            port = server.add_insecure_port(address)
         else:
-            port = server.add_secure_port(config.listen, creds)
+            port = server.add_secure_port(address, creds)
     except RuntimeError:
         port = 0
     if port == 0:
         raise ListenError(
-            f"cannot listen on {config.listen}: the address is in use (another gateway or program) "
+            f"cannot listen on {address}: the address is in use (another gateway or program) "
             "or not an address of this host"
         )
     return port
+
+
+def listen(server: grpc.aio.Server, config: Config, shared: bool, certificates: Certificates | None) -> int:
+    return bind(server, config.listen, credentials(config, certificates), shared)

@@ -24,6 +24,7 @@ from effectgate.gateway.store import StoreError
 
 log = logging.getLogger("effectgate.server")
 READY = "effectgate serving on port"
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
 PROBES = "effectgate probes on port"
 
 
@@ -78,8 +79,14 @@ async def serve(options: ServeOptions) -> int:
     provider_sdk_logs(config.telemetry.provider_sdk_logs)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        received.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     # The parent's pid is read now, before the ready line below lets the parent be killed.
     watcher = asyncio.create_task(watch_parent(stop, os.getppid())) if options.worker_port else None
     probes: ProbeServer | None = None
@@ -120,6 +127,9 @@ async def serve(options: ServeOptions) -> int:
         probes.close()
     if watcher is not None:
         await watcher
+    if gateway is None:  # stopped before the store ever answered: say so, never a silent exit
+        sys.stderr.write("effectgate: stopped while waiting for the store; nothing was served\n")
+        return EXIT_INTERRUPTED if signal.SIGINT in received else 0
     return 0
 
 

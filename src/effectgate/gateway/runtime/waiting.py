@@ -26,6 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from effectgate.gateway.model import GatewayUnavailable
 from effectgate.gateway.rpc import to_status
+from effectgate.gateway.runtime.listener import bind
 from effectgate.gateway.store import Store, StoreUnavailable
 
 log = logging.getLogger("effectgate.server")
@@ -60,10 +61,8 @@ class WaitingRoom:
         self._health = health
         health_pb2_grpc.add_HealthServicer_to_server(health, self._server)
         self._server.add_generic_rpc_handlers((_Unavailable(lambda: self.problem),))
-        if credentials is None:
-            self.port = self._server.add_insecure_port(listen)
-        else:
-            self.port = self._server.add_secure_port(listen, credentials)
+        # The same bind as the gateway's: a taken port is one clear line, never grpc's traceback.
+        self.port = bind(self._server, listen, credentials, shared_port)
 
     async def start(self) -> None:
         await self._health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
