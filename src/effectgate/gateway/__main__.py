@@ -2,6 +2,6 @@
 
 import sys
 
-from effectgate.gateway.runtime.cli import main
+from effectgate.gateway.runtime.entry import main
 
 sys.exit(main())

@@ -64,13 +64,20 @@ class Authenticator:
         if not found.roles & roles:
             wanted = " or ".join(repr(r) for r in sorted(roles))
             raise PermissionDenied(
-                f"principal {found.name} needs role {wanted}", reason="ROLE_REQUIRED", principal=found.name
+                f"principal {found.name} needs role {wanted} (its roles: {', '.join(sorted(found.roles))}; "
+                "roles are set in the principal's [[principals]] entry)",
+                reason="ROLE_REQUIRED",
+                principal=found.name,
             )
         return found
 
     @staticmethod
     def check_tool(principal: Principal, tool: str) -> None:
         if principal.tools and tool not in principal.tools:
+            allowed = ", ".join(sorted(principal.tools))
             raise PermissionDenied(
-                f"principal {principal.name} may not use this tool", reason="TOOL_NOT_ALLOWED", principal=principal.name
+                f"principal {principal.name} may not use tool {tool!r}: its tools are {allowed} "
+                f"(add {tool!r} to this principal's tools in the config to allow it)",
+                reason="TOOL_NOT_ALLOWED",
+                principal=principal.name,
             )

@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
+from effectgate.client.cli.parser import Parser
 from effectgate.gateway.config import ConfigError, load_config
 from effectgate.gateway.observability import LEVELS, mask_url, redact, setup_logging
 from effectgate.gateway.runtime.serving import ServeOptions, StartupFailed
@@ -88,6 +89,15 @@ def global_options(parser: argparse.ArgumentParser, defaults: dict[str, object])
     )
 
 
+def completion(parser: argparse.ArgumentParser) -> None:
+    """Shell completion (argcomplete): answers and exits only when the shell asks for completions.
+
+    Enable it with `eval "$(register-python-argcomplete effectgate)"` (docs/operations.md)."""
+    import argcomplete
+
+    argcomplete.autocomplete(parser)
+
+
 def version_line() -> str:
     """`effectgate --version`: the installed packages' versions (their metadata, from pyproject.toml)."""
     try:
@@ -108,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if plugin is not None:
         # Plug-in commands (e.g. `chaos` from effectgate-lab) parse their own options.
         return int(plugin(argv[1:]))
-    parser = argparse.ArgumentParser(prog="effectgate", description="exactly-once side effects for AI agents")
+    parser = Parser(prog="effectgate", description="exactly-once side effects for AI agents")
     parser.add_argument("--version", action="version", version=version_line())
     global_options(parser, LOG_DEFAULTS)
     # The same options after the command's name (`effectgate serve --log-format json ...`); there
@@ -147,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in sorted(plugin_names()):
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands, parents=[common])
+    completion(parser)
     args = parser.parse_args(argv)
     if args.log_level.upper() not in LEVELS:
         print(f"effectgate: --log-level: {args.log_level!r} is not one of {', '.join(LEVELS)}", file=sys.stderr)

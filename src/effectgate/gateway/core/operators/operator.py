@@ -57,7 +57,11 @@ class Operations:
     async def grant_bypass(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
         record = await self.protocol.get(tenant, action_id)
         if self.protocol.tool_config(record.tool).bypass is not Bypass.OPERATOR:
-            raise PolicyConflict(f"tool {record.tool} does not allow bypass", reason="BYPASS_NOT_ALLOWED")
+            raise PolicyConflict(
+                f"tool {record.tool} does not allow bypass: set bypass = \"operator\" in [tools.{record.tool}] "
+                "to let an operator grant a second effect",
+                reason="BYPASS_NOT_ALLOWED",
+            )
         if not t.allows(record.state, t.GrantBypass.name):
             raise _not_settled(record)
         if not note.strip():

@@ -10,7 +10,6 @@ operator's terminal. docs/operations.md is their reference, with the exit codes.
 
 from __future__ import annotations
 
-import argparse
 from importlib.metadata import PackageNotFoundError, version
 
 from effectgate.client.cli.args import STATES, add_commands
@@ -22,6 +21,7 @@ from effectgate.client.cli.commands import (
     EXIT_USAGE,
     run_command,
 )
+from effectgate.client.cli.parser import Parser
 from effectgate.client.cli.render import printable
 
 __all__ = [
@@ -55,7 +55,7 @@ def client_version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m effectgate.client.cli …`: the operator commands with only the client installed."""
-    parser = argparse.ArgumentParser(prog="effectgate", description="effectgate operator commands")
+    parser = Parser(prog="effectgate", description="effectgate operator commands")
     parser.add_argument("--version", action="version", version=f"effectgate-client {client_version()}")
     add_commands(parser.add_subparsers(dest="command", required=True))
     return run_command(parser.parse_args(argv))

@@ -16,6 +16,7 @@ from effectgate.client.cli.render import FORMATS
 from effectgate.client.states import State
 
 STATES = State.names()
+DEFAULT_TIMEOUT = 10.0  # seconds: an operator command's answer, or a hint about why there is none
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -56,6 +57,9 @@ def count(text: str) -> int:
 def connection(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--target", default=None, help="host:port (default $EFFECTGATE_TARGET, else 127.0.0.1:50051)")
     sub.add_argument("--token-env", default="EFFECTGATE_TOKEN", help="variable holding the bearer token")
+    sub.add_argument(
+        "--timeout", type=duration, default=DEFAULT_TIMEOUT, help=f"wait for the gateway at most (default {DEFAULT_TIMEOUT:g}s)"
+    )
     sub.add_argument("--tls", action="store_true", default=None, help="TLS with the system's root certificates")
     sub.add_argument("--tls-ca", default=None, help="PEM roots to verify the gateway (default $EFFECTGATE_TLS_CA)")
     sub.add_argument("--tls-cert", default=None, help="client certificate for mTLS (default $EFFECTGATE_TLS_CERT)")

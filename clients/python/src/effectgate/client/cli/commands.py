@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from effectgate.client.cli import limits, render, views
+from effectgate.client.cli import hints, limits, render, views
 from effectgate.client.cli.render import action_dict, dump, dump_line, message_dict, parse_time, printable
 from effectgate.client.client import EffectGateClient
 from effectgate.client.errors import EffectGateError, from_rpc_error
@@ -38,6 +38,7 @@ def client_for(args: argparse.Namespace) -> EffectGateClient:
         ca_file=args.tls_ca,
         cert_file=args.tls_cert,
         key_file=args.tls_key,
+        timeout=args.timeout,
     )
 
 
@@ -219,10 +220,15 @@ def run_command(args: argparse.Namespace) -> int:
         asyncio.run(_run(args))
     except EffectGateError as exc:
         print(printable(f"effectgate {args.command}: {exc}"), file=sys.stderr)
+        if advice := hints.hint(exc, args):
+            print(printable(advice), file=sys.stderr)
         return EXIT_NOT_FOUND if exc.code() == grpc.StatusCode.NOT_FOUND else EXIT_GATEWAY
     except (OSError, ValueError) as exc:  # unreadable TLS files, half a client certificate
         print(printable(f"effectgate {args.command}: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return EXIT_OK if getattr(args, "watch", False) else EXIT_INTERRUPTED
+        if getattr(args, "watch", False):
+            return EXIT_OK
+        print(f"effectgate {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK

@@ -1,0 +1,33 @@
+"""Entry points that Ctrl-C ends quietly: one line and exit status 130, never a traceback.
+
+The module that does the work is imported inside the handler, so an interrupt while its imports
+still load (the first few tenths of a second) is caught too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+EXIT_INTERRUPTED = 130
+
+
+def run_quietly(target: str, label: str, argv: list[str] | None = None) -> int:
+    """Runs `module:function` (a coroutine function, run by asyncio, or a plain one taking argv)."""
+    try:
+        import asyncio
+
+        module, _, name = target.partition(":")
+        function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        if argv is None:
+            outcome: Awaitable[Any] | Any = function()
+        else:
+            outcome = function(argv)
+        if asyncio.iscoroutine(outcome):
+            outcome = asyncio.run(outcome)
+        return int(outcome or 0)
+    except KeyboardInterrupt:
+        print(f"\n{label} interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
