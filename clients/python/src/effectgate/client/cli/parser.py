@@ -30,11 +30,23 @@ def suggestion(message: str, options: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def long_options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every `--option` of `parser` and of its sub-commands (argparse reports an unknown option
+    of a sub-command from the top parser, which does not know which command was meant)."""
+    found: list[str] = []
+    for action in parser._actions:
+        found += [flag for flag in action.option_strings if flag.startswith("--")]
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += [flag for flag in long_options(sub) if flag not in found]
+    return found
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with short errors (see the module's docstring); sub-commands inherit it."""
 
     def error(self, message: str) -> NoReturn:
-        options = [flag for action in self._actions for flag in action.option_strings if flag.startswith("--")]
+        options = long_options(self)
         sys.stderr.write(f"{self.prog}: error: {message}{suggestion(message, options)}\n")
         sys.stderr.write(f"see '{self.prog} --help' for the usage\n")
         sys.exit(2)

@@ -1,0 +1,172 @@
+"""The CLI for a newcomer: a failure says what to do next. A gateway that is down, one that never
+answers, a missing or wrong token each get a hint naming the flag and the variable; refusals say
+how to allow what was refused; a mistyped command, choice or option gets one line with a
+did-you-mean instead of the whole usage; the shell can complete commands (argcomplete); and
+Ctrl-C at any moment of the CLI or the demo is one line and exit 130, never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate.v1 import gateway_pb2_grpc
+from tests.otlp_receiver import ChildGateway
+from tests.test_operator_cli import AUTH, cli, execute, served, sim  # noqa: F401  (fixtures)
+
+EFFECTGATE = [sys.executable, "-m", "effectgate.gateway"]
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections and never answers (a wrong service, a hung host)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(16)
+        yield holder.getsockname()[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return int(free.getsockname()[1])
+
+
+async def test_a_gateway_that_is_down_gets_a_hint_naming_target_and_variable() -> None:
+    port = _free_port()
+    code, _, err = await cli("actions", "--target", f"127.0.0.1:{port}", check=1)
+    assert "UNAVAILABLE" in err and "Traceback" not in err
+    assert f"is a gateway running at 127.0.0.1:{port}?" in err
+    assert "--target" in err and "EFFECTGATE_TARGET" in err
+
+
+async def test_a_gateway_that_never_answers_is_given_up_at_the_timeout(silent_port: int) -> None:
+    code, _, err = await cli("show", "act_x", "--target", f"127.0.0.1:{silent_port}", "--timeout", "1s", check=1)
+    assert "DEADLINE_EXCEEDED" in err and "did not answer within 1s" in err and "--timeout" in err
+
+
+async def test_no_token_and_a_wrong_token_name_the_variable(served: tuple[ChildGateway, str]) -> None:
+    _, target = served
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")}
+    for token, words in (("", "is empty"), ("not-a-token", "holds a token the gateway does not know")):
+        proc = await asyncio.create_subprocess_exec(
+            *EFFECTGATE, "actions", "--target", target,
+            env=env | {"EFFECTGATE_TOKEN": token}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err_bytes = await asyncio.wait_for(proc.communicate(), 60)
+        err = err_bytes.decode()
+        assert proc.returncode == 1 and "UNAUTHENTICATED" in err, err
+        assert f"$EFFECTGATE_TOKEN {words}" in err and "--token-env" in err
+
+
+async def test_refusals_say_how_to_allow_what_they_refused(served: tuple[ChildGateway, str]) -> None:
+    _, target = served
+    action = await execute(target, "hint-bypass")  # charge_card: bypass = "never"
+    _, _, err = await cli("grant-bypass", action.action_id, "--note", "again", target=target, check=1)
+    assert 'bypass = "operator"' in err and "[tools.charge_card]" in err
+
+
+async def test_a_tool_outside_the_allow_list_names_the_tool_and_the_list(tmp_path: Path) -> None:
+    from tests.harness import config_doc, stripe_tools
+    from tests.test_operator_cli import PRINCIPALS, TOKEN
+
+    principals = [{**PRINCIPALS[0], "tools": ["charge_card"]}]
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=principals, **stripe_tools("http://127.0.0.1:9"))
+    doc["tools"]["send_receipt"] = dict(doc["tools"]["charge_card"])
+    gateway = ChildGateway(doc, tmp_path, {})
+    try:
+        target = await gateway.ready()
+        message = pb.ExecuteRequest()
+        message.CopyFrom(__import__("tests.test_execute", fromlist=["request"]).request(step="s1"))
+        message.tool = "send_receipt"
+        async with grpc.aio.insecure_channel(target) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await gateway_pb2_grpc.EffectGatewayStub(channel).Execute(
+                    message, metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=30
+                )
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        text = refused.value.details() or ""
+        assert "'send_receipt'" in text and "charge_card" in text and "tools" in text
+    finally:
+        await gateway.terminate()
+
+
+@pytest.mark.parametrize(
+    ("argv", "wanted"),
+    [
+        (["acions"], "did you mean 'actions'?"),
+        (["actions", "--state", "unknwn"], "did you mean 'UNKNOWN'?"),
+        (["actions", "--limt", "3"], "did you mean '--limit'?"),
+        (["reconcile", "act_1", "--note", "x", "--resolution", "confirmd"], "did you mean 'CONFIRMED'?"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_a_did_you_mean(argv: list[str], wanted: str) -> None:
+    done = subprocess.run([*EFFECTGATE, *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and wanted in lines[0] and "--help" in lines[1], done.stderr
+    assert "usage:" not in done.stderr
+
+
+def test_the_shell_completes_commands_and_options(tmp_path: Path) -> None:
+    """argcomplete's protocol, as `eval "$(register-python-argcomplete effectgate)"` drives it."""
+    answers = tmp_path / "completions"
+    for line, wanted in (("effectgate app", "approve"), ("effectgate actions --sta", "--state")):
+        env = os.environ | {
+            "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n", "COMP_LINE": line, "COMP_POINT": str(len(line)),
+            "_ARGCOMPLETE_STDOUT_FILENAME": str(answers),
+        }  # fmt: skip
+        done = subprocess.run([*EFFECTGATE], env=env, capture_output=True, text=True, timeout=60)
+        words = answers.read_text().split()
+        assert wanted in words, (line, words, done.stderr)
+
+
+def _interrupt(argv: list[str], after: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        try:
+            child.wait(timeout=after)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=90)
+    finally:
+        child.kill()
+    return subprocess.CompletedProcess(argv, child.returncode, out, err)
+
+
+# From 0.1 s on: before that the interpreter itself is starting, ahead of any of the project's code.
+MOMENTS = sorted(random.Random(36).uniform(0.1, 3.0) for _ in range(6))
+
+
+@pytest.mark.parametrize("after", MOMENTS, ids=[f"{m:.2f}s" for m in MOMENTS])
+def test_ctrl_c_at_any_moment_of_the_cli_is_one_line_and_exit_130(silent_port: int, after: float) -> None:
+    done = _interrupt([*EFFECTGATE, "actions", "--target", f"127.0.0.1:{silent_port}", "--timeout", "60s"], after)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "interrupted" in done.stderr
+
+
+DEMO_MOMENTS = sorted(random.Random(7).uniform(0.1, 6.0) for _ in range(4))
+
+
+@pytest.mark.parametrize("after", DEMO_MOMENTS, ids=[f"{m:.2f}s" for m in DEMO_MOMENTS])
+def test_ctrl_c_at_any_moment_of_the_demo_prints_no_traceback_and_leaves_no_folder(
+    tmp_path: Path, after: float
+) -> None:
+    env = os.environ | {"TMPDIR": str(tmp_path)}
+    done = _interrupt([sys.executable, "-m", "effectgate_lab.demo"], after, env)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 130), (done.returncode, done.stderr)  # 0: it had finished
+    if done.returncode == 130:
+        assert done.stderr.strip().splitlines()[-1] == "demo interrupted"
+    assert not list(tmp_path.glob("effectgate-demo-*"))
