@@ -21,8 +21,13 @@ import pytest
 
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
+from tests import test_operator_cli
 from tests.otlp_receiver import ChildGateway
-from tests.test_operator_cli import AUTH, cli, execute, served, sim  # noqa: F401  (fixtures)
+from tests.test_operator_cli import cli, execute
+
+# The operator CLI tests' gateway (a real `effectgate serve` with principals) and its simulator.
+sim = test_operator_cli.sim
+served = test_operator_cli.served
 
 EFFECTGATE = [sys.executable, "-m", "effectgate.gateway"]
 
@@ -44,14 +49,14 @@ def _free_port() -> int:
 
 async def test_a_gateway_that_is_down_gets_a_hint_naming_target_and_variable() -> None:
     port = _free_port()
-    code, _, err = await cli("actions", "--target", f"127.0.0.1:{port}", check=1)
+    _, _, err = await cli("actions", "--target", f"127.0.0.1:{port}", check=1)
     assert "UNAVAILABLE" in err and "Traceback" not in err
     assert f"is a gateway running at 127.0.0.1:{port}?" in err
     assert "--target" in err and "EFFECTGATE_TARGET" in err
 
 
 async def test_a_gateway_that_never_answers_is_given_up_at_the_timeout(silent_port: int) -> None:
-    code, _, err = await cli("show", "act_x", "--target", f"127.0.0.1:{silent_port}", "--timeout", "1s", check=1)
+    _, _, err = await cli("show", "act_x", "--target", f"127.0.0.1:{silent_port}", "--timeout", "1s", check=1)
     assert "DEADLINE_EXCEEDED" in err and "did not answer within 1s" in err and "--timeout" in err
 
 

@@ -112,7 +112,7 @@ def test_dockerfile_runs_what_we_test() -> None:
     assert re.search(r'^ENTRYPOINT \["effectgate"\]', text, re.M)
     assert '"serve", "--config"' in text
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert 'effectgate = "effectgate.gateway.runtime.cli:main"' in pyproject
+    assert 'effectgate = "effectgate.gateway.runtime.entry:main"' in pyproject
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 EXIT_INTERRUPTED = 130
@@ -21,10 +21,7 @@ def run_quietly(target: str, label: str, argv: list[str] | None = None) -> int:
 
         module, _, name = target.partition(":")
         function: Callable[..., Any] = getattr(importlib.import_module(module), name)
-        if argv is None:
-            outcome: Awaitable[Any] | Any = function()
-        else:
-            outcome = function(argv)
+        outcome: Any = function() if argv is None else function(argv)
         if asyncio.iscoroutine(outcome):
             outcome = asyncio.run(outcome)
         return int(outcome or 0)

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     global_options(parser, LOG_DEFAULTS)
     # The same options after the command's name (`effectgate serve --log-format json ...`); there
     # they default to nothing, so that one given before the name is not overwritten.
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     global_options(common, {name: argparse.SUPPRESS for name in LOG_DEFAULTS})
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway", parents=[common])

@@ -119,10 +119,7 @@ def bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | 
     if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
         _probe_bind(address)
     try:
-        if creds is None:
-            port = server.add_insecure_port(address)
-        else:
-            port = server.add_secure_port(address, creds)
+        port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
     except RuntimeError:
         port = 0
     if port == 0:

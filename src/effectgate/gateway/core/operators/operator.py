@@ -58,7 +58,7 @@ class Operations:
         record = await self.protocol.get(tenant, action_id)
         if self.protocol.tool_config(record.tool).bypass is not Bypass.OPERATOR:
             raise PolicyConflict(
-                f"tool {record.tool} does not allow bypass: set bypass = \"operator\" in [tools.{record.tool}] "
+                f'tool {record.tool} does not allow bypass: set bypass = "operator" in [tools.{record.tool}] '
                 "to let an operator grant a second effect",
                 reason="BYPASS_NOT_ALLOWED",
             )

@@ -58,7 +58,10 @@ def connection(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--target", default=None, help="host:port (default $EFFECTGATE_TARGET, else 127.0.0.1:50051)")
     sub.add_argument("--token-env", default="EFFECTGATE_TOKEN", help="variable holding the bearer token")
     sub.add_argument(
-        "--timeout", type=duration, default=DEFAULT_TIMEOUT, help=f"wait for the gateway at most (default {DEFAULT_TIMEOUT:g}s)"
+        "--timeout",
+        type=duration,
+        default=DEFAULT_TIMEOUT,
+        help=f"wait for the gateway at most (default {DEFAULT_TIMEOUT:g}s)",
     )
     sub.add_argument("--tls", action="store_true", default=None, help="TLS with the system's root certificates")
     sub.add_argument("--tls-ca", default=None, help="PEM roots to verify the gateway (default $EFFECTGATE_TLS_CA)")

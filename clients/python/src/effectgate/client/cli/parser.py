@@ -19,7 +19,7 @@ def _names(listed: str) -> list[str]:
 
 
 def suggestion(message: str, options: list[str]) -> str:
-    """" (did you mean 'x'?)" for a mistyped choice or option in argparse's `message`, else ""."""
+    """ " (did you mean 'x'?)" for a mistyped choice or option in argparse's `message`, else ""."""
     if found := _CHOICE.search(message):
         close = difflib.get_close_matches(found["given"], _names(found["choices"]), n=1, cutoff=0.5)
     elif found := _UNKNOWN.search(message):
