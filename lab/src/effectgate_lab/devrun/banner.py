@@ -6,14 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from effectgate_lab.devrun.config import TOOLS
-from effectgate_lab.devrun.layout import Ports
+from effectgate_lab.devrun.layout import DEFAULT_PORT, DEFAULT_ROOT, Ports
 
 
 def banner(ports: Ports, workdir: Path, urls: dict[str, str], effectgate: str, python: str) -> str:
     target = f"127.0.0.1:{ports.gateway}"
     tools = "\n".join(f"  {name:<21} {what}" for name, what in TOOLS.items())
     sims = "\n".join(f"  {name:<9} {url}   (ledger: {url}/_sim/ledger)" for name, url in urls.items())
-    trigger = f"{effectgate} dev trigger" + ("" if ports.gateway == 50051 else f" --port {ports.gateway}")
+    trigger = f"{effectgate} dev trigger" + ("" if ports.gateway == DEFAULT_PORT else f" --port {ports.gateway}")
+    if workdir.parent != DEFAULT_ROOT.resolve():  # `make run --dir ELSEWHERE`: the trigger must find it
+        trigger += f" --dir {workdir.parent}"
     commands = [
         (f"{python} your_agent.py", "e.g. the README's client example"),
         (f"{effectgate} actions", "what the gateway holds"),
