@@ -1,6 +1,6 @@
 """Server-side sessions: the bearer token a person signed in with stays here, in memory; the
-browser's cookie carries only a random session id. Each session holds its own CSRF token. Bounded (the oldest session is dropped when
-full) and expiring (idle for `idle`, or older than `lifetime`)."""
+browser's cookie carries only a random session id. Each session holds its own CSRF token.
+Bounded (the oldest session is dropped when full) and expiring (idle for `idle`, or older than `lifetime`)."""
 
 from __future__ import annotations
 
