@@ -225,9 +225,7 @@ class MemoryStore(Store):
         before = {k: (v[0], v[1]) for k, v in self.db.counters.items()}
         granted = self._reserve(record.action_id, record.generation, reservation, record.state)
         if ruling is not None:
-            seen = {
-                (c, b): before.get((reservation.tenant, reservation.tool, c, b), (0, 0)) for c, b in ruling.keys
-            }
+            seen = {(c, b): before.get((reservation.tenant, reservation.tool, c, b), (0, 0)) for c, b in ruling.keys}
             if ruling.holds(seen):
                 record, event = ruling.held, ruling.held_event
         self._save(record, event)

@@ -17,10 +17,10 @@ reconciler's `drive_leased` and the server's `drain` also use); the parts are in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import uuid
-import dataclasses
 from dataclasses import dataclass
 
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
