@@ -161,11 +161,14 @@ async def test_an_observer_sees_no_decisions_and_cannot_post_one(browser: Browse
     await expect(page.get_by_text("cus_console_observed")).to_be_visible(timeout=WAIT)
     for name in ("Approve", "Deny", "Reconcile", "Grant bypass"):
         await expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
-    # A POST forged with the observer's session and a valid CSRF token: refused by the console.
-    token = next(c["value"] for c in await page.context.cookies() if c["name"] == "csrftoken")
+    # A POST forged with the observer's session and its valid CSRF token: refused by the console.
+    token = await page.locator('input[name="csrftoken"]').first.get_attribute("value")
+    assert token
     for path in ("approve", "approve/confirm"):
         answer = await page.request.post(
-            f"/actions/{waiting.action_id}/{path}", form={"csrftoken": token, "note": "forged"}
+            f"/actions/{waiting.action_id}/{path}",
+            form={"csrftoken": token, "note": "forged"},
+            headers={"Origin": eg.console},
         )
         assert answer.status == 403, path
         assert "only operators decide" in await answer.text()

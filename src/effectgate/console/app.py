@@ -1,6 +1,6 @@
 """The console's ASGI app: routes, the session cookie (a signed random id, nothing else), CSRF
-on every POST (asgi-csrf: a signed double-submit cookie and a form field), and the security
-headers of every answer (a Content-Security-Policy with no inline script)."""
+on every POST (csrf.py: same origin, and a token bound to the server-side session), and the
+security headers of every answer (a Content-Security-Policy with no inline script)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from asgi_csrf import asgi_csrf
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
@@ -19,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from effectgate.console import audit, decide, live, pages, signin
+from effectgate.console.csrf import Guard
 from effectgate.console.link import GatewayLink
 from effectgate.console.people import People
 from effectgate.console.sessions import SessionStore
@@ -33,7 +33,8 @@ CSP = (
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not no-referrer: under it a browser sends `Origin: null` on the console's own POSTs.
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
@@ -56,13 +57,6 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
-
-
-class EveryPath:
-    """asgi-csrf skips POSTs that carry no cookie unless their path is 'always protected': all are."""
-
-    def __contains__(self, path: object) -> bool:
-        return True
 
 
 async def home(request: Request) -> Response:
@@ -102,19 +96,20 @@ def build_app(settings: ConsoleSettings, sessions: SessionStore | None = None) -
     middleware = [
         Middleware(SecurityHeaders),
         Middleware(
-            asgi_csrf,
-            signing_secret=settings.secret,
-            always_protect=EveryPath(),
-            cookie_secure=settings.https,
-            cookie_samesite="Strict",
-        ),
-        Middleware(
             SessionMiddleware,
             secret_key=settings.secret,
             session_cookie="effectgate_console",
             max_age=int(settings.session_lifetime),
             same_site="strict",
             https_only=settings.https,
+        ),
+        Middleware(
+            Guard,
+            secret=settings.secret,
+            sessions=store,
+            public_url=settings.public_url,
+            proxy_header=settings.proxy_header,
+            trusted_proxy=settings.trusted_proxy,
         ),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

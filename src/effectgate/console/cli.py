@@ -17,6 +17,7 @@ from dataclasses import replace
 import uvicorn
 
 from effectgate.console.app import build_app
+from effectgate.console.csrf import origin_of
 from effectgate.console.settings import ConsoleSettings
 
 
@@ -30,6 +31,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8780, help="port (0: any free port)")
     p.add_argument("--cert-file", default="", help="serve HTTPS with this certificate (cookies become Secure)")
     p.add_argument("--key-file", default="", help="the certificate's key")
+    p.add_argument("--public-url", default="", help="the console's URL as people open it (behind a proxy)")
+    p.add_argument("--trusted-proxy", action="store_true", help="read the browser's address from X-Forwarded-For")
     p.add_argument("--secret-env", default="", help="variable holding the cookie-signing secret (several consoles)")
     p.add_argument("--session-idle", type=float, default=1800, help="seconds a session lives unused")
     p.add_argument("--trace-url", default="", help="trace link template, e.g. a search for {action_id}")
@@ -55,6 +58,8 @@ def proxy_tokens(path: str) -> dict[str, str]:
 def settings_from(args: argparse.Namespace) -> ConsoleSettings:
     if bool(args.cert_file) != bool(args.key_file):
         raise ValueError("--cert-file and --key-file go together")
+    if args.public_url and not origin_of(args.public_url):
+        raise ValueError(f"--public-url {args.public_url!r} is not a URL (scheme://host[:port])")
     if bool(args.proxy_header) != bool(args.proxy_principals):
         raise ValueError("--proxy-header needs --proxy-principals (and the other way round)")
     settings = ConsoleSettings(
@@ -63,6 +68,8 @@ def settings_from(args: argparse.Namespace) -> ConsoleSettings:
         cert_file=args.tls_cert,
         key_file=args.tls_key,
         https=bool(args.cert_file),
+        public_url=args.public_url,
+        trusted_proxy=args.trusted_proxy,
         session_idle=args.session_idle,
         proxy_header=args.proxy_header,
         proxy_tokens=proxy_tokens(args.proxy_principals),

@@ -11,7 +11,7 @@ from effectgate.console.link import GatewayLink, SignInRefused
 from effectgate.console.sessions import SessionStore
 from effectgate.console.settings import ConsoleSettings
 
-SESSION_KEY = "sid"  # the only thing in the (signed) session cookie
+SESSION_KEY = "sid"  # in the (signed, HttpOnly) session cookie; before sign-in, only a CSRF nonce
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Server-side sessions: the bearer token a person signed in with stays here, in memory; the
-browser's cookie carries only a random session id. Bounded (the oldest session is dropped when
-full) and expiring (idle for `idle`, or older than `lifetime`)."""
+browser's cookie carries only a random session id. Each session holds its own CSRF token.
+Bounded (the oldest session is dropped when full) and expiring (idle for `idle`, or older than `lifetime`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ class Session:
     principal: str  # a name to show ("": the gateway does not tell the console who a token is)
     created: float
     seen: float = field(default=0.0)
+    # The CSRF token of this session's forms (console/csrf.py): made with the session, so a new
+    # one at every sign-in; kept here and in the pages, never in a cookie.
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
 
 class SessionStore:

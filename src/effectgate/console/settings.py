@@ -18,7 +18,13 @@ class ConsoleSettings:
     key_file: str | None = None
     # The console's own TLS: cookies are then marked Secure.
     https: bool = False
-    # Signs the session and CSRF cookies; random per process unless given (several console
+    # The URL people open (behind a proxy): its origin is the only one a POST may come from.
+    # Empty: the scheme and Host of each request.
+    public_url: str = ""
+    # A reverse proxy in front sets X-Forwarded-For: the browser's address in the console's logs
+    # and sign-in limits is then its first address (else the socket's).
+    trusted_proxy: bool = False
+    # Signs the session cookie and keys the sign-in form's CSRF token; random per process unless given (several console
     # processes behind one load balancer share one).
     secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     session_idle: float = 30 * 60

@@ -26,6 +26,7 @@ from effectgate.gateway.model import (
     ListQuery,
     Page,
     Reservation,
+    Ruling,
     State,
 )
 from effectgate.gateway.store import Store, StoreUnavailable, Usage, codec, decode_cursor, denial, rows
@@ -211,13 +212,22 @@ class MemoryStore(Store):
     # -- limits: the same rules as store/accounting.py, one step at a time (no await inside) ------
 
     async def claim(
-        self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None = None
+        self,
+        record: ActionRecord,
+        reservation: Reservation,
+        event: ActionEvent | None = None,
+        ruling: Ruling | None = None,
     ) -> tuple[ActionRecord, bool]:
         self._enter("claim", write=True)
         existing = self._load(record.action_id)
         if existing is not None:
             return existing, False
+        before = {k: (v[0], v[1]) for k, v in self.db.counters.items()}
         granted = self._reserve(record.action_id, record.generation, reservation, record.state)
+        if ruling is not None:
+            seen = {(c, b): before.get((reservation.tenant, reservation.tool, c, b), (0, 0)) for c, b in ruling.keys}
+            if ruling.holds(seen):
+                record, event = ruling.held, ruling.held_event
         self._save(record, event)
         if granted is not None:
             self.db.events.append(dataclasses.replace(granted, seq=len(self.db.events) + 1))

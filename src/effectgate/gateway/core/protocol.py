@@ -17,6 +17,7 @@ reconciler's `drive_leased` and the server's `drain` also use); the parts are in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import uuid
@@ -42,6 +43,7 @@ from effectgate.gateway.model import (
     PayloadMismatch,
     PolicyConflict,
     Reservation,
+    Ruling,
     State,
     StoreFailedAfterSend,
     keys,
@@ -139,7 +141,7 @@ class EffectProtocol(ReadVerbs):
                 self._cache.learn(request_key(cmd), action_id)  # the payload passed the fingerprint check
                 return result
         now = self._clock()
-        ruled, reservation = await self._guard(self._limits.admit(tool, who, payload, now))
+        ruled, reservation, deferred = await self._guard(self._limits.admit(tool, who, payload, now))
         needs_approval = tool.config.approval is Approval.REQUIRED or ruled
         claim = t.Claim(
             identity=who,
@@ -155,7 +157,12 @@ class EffectProtocol(ReadVerbs):
             policy_version=tool.policy_version,
         )
         created = t.create(claim, now, self._policy(tool))
-        record, inserted = await self._claim(created, history.entry(claim, created, now), reservation)
+        ruling = None
+        if deferred and not needs_approval:  # rules over the counters: decided in the claim
+            asked = dataclasses.replace(claim, approval=True)
+            held = t.create(asked, now, self._policy(tool))
+            ruling = self._limits.ruling(tool, who, payload, now, held, history.entry(asked, held, now))
+        record, inserted = await self._claim(created, history.entry(claim, created, now), reservation, ruling)
         if not inserted:  # another caller claimed it between our read and our insert
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
         if record.state is State.AWAITING_APPROVAL:
@@ -167,7 +174,7 @@ class EffectProtocol(ReadVerbs):
         return ExecuteResult(settled, replayed=False)
 
     async def _claim(
-        self, record: ActionRecord, entry: ActionEvent, reservation: Reservation | None
+        self, record: ActionRecord, entry: ActionEvent, reservation: Reservation | None, ruling: Ruling | None = None
     ) -> tuple[ActionRecord, bool]:
         """Inserts the claim. While the insert commits, a duplicate in this process that already
         sees the claimed row waits on `_claiming` instead of polling: the future resolves when the
@@ -175,7 +182,7 @@ class EffectProtocol(ReadVerbs):
         claiming = asyncio.get_running_loop().create_future()
         self._claiming.setdefault(record.action_id, claiming)
         try:
-            return await self._guard(self._limits.claim(record, reservation, entry))
+            return await self._guard(self._limits.claim(record, reservation, entry, ruling))
         finally:
             if self._claiming.get(record.action_id) is claiming:
                 del self._claiming[record.action_id]

@@ -9,9 +9,10 @@ same transaction as the claim (docs/limits.md); a denial rolls the claim back wi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from effectgate.gateway.model.domain import ActionRecord, State
+from effectgate.gateway.model.domain import ActionEvent, ActionRecord, State
 from effectgate.gateway.model.errors import AlreadyExecuted, GatewayError, GatewayUnavailable
 
 # States whose attempt holds nothing: nothing took effect (REJECTED) or absence is proven
@@ -52,6 +53,24 @@ class Reservation:
 
     def ordered(self) -> Reservation:
         return dataclasses.replace(self, buckets=tuple(sorted(self.buckets, key=lambda b: (b.currency, b.key))))
+
+
+# (currency, bucket) -> (effects, spent): the counters an approval rule reads.
+Counters = Mapping[tuple[str, str], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """An approval rule that reads the tool's counters, decided in the claim's transaction, after
+    its reservation took the counters' row locks: `holds` gets the counters named by `keys` as
+    they stood before this claim's reservation. When it holds, `held` (the same action, waiting
+    for a person) and `held_event` are written instead of the claim's record and entry. So
+    concurrent claims see each other's sums, as the same claims one at a time would."""
+
+    keys: tuple[tuple[str, str], ...]
+    holds: Callable[[Counters], bool]
+    held: ActionRecord
+    held_event: ActionEvent | None = None
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,21 @@ def reserve(
         yield q.add, _add_params(r, bucket, forced)
 
 
+def counters_before(q: AccountingStatements, r: Reservation, wanted: Sequence[tuple[str, str]]) -> Script:
+    """The counters `wanted` as they stood before `r` was added to them, read in the claim's
+    transaction after `reserve`: the rows `r` adds to are locked by it until the commit, so a
+    concurrent claim waits and then sees this one's sum (an approval rule reads these)."""
+    mine = {(b.currency, b.key): b.amount for b in r.buckets}
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    for currency, bucket in wanted:
+        rows = yield q.counter, (r.tenant, r.tool, currency, bucket)
+        effects, spent = (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+        if (currency, bucket) in mine:
+            effects, spent = effects - 1, spent - mine[(currency, bucket)]
+        found[(currency, bucket)] = (effects, spent)
+    return found
+
+
 def grant(q: AccountingStatements, g: LimitGrant) -> Script:
     yield q.grant, (g.action_id, g.tenant, g.principal, g.note, g.granted_at, g.expires_at)
 

@@ -13,7 +13,7 @@ import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model import ActionEvent, ActionRecord, LimitGrant, ListQuery, Page, Reservation
+from effectgate.gateway.model import ActionEvent, ActionRecord, LimitGrant, ListQuery, Page, Reservation, Ruling
 from effectgate.gateway.store.evidence import ProviderLog
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
@@ -123,11 +123,16 @@ class Store(ProviderLog, ABC):
     # -- limits (docs/limits.md): a store that keeps them overrides all five ----------------------
 
     async def claim(
-        self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None = None
+        self,
+        record: ActionRecord,
+        reservation: Reservation,
+        event: ActionEvent | None = None,
+        ruling: Ruling | None = None,
     ) -> tuple[ActionRecord, bool]:
         """`insert_if_absent` (with its `event`) and, when it inserts, the reservation, in one
         transaction: all or nothing. Raises `LimitExceeded` (nothing inserted) when the reservation
-        does not fit."""
+        does not fit. With a `ruling`, its rule is decided in that transaction on the counters it
+        locked, and when it holds, `ruling.held` is what is stored and answered."""
         raise NotImplementedError(f"{type(self).__name__} does not keep limits")
 
     async def update_accounted(

@@ -31,6 +31,7 @@ from effectgate.gateway.model import (
     ListQuery,
     Page,
     Reservation,
+    Ruling,
     State,
 )
 from effectgate.gateway.store import accounting, rows
@@ -195,18 +196,34 @@ class SqlStore(SqlProviderLog, Store):
     # -- limits ------------------------------------------------------------------------------
 
     async def claim(
-        self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None = None
+        self,
+        record: ActionRecord,
+        reservation: Reservation,
+        event: ActionEvent | None = None,
+        ruling: Ruling | None = None,
     ) -> tuple[ActionRecord, bool]:
-        return await self._transact(self._claim(record, reservation, event))  # type: ignore[no-any-return]
+        return await self._transact(self._claim(record, reservation, event, ruling))  # type: ignore[no-any-return]
 
-    def _claim(self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None) -> Script:
+    def _claim(
+        self, record: ActionRecord, reservation: Reservation, event: ActionEvent | None, ruling: Ruling | None
+    ) -> Script:
         q = self.statements
         if (yield q.insert, rows.values(record)):
-            if event is not None:
+            if ruling is None and event is not None:
                 yield q.insert_event, event_values(event)
             yield from accounting.reserve(
                 self.accounting, record.action_id, record.generation, reservation, record.state
             )
+            if ruling is not None:
+                # Decided here, on the counters this transaction has locked (accounting.py).
+                counters = yield from accounting.counters_before(self.accounting, reservation, ruling.keys)
+                if ruling.holds(counters):
+                    held = ruling.held
+                    row = rows.values(held)
+                    yield q.update_returning, (*row[1:5], *row[6:], held.action_id, held.fence)
+                    record, event = held, ruling.held_event
+                if event is not None:
+                    yield q.insert_event, event_values(event)
             return record, True
         found = yield q.get, (record.action_id,)
         if not found:

@@ -1,7 +1,8 @@
 """Where the effect protocol and the driver meet the limits: a few calls, so that neither grows.
 
 - before anything is stored: the payload bounds, and the action id (`unique = "scope"`);
-- for a new action: the breaker, the approval rules and the reservation taken with the claim;
+- for a new action: the breaker, the approval rules on the payload, the reservation taken with
+  the claim and the rules on the counters, decided in the claim's transaction (`ruling`);
 - for every write of a counted tool: release into UNCOUNTED, hold again on a dispatch.
 """
 
@@ -19,9 +20,11 @@ from effectgate.gateway.model import (
     ActionEvent,
     ActionIdentity,
     ActionRecord,
+    Counters,
     InvalidRequest,
     LimitExceeded,
     Reservation,
+    Ruling,
     ScopeTaken,
 )
 from effectgate.gateway.observability import limits_log
@@ -57,22 +60,52 @@ class LimitGate:
 
     async def admit(
         self, tool: BoundTool, who: ActionIdentity, payload: Message, now: float
-    ) -> tuple[bool, Reservation | None]:
-        """A new action: the breaker, then (needs approval, what to reserve with the claim)."""
+    ) -> tuple[bool, Reservation | None, bool]:
+        """A new action: the breaker, then (needs approval, what to reserve with the claim, whether
+        rules over the counters are left to decide in the claim: `ruling`)."""
         self.breakers.admit(tool.name)
         policy = tool.policy
-        usage: Sequence[tuple[str, str, int, int]] = ()
-        if policy.reads_usage:
-            usage = await self._store.usage(who.tenant, who.tool)
-        return policy.needs_approval(who, payload, now, usage), policy.reservation(who, payload, now)
+        reservation = policy.reservation(who, payload, now)
+        if policy.needs_approval(who, payload, now, rules=policy.payload_rules):
+            return True, reservation, False
+        if not policy.counter_rules:
+            return False, reservation, False
+        if reservation is not None:
+            return False, reservation, True  # decided where the counters are locked
+        # Uncounted: no claim adds to the counters, so what they say now is what the claim would see.
+        usage: Sequence[tuple[str, str, int, int]] = await self._store.usage(who.tenant, who.tool)
+        return policy.needs_approval(who, payload, now, usage, rules=policy.counter_rules), reservation, False
+
+    def ruling(
+        self,
+        tool: BoundTool,
+        who: ActionIdentity,
+        payload: Message,
+        now: float,
+        held: ActionRecord,
+        held_entry: ActionEvent | None,
+    ) -> Ruling:
+        """The counter rules of `tool`, for the claim's transaction; `held` is the record it writes
+        when one of them holds."""
+        policy = tool.policy
+
+        def holds(counters: Counters) -> bool:
+            usage = [(c, b, e, s) for (c, b), (e, s) in counters.items()]
+            return policy.needs_approval(who, payload, now, usage, rules=policy.counter_rules)
+
+        return Ruling(policy.usage_keys(who, payload, now), holds, held, held_entry)
 
     async def claim(
-        self, record: ActionRecord, reservation: Reservation | None, entry: ActionEvent | None = None
+        self,
+        record: ActionRecord,
+        reservation: Reservation | None,
+        entry: ActionEvent | None = None,
+        ruling: Ruling | None = None,
     ) -> tuple[ActionRecord, bool]:
         if reservation is None:
             return await self._store.insert_if_absent(record, entry)
         try:
-            return await self._store.claim(record, reservation, entry)
+            return await self._store.claim(record, reservation, entry, ruling)
         except LimitExceeded as exc:
             limits_log.denied(record.tool, exc.reason)
             exc.figures["action_id"] = record.action_id  # what an operator's grant names

@@ -58,7 +58,11 @@ class ToolPolicy:
             self.rules = tuple(Rule(source, fields) for source in limits.require_approval_when)
         except RuleError as exc:
             raise PolicyError(f"require_approval_when: {exc}") from None
-        self.reads_usage = any(rule.names & USAGE_VARIABLES for rule in self.rules)
+        # Rules that read the counters are decided in the claim's transaction (`ruling`); the
+        # others, on the payload alone, before it.
+        self.counter_rules = tuple(rule for rule in self.rules if rule.names & USAGE_VARIABLES)
+        self.payload_rules = tuple(rule for rule in self.rules if not rule.names & USAGE_VARIABLES)
+        self.reads_usage = bool(self.counter_rules)
         self.counted = limits.counted
 
     # -- before anything is stored ---------------------------------------------------------------
@@ -126,9 +130,17 @@ class ToolPolicy:
     # -- approval ---------------------------------------------------------------------------------
 
     def needs_approval(
-        self, identity: ActionIdentity, payload: Message, now: float, usage: Sequence[UsageRow] = ()
+        self,
+        identity: ActionIdentity,
+        payload: Message,
+        now: float,
+        usage: Sequence[UsageRow] = (),
+        *,
+        rules: Sequence[Rule] | None = None,
     ) -> bool:
-        if not self.rules:
+        """Whether any of `rules` (all the tool's by default) holds the action for a person."""
+        chosen = self.rules if rules is None else rules
+        if not chosen:
             return False
         activation = {
             "amount": self.amount(payload),
@@ -140,7 +152,14 @@ class ToolPolicy:
             "payload": _fields(payload),
             **self._left(identity, payload, now, usage),
         }
-        return any(rule.holds(activation) for rule in self.rules)
+        return any(rule.holds(activation) for rule in chosen)
+
+    def usage_keys(self, identity: ActionIdentity, payload: Message, now: float) -> tuple[tuple[str, str], ...]:
+        """The counter rows the rules' variables read: (currency, bucket)."""
+        currency = self.currency(payload)
+        window = f"w:{math.floor(now / self.limits.window) * self.limits.window:.0f}"
+        run = f"r:{identity.run_id}"
+        return ((ALL, window), (currency, window), (ALL, run), (currency, run))
 
     def _left(
         self, identity: ActionIdentity, payload: Message, now: float, usage: Sequence[UsageRow]
@@ -149,8 +168,8 @@ class ToolPolicy:
         limits = self.limits
         currency = self.currency(payload)
         window = f"w:{math.floor(now / limits.window) * limits.window:.0f}"
-        counters = {(c, b): (e, s) for c, b, e, s in usage}
         run = f"r:{identity.run_id}"
+        counters = {(c, b): (e, s) for c, b, e, s in usage}
         effects, spent = counters.get((ALL, window), (0, 0))[0], counters.get((currency, window), (0, 0))[1]
         run_effects, run_spent = counters.get((ALL, run), (0, 0))[0], counters.get((currency, run), (0, 0))[1]
         unlimited = 1 << 62
