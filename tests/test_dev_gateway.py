@@ -177,7 +177,7 @@ async def test_the_banner_commands_work_as_printed_approval_and_triggers(tmp_pat
                 )
             assert lost.action.state == State.CONFIRMED, lost.action
             assert len(dev.effects()) == effects_before + 1  # the lost answer was proved, not re-sent
-            webhook = shlex.split(banner_command(dev, "dev trigger"))[:-1] + ["webhook", lost.action.action_id]
+            webhook = [*shlex.split(banner_command(dev, "dev trigger"))[:-1], "webhook", lost.action.action_id]
             code, out = await shell(shlex.join(webhook), dev)
             assert code == 0 and "the gateway answered 200" in out, out
     assert free_port()  # nothing left behind on loopback by the runs above
