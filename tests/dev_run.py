@@ -78,6 +78,13 @@ async def start_dev(root: Path, port: int | None = None, cwd: Path | None = None
     return run
 
 
+async def refused_dev(run: DevRun) -> str:
+    """The rest of the output of a `make run` that refuses to start: it exits by itself (no
+    signal is sent, which could land while it is already exiting)."""
+    rest, _ = await asyncio.wait_for(run.proc.communicate(), 90)
+    return rest.decode()
+
+
 async def stop_dev(run: DevRun) -> str:
     if run.proc.returncode is None:
         run.proc.send_signal(signal.SIGTERM)

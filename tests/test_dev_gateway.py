@@ -17,7 +17,7 @@ from pathlib import Path
 from effectgate.client import EffectGateClient, State, run, step
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate_lab.labkit.children import free_port
-from tests.dev_run import DevRun, dev_gateway, start_dev, stop_dev
+from tests.dev_run import DevRun, dev_gateway, refused_dev, start_dev, stop_dev
 from tests.test_readme_snippets import FENCE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,8 +111,7 @@ async def test_a_second_make_run_on_a_busy_port_leaves_the_first_ones_store_inta
     async with dev_gateway(tmp_path / "dev") as first:
         before = await run_example(program, first)
         second = await start_dev(tmp_path / "dev", first.port)
-        rest = await stop_dev(second)
-        out = second.banner + rest
+        out = second.banner + await refused_dev(second)
         assert second.proc.returncode == 2, out
         assert "in use by a running `make run`" in out and "Traceback" not in out, out
         (gateway,) = _gateway_pids(first.proc.pid)
@@ -137,7 +136,7 @@ async def test_a_port_held_by_another_program_stops_make_run_before_it_touches_t
         folder.mkdir(parents=True)
         (folder / "effectgate.db").write_text("the last run's store")
         dev = await start_dev(tmp_path / "dev", port)
-        out = dev.banner + await stop_dev(dev)
+        out = dev.banner + await refused_dev(dev)
     assert dev.proc.returncode == 2, out
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and f"gateway {port}" in lines[0] and "in use" in lines[0], out
