@@ -9,15 +9,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from effectgate.client import State
-from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, Stack, stack
+from tests import test_console
+from tests.console_kit import CHROMIUM, Stack
 from tests.test_console import WAIT, card, decide, execute, settled, sign_in
 from tests.test_execute import effects
 
@@ -43,18 +43,9 @@ window.attack = function (target, action, planted, token) {{
 </script></body></html>"""
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        found = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield found
-        await found.close()
-
-
-@pytest.fixture
-async def eg(tmp_path: Path) -> AsyncIterator[Stack]:
-    async with stack(tmp_path) as s:
-        yield s
+# The console tests' Chromium and gateway stack (one definition of each, in test_console).
+browser = test_console.browser
+eg = test_console.eg
 
 
 @pytest.fixture
