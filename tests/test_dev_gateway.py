@@ -16,6 +16,7 @@ from pathlib import Path
 
 from effectgate.client import EffectGateClient, State, run, step
 from effectgate.tools.v1.tools_pb2 import ChargeCard
+from effectgate_lab.devrun.layout import port_is_free
 from effectgate_lab.labkit.children import free_port
 from tests.dev_run import DevRun, dev_gateway, refused_dev, start_dev, stop_dev
 from tests.test_readme_snippets import FENCE
@@ -49,15 +50,6 @@ async def shell(command: str, dev: DevRun) -> tuple[int, str]:
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     return int(proc.returncode or 0), out.decode()
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def banner_command(dev: DevRun, starts: str) -> str:

@@ -24,14 +24,15 @@ from pathlib import Path
 from effectgate_lab.interrupt import run_quietly
 
 PORT_ENV = "EFFECTGATE_DEV_PORT"
-DEFAULT_PORT = 50051
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="effectgate dev", description=(__doc__ or "").split("\n\n")[0])
+    from effectgate_lab.devrun.layout import DEFAULT_PORT, DEFAULT_ROOT  # the standard library only
+
     default_port = int(os.environ.get(PORT_ENV) or DEFAULT_PORT)
     parser.add_argument("--port", type=int, default=default_port, help=f"gateway port (default {default_port})")
-    parser.add_argument("--dir", type=Path, default=Path(".effectgate/dev"), help="one folder per port below it")
+    parser.add_argument("--dir", type=Path, default=DEFAULT_ROOT, help="one folder per port below it")
     commands = parser.add_subparsers(dest="command")
     trigger = commands.add_parser("trigger", help="make something happen to the running `make run`")
     trigger.add_argument("kind", choices=("lost-answer", "error-500", "slow", "lost-request", "webhook"))

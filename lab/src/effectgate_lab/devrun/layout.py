@@ -46,10 +46,11 @@ class Ports:
 
     def taken(self) -> list[str]:
         """The ports another program holds now ("name port" each)."""
-        return [f"{name} {port}" for name, port in asdict(self).items() if not _free(port)]
+        return [f"{name} {port}" for name, port in asdict(self).items() if not port_is_free(port)]
 
 
-def _free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether 127.0.0.1:`port` can be bound now."""
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -43,13 +43,12 @@ async def serve(port: int, workdir: Path) -> int:
         if taken := ports.taken():
             raise DevError(f"cannot start: port(s) in use: {', '.join(taken)} (stop what holds them, or use --port)")
         fresh(workdir)
+        stripe = StripeSimulator(api_key=SECRET)
         sims: dict[str, SimulatorServer] = {
-            "stripe": StripeSimulator(api_key=SECRET),
+            "stripe": stripe,
             "postmark": PostmarkSimulator(server_token=SECRET),
             "crm": CrmSimulator(api_key=SECRET),
         }
-        stripe = sims["stripe"]
-        assert isinstance(stripe, StripeSimulator)
         # Every succeeded charge is announced, signed, to the gateway's webhook listener.
         stripe.webhooks.url = f"http://127.0.0.1:{ports.webhooks}/webhooks/stripe"
         stripe.webhooks.secret = WEBHOOK_SECRET

@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 
+from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
 from effectgate_lab.devrun.config import SECRET, WEBHOOK_SECRET
 from effectgate_lab.devrun.layout import DevError, read_state
 from effectgate_lab.simulators.webhook_sender import WebhookSender
 
-ACTION_METADATA_KEY = "effectgate_action_id"  # the Stripe adapter's metadata key (docs/providers.md)
 # KIND -> (the fault scripted for the next charge, what it does).
 FAULTS = {
     "lost-answer": ("drop_after_commit", "the next charge is applied, then its answer is lost"),

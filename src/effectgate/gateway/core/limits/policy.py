@@ -62,7 +62,6 @@ class ToolPolicy:
         # others, on the payload alone, before it.
         self.counter_rules = tuple(rule for rule in self.rules if rule.names & USAGE_VARIABLES)
         self.payload_rules = tuple(rule for rule in self.rules if not rule.names & USAGE_VARIABLES)
-        self.reads_usage = bool(self.counter_rules)
         self.counted = limits.counted
 
     # -- before anything is stored ---------------------------------------------------------------

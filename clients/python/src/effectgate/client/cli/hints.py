@@ -38,6 +38,4 @@ def hint(exc: EffectGateError, args: argparse.Namespace) -> str:
             f"hint: ${variable} {where}: export {variable}=<your operator token>, or name another "
             "variable with --token-env NAME."
         )
-    if code == grpc.StatusCode.PERMISSION_DENIED and reason in ("ROLE_REQUIRED", "PERMISSION_DENIED", ""):
-        return "hint: this token's principal lacks the role; an operator's token is in [[principals]] with roles."
     return ""
