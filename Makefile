@@ -9,7 +9,7 @@ CREWAI_STAMP := $(CREWAI_VENV)/.installed
 # `make test` runs the tests on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= auto
 
-.PHONY: demo run test test-services test-ts lint proto proto-check bench chaos venv venv-crewai clean
+.PHONY: demo run test test-services test-ts lint proto proto-check bench chaos soak fuzz venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -67,5 +67,16 @@ bench: $(STAMP)
 chaos: $(STAMP)
 	$(VENV)/bin/effectgate chaos
 
+# Writes that land after the cut (docs/protocol.md): 100 actions a study, figures in soak-slow-cut.jsonl.
+soak: $(STAMP)
+	rm -f soak-slow-cut.jsonl
+	SLOW_CUT_ACTIONS=100 SLOW_CUT_RESULTS=soak-slow-cut.jsonl $(VENV)/bin/python -m pytest -q tests/test_slow_cut.py -k around_the_cut
+	cat soak-slow-cut.jsonl
+
+## fuzz: the stateful model of the protocol for FUZZ_MINUTES (30), a seed per round, found examples in .hypothesis/
+FUZZ_MINUTES ?= 30
+fuzz: $(STAMP) test-services
+	bash scripts/fuzz_model.sh $(FUZZ_MINUTES)
+
 clean:
-	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

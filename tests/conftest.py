@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
-from tests import pg
+from tests import pg, slow_first, wheelhouse
 from tests.harness import API_KEY
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend
 
@@ -55,10 +55,22 @@ async def pg_dsn(pg_admin_dsn: str) -> AsyncIterator[str]:
         await pg.drop_database(pg_admin_dsn, name)
 
 
+@pytest.fixture(scope="session")
+def pg_template(pg_bindir: Path) -> Iterator[Path]:
+    """A cluster initdb made once per worker and never started: private servers are copies of it
+    (a copy of the directory instead of an initdb each)."""
+    cluster = pg.PgServer(pg_bindir)
+    try:
+        yield cluster.data
+    finally:
+        cluster.destroy()
+
+
 @pytest.fixture
-def pg_private_server(pg_bindir: Path) -> Iterator[pg.PgServer]:
-    """A server of the test's own, for tests that stop or restart it."""
-    server = pg.start_server(pg_bindir)
+def pg_private_server(pg_bindir: Path, pg_template: Path) -> Iterator[pg.PgServer]:
+    """A server of the test's own (a fresh cluster, copied from the template), for tests that stop
+    or restart it."""
+    server = pg.start_server(pg_bindir, template=pg_template)
     try:
         yield server
     finally:
@@ -87,3 +99,23 @@ async def sim() -> AsyncIterator[StripeSimulator]:
     await simulator.start()
     yield simulator
     await simulator.stop()
+
+
+@pytest.fixture(scope="session")
+def wheelhouse_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdists and wheels of every distribution, built once for the whole run (tests/wheelhouse.py)."""
+    return wheelhouse.built_once(tmp_path_factory)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the known-slow tests first, dealt out to the workers (tests/slow_first.py)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or not slow_first.LIST.exists():
+        return  # one process: the collected order
+    known = slow_first.known_slow(slow_first.LIST.read_text())
+    for item in items:  # the tests that wait for the run's wheelhouse run in the share that builds it
+        if "wheelhouse_dir" in getattr(item, "fixturenames", ()):
+            known[item.nodeid] = slow_first.Slow(known.get(item.nodeid, slow_first.Slow(60, "")).seconds, "wheelhouse")
+    nodeids = {id(item): item.nodeid for item in items}
+    items[:] = slow_first.slow_first(items, nodeids, known, int(workerinput["workercount"]))

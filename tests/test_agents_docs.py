@@ -1,5 +1,6 @@
-"""The README's "Agent frameworks" snippets and docs/agents.md's complete programs, run against a
-real gateway process (development mode), charges counted at the Stripe simulator."""
+"""The README's "Agent frameworks" snippets, run against a real gateway process (development
+mode), and docs/agents.md's complete programs, run as a newcomer runs them: against `make run`
+as it is (its config, its simulators, its MCP schemas), charges counted at the Stripe simulator."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import RunningGateway, running_gateway
+from tests.dev_run import dev_gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"<!-- agents-(snippet|example): ([\w-]+) -->\s*```python\n(.*?)```", re.S)
@@ -113,16 +115,19 @@ async def test_readme_openai_agents_snippet(gw: RunningGateway) -> None:
 
 
 @pytest.mark.parametrize("name", ["mcp", "langgraph", "openai-agents", "pydantic-ai"])
-async def test_docs_program_runs_and_charges_once(gw: RunningGateway, tmp_path: Path, name: str) -> None:
+async def test_docs_program_runs_against_make_run_and_charges_once(tmp_path: Path, name: str) -> None:
     program = tmp_path / f"example_{name.replace('-', '_')}.py"  # never shadow a package
     program.write_text(DOCS[name])
-    env = {**os.environ, "EFFECTGATE_TARGET": gw.target, "EFFECTGATE_CONFIG": str(gw.config), "PATH": ENV_PATH}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(program), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
-    )
-    output = (await asyncio.wait_for(proc.communicate(), 180))[0].decode()
-    assert proc.returncode == 0, output
-    assert len(gw.effects()) == 1, output
+    async with dev_gateway(tmp_path / "dev") as make_run:
+        # The shell after the banner's `export` lines: EFFECTGATE_TARGET and EFFECTGATE_CONFIG.
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(program), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env=make_run.env(), cwd=tmp_path,
+        )  # fmt: skip
+        output = (await asyncio.wait_for(proc.communicate(), 180))[0].decode()
+        assert proc.returncode == 0, output
+        charges = [e for e in make_run.effects() if e["kind"] == "payment_intent"]
+    assert len(charges) == 1, output
     expected = {
         "mcp": ["first: CONFIRMED", "re-plan replayed: True", "refused:"],
         "langgraph": ["sent", "replayed", "done act_"],

@@ -14,20 +14,21 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 
-from effectgate_lab.chaos.cli import block
-from effectgate_lab.chaos.model import LEVELS, METHODS, Result
+from effectgate_lab.chaos.cli import block, violations
+from effectgate_lab.chaos.model import LEVELS, METHODS, Result, Truth
 from effectgate_lab.chaos.progress import Progress
 from effectgate_lab.chaos.reporting import docs_blocks
 from effectgate_lab.chaos.reporting.record import document, load, results_of, save
 from effectgate_lab.chaos.reporting.report import summarize
 from effectgate_lab.chaos.reporting.stats import mcnemar_exact, percentile, wilson
 from effectgate_lab.chaos.reporting.tables import TABLES
-from effectgate_lab.chaos.runner import CRM, Options, Part, run_matrix
+from effectgate_lab.chaos.runner import BEHAVIOUR_TASKS, CRM, GATEWAY, Options, Part, default_parts, run_matrix
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from effectgate_lab.simulators.faults import FaultPlan
 
@@ -153,6 +154,61 @@ async def test_effectgate_survives_kill_minus_nine_with_faults_always_on() -> No
     assert sum(r.effects_faults_off for r in results) == 0  # every write met the faults
 
 
+# -- the settings that close the edges: unique = "scope", consistency_window = "auto" ------------
+
+
+@pytest.mark.timeout(240)
+async def test_unique_scope_makes_subagents_with_their_own_step_ids_one_action() -> None:
+    """Two subagents given their own step ids are two actions for effectgate by default (the
+    behaviours cell, kept to show it), one with `unique = "scope"` on the tool: one effect."""
+    diff = ("subagents_diff_step",)
+    parts = (
+        Part("behaviours", ("medium",), BEHAVIOUR_TASKS, diff, seeds=3, methods=GATEWAY),
+        Part("unique_scope", ("medium",), BEHAVIOUR_TASKS, diff, seeds=3, unique=True, methods=GATEWAY),
+    )
+    options = Options(parts=parts, methods=GATEWAY, parallel=4)
+    results = await run(options)
+    unique = [r for r in results if r.episode.part == "unique_scope"]
+    assert len(unique) == 6
+    assert_effectgate_exact(unique)
+    assert all(r.truth.effects <= 1 for r in unique), [(r.episode, r.truth) for r in unique]
+    # Stripe charges twice for two keys: without the setting the two subagents are two charges.
+    plain = [r for r in results if r.episode.part == "behaviours" and r.episode.scenario == "charge_card"]
+    assert any(r.duplicate for r in plain), "two step ids never made two actions: the contrast is gone"
+    # --check knows which cell breaks on purpose and which must not.
+    assert violations(results, options) == []
+    assert violations([replace(unique[0], truth=Truth(2, 2))], options), "a duplicate under unique=scope passed"
+
+
+@pytest.mark.timeout(300)
+async def test_a_learned_window_holds_where_a_window_below_the_lag_does_not() -> None:
+    """The sweep's ratio below the lag with `consistency_window = "auto"`: the configured 0.5 x lag
+    is only the declared window until the warm-up has taught the gateway the provider's lags."""
+    part = Part("sweep_auto", ("high",), CRM, seeds=3, margins=(0.5,), window="auto", methods=GATEWAY)
+    options = Options(parts=(part,), methods=GATEWAY, parallel=2)
+    results = await run(options)
+    assert len(results) == 6
+    assert_effectgate_exact(results)
+    notes = [n for r in results for n in r.notes if n.startswith("window auto:")]
+    assert len(notes) == 6, [r.notes for r in results]  # every cell learned its window
+    assert violations(results, options) == []
+    short = Part("sweep", ("high",), CRM, margins=(0.5,))
+    assert short.expected_to_break("single", 0.5) and not part.expected_to_break("single", 0.5)
+
+
+def test_the_default_run_records_the_settings_cells() -> None:
+    parts = {p.name: p for p in default_parts(50)}
+    assert parts["unique_scope"].unique and "subagents_diff_step" in parts["unique_scope"].behaviours
+    assert parts["sweep_auto"].window == "auto" and min(parts["sweep_auto"].margins) < 1
+    # Both on the fault streams of the cells they answer (same level, tasks and seeds).
+    assert parts["unique_scope"].levels == parts["behaviours"].levels
+    assert parts["unique_scope"].seeds == parts["behaviours"].seeds
+    assert (parts["sweep_auto"].levels, parts["sweep_auto"].scenarios) == (
+        parts["sweep"].levels,
+        parts["sweep"].scenarios,
+    )
+
+
 # -- the docs cannot drift from the committed run --------------------------------------------
 
 
@@ -176,15 +232,33 @@ def test_docs_tables_are_the_committed_run(prefix: str) -> None:
 
 def test_the_readme_promise_quotes_the_committed_run() -> None:
     """The README states its promise's edges with the committed run's own figures: every episode
-    where effectgate duplicated, split into its two causes (two step ids; a window below the lag)."""
-    findings = block(load(RUNS[""]), "summary")
+    where effectgate duplicated, split into its two causes (two step ids; a window below the lag),
+    and what the two settings that close them measured on the same fault streams."""
+    doc = load(RUNS[""])
+    findings = block(doc, "summary")
     line = next(x for x in findings.splitlines() if x.startswith("- effectgate duplicated in "))
     total, episodes = map(int, re.match(r"- effectgate duplicated in (\d+) of (\d+) episodes", line).groups())  # type: ignore[union-attr]
     cells = re.findall(r"(\w+) (\w+) (\w+) (\w+) at ([\d.]+) x lag \((\d+)/\d+\)", line)
-    diff_steps = sum(int(n) for *_, behaviour, _ratio, n in cells if behaviour == "subagents_diff_step")
-    short_window = sum(int(n) for *_, behaviour, ratio, n in cells if behaviour == "single" and float(ratio) < 1)
+    settings = ("unique_scope", "sweep_auto")
+    assert not [c for c in cells if c[0] in settings], line  # the settings' own claim: no duplicate
+    diff_steps = sum(int(n) for _p, *_, behaviour, _ratio, n in cells if behaviour == "subagents_diff_step")
+    short_window = sum(int(n) for _p, *_, behaviour, ratio, n in cells if behaviour == "single" and float(ratio) < 1)
     assert diff_steps + short_window == total, line  # no third cause for the README to name
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"effectgate duplicated in {total} of its {episodes} episodes" in readme
     assert f"{diff_steps} where two subagents were given different step ids" in readme
     assert f"{short_window} where the consistency window was set below the provider's lag" in readme
+    mine = [r for r in results_of(doc) if r.method == "effectgate"]
+    unique = [r for r in mine if r.episode.part == "unique_scope"]
+    auto = [r for r in mine if r.episode.part == "sweep_auto"]
+    diff = [r for r in unique if r.episode.behaviour == "subagents_diff_step"]
+    below = [r for r in auto if r.episode.margin < 1]
+    assert unique and auto, "the committed run has no settings cells"
+    assert (
+        f'`unique = "scope"` {sum(r.duplicate for r in unique)} of its {len(unique)} episodes '
+        f"({sum(r.duplicate for r in diff)} of {len(diff)} with subagents given different step ids)"
+    ) in readme
+    assert (
+        f'`consistency_window = "auto"` {sum(r.duplicate for r in auto)} of its {len(auto)} episodes '
+        f"({sum(r.duplicate for r in below)} of {len(below)} below the lag)"
+    ) in readme

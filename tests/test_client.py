@@ -5,9 +5,7 @@ runtimes need (stable steps, subagents inherit the run, asyncio tasks carry the 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -32,8 +30,7 @@ from effectgate.client import (
 )
 from effectgate.client.cli import printable
 from effectgate.client.errors import from_rpc_error
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.wheelhouse import fresh_venv, pip_install, wheel
 
 
 def test_run_step_and_subagents() -> None:
@@ -68,19 +65,16 @@ def test_stable_step_ids() -> None:
     assert stable_step_id("a|b", "c") != stable_step_id("a", "b|c")
 
 
-def test_client_installs_alone(tmp_path: Path) -> None:
-    """A fresh virtualenv gets the client, its operator CLI and its seven dependencies (the generated
-    stubs of effectgate-protos, rich and PyYAML for the CLI's output; ranges, never `==` pins that
-    would clash with agent frameworks) and nothing of the gateway. The client and the stubs ship
-    disjoint parts of the namespace."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    for name in ("protos", "python"):  # as a checkout has them: setuptools would ship a stale build/lib
-        source = tmp_path / name
-        shutil.copytree(ROOT / "clients" / name, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-        pip.append(str(source))
-    subprocess.run(pip, check=True, timeout=300, capture_output=True)
+@pytest.mark.timeout(900)  # the run's wheelhouse may be building (tests/wheelhouse.py)
+def test_client_installs_alone(tmp_path: Path, wheelhouse_dir: Path) -> None:
+    """A fresh virtualenv gets the client (its wheel and the protos', built once per run:
+    tests/wheelhouse.py), its operator CLI and its eight dependencies (the generated stubs of
+    effectgate-protos, rich and PyYAML for the CLI's output, Babel for its money; ranges, never
+    `==` pins that would clash with agent frameworks) and nothing of the gateway. The client and
+    the stubs ship disjoint parts of the namespace."""
+    python = fresh_venv(tmp_path / "venv")
+    client = [str(wheel(wheelhouse_dir, name)) for name in ("effectgate-protos", "effectgate-client")]
+    subprocess.run(pip_install(python, *client), check=True, timeout=300, capture_output=True)
     probe = (
         "import importlib.metadata as m, importlib.util as u, re\n"
         "import effectgate.client.cli, effectgate.v1.gateway_pb2_grpc, effectgate.tools.v1.tools_pb2\n"
@@ -93,13 +87,12 @@ def test_client_installs_alone(tmp_path: Path) -> None:
         "assert parts('effectgate-client') == ['effectgate/client'], parts('effectgate-client')\n"
         "assert parts('effectgate-protos') == ['effectgate/tools', 'effectgate/v1'], parts('effectgate-protos')\n"
     )
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=True
-    )
-    want = "['PyYAML', 'effectgate-protos', 'googleapis-common-protos', 'grpcio', 'grpcio-status', 'protobuf', 'rich']"
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    names = ["PyYAML", "babel", "effectgate-protos", "googleapis-common-protos", "grpcio", "grpcio-status"]
+    want = str([*names, "protobuf", "rich"])
     assert done.stdout.strip() == want
     help_text = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "effectgate.client.cli", "actions", "--help"],
+        [str(python), "-m", "effectgate.client.cli", "actions", "--help"],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert "--tls-ca" in help_text and "--tls-cert" in help_text
@@ -141,3 +134,4 @@ def test_reasons_map_to_typed_errors_and_unknown_ones_stay_typed_by_code() -> No
 def test_cli_escapes_control_characters() -> None:
     assert printable("order:7\x1b[31mPAID\r\n\u202e") == "order:7\\x1b[31mPAID\\r\\n\\u202e"
     assert printable("cus_42 ünïcode") == "cus_42 ünïcode"
+    assert printable("10,00\xa0$ 5\u202f000\u2028") == "10,00\xa0$ 5\u202f000\\u2028"  # spaces stay, separators not

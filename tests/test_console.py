@@ -1,8 +1,8 @@
 """The operator console in Debian's Chromium (Playwright), against a real `effectgate serve`, the
 Stripe simulator and `effectgate console`: sign-in, approve and deny with the agent's answers and
 the effects counted at the simulator, an UNKNOWN reconciled and audited, the live inbox, the
-observer, CSRF, and agent text rendered as text. The inbox and action screenshots in
-docs/images/ are taken here (rewritten with EFFECTGATE_WRITE_SCREENSHOTS=1)."""
+observer, CSRF, and agent text rendered as text. The money, the phone layout and the screenshots
+in docs/images/ are tests/test_console_money.py's."""
 
 from __future__ import annotations
 
@@ -21,15 +21,6 @@ from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, TOKENS, ConsoleProcess, S
 from tests.test_execute import effects
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)")
-# The committed pictures are rewritten only when asked (EFFECTGATE_WRITE_SCREENSHOTS=1 make test):
-# otherwise every run would leave the work tree changed. The screenshots are taken either way.
-DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
-
-
-def images(tmp: Path) -> Path:
-    return DOCS_IMAGES if os.environ.get("EFFECTGATE_WRITE_SCREENSHOTS") == "1" else tmp
-
-
 WAIT = 20_000  # ms: Playwright's auto-waiting bound for every expectation
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -87,23 +78,22 @@ async def decide(page: Page, action_id: str, verb: str, note: str, label: str) -
     await expect(page.get_by_role("status")).to_contain_text("Done", timeout=WAIT)
 
 
-async def test_approve_sends_once_and_deny_sends_nothing(browser: Browser, eg: Stack, tmp_path: Path) -> None:
+async def test_approve_sends_once_and_deny_sends_nothing(browser: Browser, eg: Stack) -> None:
     page = await sign_in(browser, eg, "alice")
-    pictures = images(tmp_path)
     waiting = await execute(eg.agent, "run-approve", card("cus_console_approve", 4200))
     assert waiting.state == State.AWAITING_APPROVAL
     other = await execute(eg.agent, "run-deny", card("cus_console_deny", 9900))
     await page.goto("/inbox")
-    row = page.get_by_role("row").filter(has_text="order:run-approve")
+    row = page.get_by_role("listitem").filter(has_text="order:run-approve")
     await expect(row).to_contain_text("AWAITING_APPROVAL", timeout=WAIT)
-    await page.screenshot(path=str(pictures / "console-inbox.png"), full_page=True)
-    await row.get_by_role("link").click()
-    # What the approver sees: the amount and the customer (payment_method masked by the gateway).
-    payload = page.get_by_role("table", name="Payload (sensitive fields masked by the gateway)")
-    await expect(payload.get_by_role("row").filter(has_text="amount")).to_contain_text("4200", timeout=WAIT)
-    await expect(payload.get_by_role("row").filter(has_text="customer")).to_contain_text("cus_console_approve")
-    await expect(payload.get_by_role("row").filter(has_text="payment_method")).to_contain_text("***")
-    await page.screenshot(path=str(pictures / "console-action.png"), full_page=True)
+    await expect(row).to_contain_text("€42.00")
+    await row.get_by_role("link").first.click()
+    # What the approver sees: the amount and the customer (payment_method masked by the gateway),
+    # the payload as typed JSON (the amount an integer of minor units).
+    payload = page.get_by_label("Payload (sensitive fields masked by the gateway)")
+    await expect(payload).to_contain_text('"amount": 4200,', timeout=WAIT)
+    await expect(payload).to_contain_text('"customer": "cus_console_approve"')
+    await expect(payload).to_contain_text('"payment_method": "***"')
 
     await decide(page, waiting.action_id, "Approve", "checked the order", "Note for the approval")
     done = await settled(eg.agent, "run-approve", card("cus_console_approve", 4200))
@@ -123,7 +113,8 @@ async def test_an_unknown_action_is_reconciled_with_a_note_and_audited(browser: 
     assert unknown.state == State.UNKNOWN
     external_id = effects(eg.sim)[0]["id"]
     page = await sign_in(browser, eg, "alice")
-    await expect(page.get_by_role("row").filter(has_text="order:run-unknown")).to_contain_text("UNKNOWN", timeout=WAIT)
+    unknown_card = page.get_by_role("listitem").filter(has_text="order:run-unknown")
+    await expect(unknown_card).to_contain_text("UNKNOWN", timeout=WAIT)
     await page.goto(f"/actions/{unknown.action_id}")
     await page.get_by_label("CONFIRMED: the effect exists").check()
     await page.get_by_label("External id (the provider's id of the effect, if found)").fill(external_id)
@@ -142,6 +133,7 @@ async def test_an_unknown_action_is_reconciled_with_a_note_and_audited(browser: 
     await expect(act).to_contain_text("alice", timeout=WAIT)
     await expect(act).to_contain_text("seen in the dashboard")
     await expect(act).to_contain_text("CONFIRMED")
+    await expect(act).to_contain_text(f"€15.00 went through ({external_id}); to cus_console_unknown")
     assert len(effects(eg.sim)) == 1
 
 
@@ -150,7 +142,7 @@ async def test_the_inbox_shows_a_new_action_without_a_reload(browser: Browser, e
     await expect(page.locator("#live")).to_have_text("live", timeout=WAIT)  # the watch has started
     await page.evaluate("window.sameDocument = true")  # gone if the page were loaded again
     await execute(eg.agent, "run-live", card("cus_console_live", 700))
-    await expect(page.get_by_role("row").filter(has_text="order:run-live")).to_be_visible(timeout=WAIT)
+    await expect(page.get_by_role("listitem").filter(has_text="order:run-live")).to_be_visible(timeout=WAIT)
     assert await page.evaluate("window.sameDocument === true")  # swapped in by htmx, not a reload
 
 
@@ -158,7 +150,7 @@ async def test_an_observer_sees_no_decisions_and_cannot_post_one(browser: Browse
     waiting = await execute(eg.agent, "run-observed", card("cus_console_observed", 300))
     page = await sign_in(browser, eg, "watcher")
     await page.goto(f"/actions/{waiting.action_id}")
-    await expect(page.get_by_text("cus_console_observed")).to_be_visible(timeout=WAIT)
+    await expect(page.get_by_text("cus_console_observed", exact=True)).to_be_visible(timeout=WAIT)
     for name in ("Approve", "Deny", "Reconcile", "Grant bypass"):
         await expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
     # A POST forged with the observer's session and its valid CSRF token: refused by the console.
@@ -194,7 +186,7 @@ async def test_agent_text_renders_as_text_and_no_dialog_fires(browser: Browser, 
     page = await sign_in(browser, eg, "alice")
     dialogs: list[Dialog] = []
     page.on("dialog", lambda dialog: dialogs.append(dialog))
-    await expect(page.get_by_role("cell", name=HOSTILE, exact=True)).to_be_visible(timeout=WAIT)
+    await expect(page.get_by_role("listitem").filter(has_text=f"run {HOSTILE}")).to_be_visible(timeout=WAIT)
     answer = await page.goto(f"/actions/{hostile.action_id}")
     assert answer is not None and "script-src 'self'" in answer.headers["content-security-policy"]
     await expect(page.get_by_text(HOSTILE, exact=True).first).to_be_visible(timeout=WAIT)
@@ -211,7 +203,7 @@ async def test_every_page_works_without_javascript(browser: Browser, eg: Stack) 
     await page.goto("/inbox")
     await page.get_by_label("Token").fill(TOKENS["alice"])
     await page.get_by_role("button", name="Sign in").click()
-    await expect(page.get_by_role("row").filter(has_text="order:run-nojs")).to_be_visible(timeout=WAIT)
+    await expect(page.get_by_role("listitem").filter(has_text="order:run-nojs")).to_be_visible(timeout=WAIT)
     await page.get_by_role("link", name="Actions").click()
     await page.get_by_label("Run").fill("run-nojs")
     await page.get_by_role("button", name="Search").click()

@@ -47,7 +47,7 @@ async def test_https_sessions_hold_only_a_secure_httponly_strict_id(tmp_path: Pa
                 attributes = cookie.lower()
                 assert "httponly" in attributes and "samesite=strict" in attributes and "secure" in attributes
                 inbox = await web.get("/inbox")
-                assert inbox.status_code == 200 and "(operator)" in inbox.text
+                assert inbox.status_code == 200 and "Signed in with an operator's token" in inbox.text
                 out = await web.post("/logout", data={"csrftoken": csrf(inbox)}, headers=mine)
                 assert out.status_code == 303
                 after = await web.get("/inbox")

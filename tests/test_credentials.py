@@ -17,7 +17,7 @@ from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
 from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.adapter_targets import start_target
-from tests.harness import config_doc, stripe_tools
+from tests.harness import API_KEY_ENV, config_doc, stripe_tools
 from tests.serve_child import ServeChild, http_get, http_until
 from tests.test_execute import request
 from tests.test_startup import one_line_failure, run_cli, write
@@ -61,7 +61,12 @@ async def test_check_probe_names_a_bad_stripe_key_in_one_line_and_passes_a_good_
         plain = await asyncio.to_thread(run_cli, "check", "--config", config, env={"EG_PROBE_STRIPE_KEY": "nope"})
         assert plain.returncode == 0, plain.stderr
         assert "probe:" not in plain.stdout
-    assert line.endswith("probe failed: list payment intents: refused (authentication_failed)"), line
+        # ... and says so, with the command that would have caught it.
+        assert "credentials: not checked; `effectgate check --probe`" in plain.stdout
+    assert line.endswith(
+        "probe failed: list payment intents: refused (authentication_failed): the provider refused the key "
+        'set by [adapters.stripe] api_key_env = "EG_PROBE_STRIPE_KEY"'
+    ), line
 
 
 @pytest.mark.parametrize("name", ["stripe", "square", "postmark", "smtp", "http:record_invoice"])
@@ -107,6 +112,10 @@ async def test_credentials_refused_at_work_are_a_warning_a_metric_and_a_note_in_
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 answer = await EffectGatewayStub(channel).Execute(request(run="refused"), timeout=30)
             assert answer.action.state != pb.EFFECT_STATE_CONFIRMED, answer
+            # The agent and the operator read which setting holds the refused key, never "retry later".
+            said = answer.action.reason
+            assert f'set by [adapters.stripe] api_key_env = "{API_KEY_ENV}"' in said, said
+            assert "retry later" not in said and "an operator must fix it" in said
             text = (await http_get(metrics, "/metrics")).text
             assert 'effectgate_provider_auth_failures_total{adapter="stripe"' in text, text
             assert 'effectgate_provider_credentials_refused{adapter="stripe"' in text

@@ -22,7 +22,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
-from tests.test_execute import details, effects, request
+from tests.test_execute import details, effects, refused, request
 
 TOKENS = {"bot": "bot-token-1", "alice": "alice-token-2", "bob": "bob-token-3", "carol": "carol-token-4"}
 TOKENS |= {"watcher": "watcher-token-5", "mallory": "mallory-token-6"}
@@ -103,9 +103,8 @@ async def until(check: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> 
 
 
 async def refusal(call: Awaitable[Any]) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    return caught.value.code(), details(caught.value)["ErrorInfo"].reason
+    code, found = await refused(call)
+    return code, found["ErrorInfo"].reason
 
 
 async def test_deny_answers_the_agent_rejected_with_the_reason(tmp_path: Path, sim: StripeSimulator) -> None:

@@ -43,6 +43,7 @@ CASES = {
     "typo": Case('[gateway]\nlease_tll = "30s"\n' + BASE),
     "section": Case("[serve]\nx = 1\n" + BASE),
     "duration": Case('[gateway]\nrecheck_min = "soon"\n' + BASE),
+    "two forms": Case(ADAPTER + TOOL + 'consistency_window = "soon"\n'),
     "no file": Case(BASE, argv=("check", "--config", "/etc/effectgate.toml")),
     "toml": Case("[gateway\n" + BASE),
     "scheme": Case('[store]\nurl = "mysql://db/effectgate"\n' + BASE),

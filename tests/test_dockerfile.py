@@ -18,6 +18,7 @@ import pytest
 
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.labkit.children import free_port
+from tests.wheelhouse import fresh_venv
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -77,8 +78,9 @@ def run_commands(app: Path, scratch: Path, python: Path) -> list[list[str]]:
     for run in instruction("RUN"):
         for part in run.split("&&"):
             words = [word(w) for w in shlex.split(part)]
-            if words[:2] == ["pip", "install"]:
-                commands.append([str(python), "-m", "pip", "install", "--quiet", *words[2:]])
+            if words[:2] == ["pip", "install"]:  # this run's pip, into the venv (tests/wheelhouse.py)
+                pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile"]
+                commands.append([*pip, *words[2:]])
             elif words[:1] == ["python"]:
                 commands.append([str(python), *words[1:]])
             else:
@@ -121,8 +123,7 @@ def test_the_image_is_built_in_layers_by_a_numeric_user_with_labels() -> None:
 def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -> None:
     app, venv = tmp_path / "app", tmp_path / "venv"
     lay_out_app(app)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
+    python = fresh_venv(venv)
     (tmp_path / "scratch").mkdir()
     for command in run_commands(app, tmp_path / "scratch", python):
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
 from effectgate.client import run, step
@@ -101,5 +102,37 @@ async def test_the_audit_finds_what_went_around_the_gateway(tmp_path: Path) -> N
         assert report["counts"] == {"untracked": 1, "missing": 2, "mismatch": 1}
         code, summary, _ = await run_cli(path, "--since", "1h")
         assert code == 1 and "1 untracked, 2 missing, 1 mismatch" in summary, summary
-        assert "provider effect with no gateway action: object " + direct in summary
+        assert "in the last 1h:" in summary, "--since as given"
+        rows = [line.split() for line in summary.splitlines()[1:]]
+        assert rows[0][:2] == ["FINDING", "ADAPTER"] and ["untracked", "stripe", direct, "-", "-"] in rows, rows
+        code, wide, _ = await run_cli(path, "--since", "1h", "-o", "wide")
+        assert code == 1 and "DETAIL" in wide and "'provider': 5" in wide, wide
+        code, as_yaml, _ = await run_cli(path, "--since", "1h", "-o", "yaml")
+        assert code == 1 and yaml.safe_load(as_yaml)["counts"] == report["counts"]
         assert len(stripe.ledger) == 4 and len(square.ledger) == 2  # effects counted at the simulators
+
+
+async def test_actions_are_audited_under_the_adapter_that_sent_them(tmp_path: Path) -> None:
+    """Stripe charges, then the tool moved to Square by config: the charges sent through Stripe are
+    still Stripe's (no `missing` at Square, no `untracked` at Stripe)."""
+    os.environ["STRIPE_API_KEY"] = "sk_test_switch"
+    os.environ["SQUARE_ACCESS_TOKEN"] = "EAAA_test_switch"
+    async with (
+        StripeSimulator(api_key="sk_test_switch") as stripe,
+        SquareSimulator(access_token="EAAA_test_switch") as square,
+    ):
+        assert isinstance(stripe, StripeSimulator) and isinstance(square, SquareSimulator)
+        before = config(tmp_path, stripe, square, "stripe")
+        live = await start_gateway(before)
+        try:
+            sent = [await charge(live, "charge_card", f"order:{n}") for n in (1, 2)]
+        finally:
+            await live.close()
+        assert {a.state for a in sent} == {pb.EFFECT_STATE_CONFIRMED}
+        path = tmp_path / "effectgate.toml"
+        path.write_text(dump_config(config(tmp_path, stripe, square, "square")))  # the switch
+        code, out, err = await run_cli(path, "--since", "24h", "-o", "json")
+        assert code == 0, (out, err)
+        report = json.loads(out)
+        assert report["counts"] == {"untracked": 0, "missing": 0, "mismatch": 0}, report["findings"]
+        assert report["effects"] == 2 and report["actions"] == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,13 @@ def details(error: grpc.aio.AioRpcError) -> dict[str, Any]:
                 detail.Unpack(message)
                 found[kind.DESCRIPTOR.name] = message
     return found
+
+
+async def refused(call: Awaitable[Any]) -> tuple[grpc.StatusCode, dict[str, Any]]:
+    """The code and google.rpc details of the error that `call` must end in."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    return caught.value.code(), details(caught.value)
 
 
 async def test_five_tool_call_ids_make_one_effect(gw: LiveGateway, sim: StripeSimulator) -> None:
@@ -214,7 +221,10 @@ async def test_deadline_exceeded_then_retry_is_one_effect(gw: LiveGateway, sim: 
     sim.latency = 1.0
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await gw.stub.Execute(request(), timeout=0.3)
-    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    # The call to the provider goes on past the caller's deadline; the caller is told in time.
+    assert caught.value.code() == grpc.StatusCode.ABORTED
+    found = details(caught.value)
+    assert found["ErrorInfo"].reason == "IN_FLIGHT" and "RetryInfo" in found
     answer = await gw.stub.Execute(request(call="retry"), timeout=10)
     assert answer.action.state == pb.EFFECT_STATE_CONFIRMED
     assert len(effects(sim)) == 1

@@ -19,7 +19,7 @@ from effectgate.gateway.runtime import server
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
-from tests.test_execute import details
+from tests.test_execute import details, refused
 from tests.test_replicas import CountingStripe
 
 Start = Callable[..., Awaitable[LiveGateway]]
@@ -71,22 +71,16 @@ async def start(tmp_path: Path, sim: CountingStripe) -> AsyncIterator[Start]:
         await live.close()
 
 
-async def denial(call: Awaitable[Any]) -> tuple[grpc.StatusCode, dict[str, Any]]:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    return caught.value.code(), details(caught.value)
-
-
 async def test_budget_counts_each_effect_once(start: Start, sim: CountingStripe) -> None:
     live = await start({"budget": {"EUR": 10000}, "window": "1h"})
     answers = await asyncio.gather(
         *(live.stub.Execute(charge(f"r{i}"), timeout=20) for i in range(15)), return_exceptions=True
     )
     confirmed = [a for a in answers if isinstance(a, pb.ExecuteResponse)]
-    refused = [a for a in answers if isinstance(a, grpc.aio.AioRpcError)]
+    turned_away = [a for a in answers if isinstance(a, grpc.aio.AioRpcError)]
     assert len(confirmed) == 10 and all(a.action.state == pb.EFFECT_STATE_CONFIRMED for a in confirmed)
-    assert len(refused) == 5
-    for error in refused:
+    assert len(turned_away) == 5
+    for error in turned_away:
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         info = details(error)["ErrorInfo"]
         assert info.reason == "BUDGET_EXCEEDED"
@@ -104,13 +98,13 @@ async def test_budget_counts_each_effect_once(start: Start, sim: CountingStripe)
         }
     # Each refusal names the action it would have been (what an operator's grant names).
     would_be = {keys.action_id("dev", f"r{i}", "pay", "charge_card", f"order:r{i}") for i in range(15)}
-    assert {details(e)["ErrorInfo"].metadata["action_id"] for e in refused} == would_be - {
+    assert {details(e)["ErrorInfo"].metadata["action_id"] for e in turned_away} == would_be - {
         a.action.action_id for a in confirmed
     }
     assert charged(sim) == 10000
     # A refused charge stored nothing: the same call later is a new claim, refused again.
     refused_run = next(f"r{i}" for i, a in enumerate(answers) if isinstance(a, grpc.aio.AioRpcError))
-    code, _ = await denial(live.stub.Execute(charge(refused_run), timeout=20))
+    code, _ = await refused(live.stub.Execute(charge(refused_run), timeout=20))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
@@ -123,7 +117,7 @@ async def test_replays_retries_and_replans_never_consume_budget(start: Start, si
         assert again.replayed and again.action.action_id == first.action.action_id
     second = await live.stub.Execute(charge("r2"), timeout=20)  # the 1000 left are still there
     assert second.action.state == pb.EFFECT_STATE_CONFIRMED
-    code, found = await denial(live.stub.Execute(charge("r3"), timeout=20))
+    code, found = await refused(live.stub.Execute(charge("r3"), timeout=20))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and found["ErrorInfo"].metadata["left"] == "0"
     assert charged(sim) == 2000 and len(sim.creates) == 2
 
@@ -141,7 +135,7 @@ async def test_rate_limit_is_resource_exhausted_with_retry_info(start: Start) ->
     live = await start({"max_effects": 2, "window": "1h"})
     for run in ("r1", "r2"):
         assert (await live.stub.Execute(charge(run), timeout=20)).action.state == pb.EFFECT_STATE_CONFIRMED
-    code, found = await denial(live.stub.Execute(charge("r3"), timeout=20))
+    code, found = await refused(live.stub.Execute(charge("r3"), timeout=20))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert found["ErrorInfo"].reason == "RATE_LIMITED"
     assert found["ErrorInfo"].metadata["max_effects"] == "2" and found["ErrorInfo"].metadata["effects"] == "2"
@@ -152,7 +146,7 @@ async def test_per_run_caps(start: Start, sim: CountingStripe) -> None:
     live = await start({"run_max_effects": 2, "run_budget": {"eur": 5000}})
     for step in ("a", "b"):
         await live.stub.Execute(charge("run-1", step=step, scope=f"o:{step}"), timeout=20)
-    code, found = await denial(live.stub.Execute(charge("run-1", step="c", scope="o:c"), timeout=20))
+    code, found = await refused(live.stub.Execute(charge("run-1", step="c", scope="o:c"), timeout=20))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and found["ErrorInfo"].metadata["limit"] == "run_max_effects"
     assert (await live.stub.Execute(charge("run-2"), timeout=20)).action.state == pb.EFFECT_STATE_CONFIRMED
     assert charged(sim) == 3000
@@ -161,19 +155,19 @@ async def test_per_run_caps(start: Start, sim: CountingStripe) -> None:
 async def test_payload_bounds_are_invalid_argument(start: Start, sim: CountingStripe) -> None:
     live = await start({"max_amount": 50000, "scope": "required", "no_bidi": ["description"]})
     request = charge("r1", amount=2**63 - 1)
-    code, found = await denial(live.stub.Execute(request, timeout=20))
+    code, found = await refused(live.stub.Execute(request, timeout=20))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     (violation,) = found["BadRequest"].field_violations
     assert violation.field == "payload.amount" and "out of bounds" in violation.description
     unscoped = charge("r2")
     unscoped.scope = ""
-    code, found = await denial(live.stub.Execute(unscoped, timeout=20))
+    code, found = await refused(live.stub.Execute(unscoped, timeout=20))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and found["BadRequest"].field_violations[0].field == "scope"
     bidi = charge("r3")
     payload = tools_pb2.ChargeCard(customer="c", amount=100, currency="eur", payment_method="pm_card_visa")
     payload.description = "refund \u202egnp.exe"
     bidi.payload.Pack(payload)
-    code, found = await denial(live.stub.Execute(bidi, timeout=20))
+    code, found = await refused(live.stub.Execute(bidi, timeout=20))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert found["BadRequest"].field_violations[0].field == "payload.description"
     assert sim.ledger == []
@@ -235,7 +229,7 @@ async def test_one_effect_per_scope_refuses_another_step(start: Start, sim: Coun
     first = await live.stub.Execute(charge("run-a", step="agent-1", scope="order:7"), timeout=20)
     again = await live.stub.Execute(charge("run-a", step="agent-1", scope="order:7"), timeout=20)
     assert again.replayed and again.action.action_id == first.action.action_id  # the same action: a replay
-    code, found = await denial(live.stub.Execute(charge("run-b", step="agent-2", scope="order:7"), timeout=20))
+    code, found = await refused(live.stub.Execute(charge("run-b", step="agent-2", scope="order:7"), timeout=20))
     assert code == grpc.StatusCode.ALREADY_EXISTS
     assert found["ErrorInfo"].reason == "SCOPE_TAKEN"
     assert found["ErrorInfo"].metadata["action_id"] == first.action.action_id
@@ -248,7 +242,7 @@ async def test_breaker_opens_after_failures_and_closes_after_the_cooldown(start:
     for i in range(3):  # 500 after the commit: the charge happened, the read-back confirms it
         answer = await live.stub.Execute(charge(f"f{i}"), timeout=20)
         assert answer.action.state == pb.EFFECT_STATE_CONFIRMED
-    code, found = await denial(live.stub.Execute(charge("f3"), timeout=20))
+    code, found = await refused(live.stub.Execute(charge("f3"), timeout=20))
     assert code == grpc.StatusCode.UNAVAILABLE and found["ErrorInfo"].reason == "CIRCUIT_OPEN"
     assert "RetryInfo" in found
     # Replays go on while it is open.

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
 import httpx
 import pytest
 from mcp import Client
@@ -162,18 +163,37 @@ async def test_http_without_a_valid_token_is_401_with_resource_metadata(gw: Runn
 
 async def test_approval_required_waits_then_confirms_with_one_effect(tmp_path: Path, sim: StripeSimulator) -> None:
     async with (
-        running_gateway(tmp_path, sim, approval="required") as gw,
+        running_gateway(tmp_path, sim, approval="required", approval_ttl="10m") as gw,
         mcp_client("inproc", gw, ACME_TOKEN) as client,
     ):
         waiting = await client.call_tool("charge_card", CHARGE, meta=META)
         assert not waiting.is_error and waiting.structured_content is not None
         assert waiting.structured_content["state"] == "AWAITING_APPROVAL"
-        assert "waiting for a human approval" in text(waiting) and gw.effects() == []
-        await gw.approve(waiting.structured_content["action_id"])
+        assert waiting.structured_content["approval_ttl"] == "10m"
+        said = text(waiting)
+        assert "waiting for a person" in said and "up to 10m" in said and gw.effects() == []
+        assert "Do not retry with other arguments" in said and "effectgate_wait" in said
+        action_id = waiting.structured_content["action_id"]
+        # The model waits on the gateway: bounded, and the same action when the time runs out.
+        idle = await client.call_tool("effectgate_wait", {"action_id": action_id, "seconds": 1})
+        assert idle.structured_content is not None and idle.structured_content["state"] == "AWAITING_APPROVAL"
+        bad = await client.call_tool("effectgate_wait", {"action_id": action_id, "seconds": 3600})
+        assert bad.is_error and bad.structured_content is not None
+        assert bad.structured_content["error"]["reason"] == "INVALID_ARGUMENTS"
+        async with anyio.create_task_group() as group:
+            answers: list[Any] = []
+
+            async def wait() -> None:
+                answers.append(await client.call_tool("effectgate_wait", {"action_id": action_id, "seconds": 30}))
+
+            group.start_soon(wait)
+            await gw.approve(action_id)
+        (decided,) = answers
+        assert decided.structured_content is not None and decided.structured_content["state"] == "CONFIRMED"
         done = await client.call_tool("charge_card", CHARGE, meta=META)
         assert done.structured_content is not None
         assert done.structured_content["state"] == "CONFIRMED"
-        assert done.structured_content["action_id"] == waiting.structured_content["action_id"]
+        assert done.structured_content["action_id"] == action_id
         assert len(gw.effects()) == 1
 
 

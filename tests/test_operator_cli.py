@@ -45,6 +45,7 @@ AUTH = (("authorization", f"Bearer {TOKEN}"),)
 
 async def cli(*args: str, target: str = "", check: int | None = 0) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TOKEN": TOKEN}
+    env["LC_ALL"] = "C.UTF-8"  # money in the tables is written in the terminal's locale (C: as en_US)
     if target:
         env["EFFECTGATE_TARGET"] = target
     proc = await asyncio.create_subprocess_exec(
@@ -134,10 +135,13 @@ async def test_every_command_answers_json_a_script_can_read(
     assert [r["action_id"] for r in yaml.safe_load(out)] == ids
     _, out, _ = await cli("actions", target=target)
     lines = out.splitlines()
-    assert lines[0].split() == ["ACTION", "STATE", "TOOL", "SCOPE", "RUN", "AGE", "RECEIPT", "REASON"]
+    assert lines[0].split() == ["ACTION", "STATE", "TOOL", "AMOUNT", "TO", "SCOPE", "RUN", "AGE", "RECEIPT", "REASON"]
     assert [line.split()[0] for line in lines[1:]] == ids and "EFFECT_STATE_" not in out
+    # 1000 usd is money: $10.00 to cus_42 (in the terminal's locale: tests/test_money.py has others).
+    assert all(line.split()[3:5] == ["$10.00", "cus_42"] for line in lines[1:])
     _, out, _ = await cli("actions", "-o", "wide", "--state", "Confirmed", target=target)
-    assert out.splitlines()[0].split()[:8] == ["ACTION", "STATE", "TOOL", "SCOPE", "RUN", "STEP", "AGENT", "ATTEMPTS"]
+    head = ["ACTION", "STATE", "TOOL", "AMOUNT", "TO", "SCOPE", "RUN", "STEP", "AGENT", "ATTEMPTS"]
+    assert out.splitlines()[0].split()[:10] == head
 
     # show / describe: every field, as a description or a document.
     shown = await as_json("show", waiting.action_id, target=target)
@@ -199,7 +203,7 @@ async def test_deny_describe_and_a_bound_approval(served: tuple[ChildGateway, st
     described = await as_json("describe", waiting.action_id, target=target)
     # The masked payload, and what an approval binds to.
     assert described["payload"] == {
-        "customer": "cus_42", "amount": "1000", "currency": "usd", "payment_method": "***"
+        "customer": "cus_42", "amount": 1000, "currency": "usd", "payment_method": "***"
     }  # fmt: skip
     assert described["action"]["payload"] == described["payload"]
     fingerprint, version = described["action"]["fingerprint"], described["action"]["policy_version"]
@@ -231,6 +235,7 @@ async def test_deny_describe_and_a_bound_approval(served: tuple[ChildGateway, st
     # The text view: the payload masked, the receipt, and the timeline.
     _, out, _ = await cli("describe", waiting.action_id, target=target)
     assert "Payload (sensitive fields masked):" in out and "pm_card_visa" not in out and "***" in out
+    assert "Amount:" in out and "$10.00" in out and "To:" in out and "cus_42" in out
     assert "History:" in out and "approve" in out and "by alice: checked" in out and charge[0]["id"] in out
     _, out, _ = await cli("describe", waiting.action_id, "-o", "yaml", target=target)
     assert [e["kind"] for e in yaml.safe_load(out)["history"]] == kinds

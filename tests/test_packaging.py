@@ -1,19 +1,19 @@
-"""The production wheel is lean: `pip install .` in a fresh virtualenv brings no simulator, chaos
-harness, demo or benchmark, no provider library (nor aiohttp, which the Stripe extra brings) and
-no test runner; an adapter whose library is missing names the extra to install, in one line."""
+"""The production wheel is lean: the gateway's wheel (with the protos' and the client's) in a fresh
+virtualenv brings no simulator, chaos harness, demo or benchmark, no provider library (nor
+aiohttp, which the Stripe extra brings) and no test runner; an adapter whose library is missing
+names the extra to install, in one line. `python -m build` makes every distribution, and its
+wheels install and serve. The wheels are built once per run (tests/wheelhouse.py)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from effectgate_lab.chaos.config_writer import write_config
+from tests.wheelhouse import DISTRIBUTIONS, RELEASE, fresh_venv, pip_install, wheel
 
-ROOT = Path(__file__).resolve().parent.parent
 ABSENT = (
     "effectgate_lab.simulators",
     "effectgate_lab.chaos",
@@ -25,28 +25,6 @@ ABSENT = (
     "asyncpg",
     "pytest",
 )
-
-# What a fresh clone lacks: local environments, caches, build outputs.
-NOT_IN_A_CLONE = (
-    ".git",
-    ".venv",
-    "node_modules",
-    "build",
-    "dist",
-    "*.egg-info",
-    "__pycache__",
-    "*.py[co]",
-    ".*_cache",
-    ".hypothesis",
-)
-
-
-def clean_checkout(dest: Path) -> Path:
-    """The repository as a fresh clone has it, copied to `dest`: pip and build write build/ and
-    *.egg-info into the tree they build, which must be neither this checkout (other tests, run
-    beside this one, read it) nor carry a stale build/lib into the wheel."""
-    shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(*NOT_IN_A_CLONE))
-    return dest
 
 
 def minimal_config(tmp_path: Path) -> Path:
@@ -63,18 +41,11 @@ def minimal_config(tmp_path: Path) -> Path:
 
 
 @pytest.mark.timeout(900)
-def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
-    checkout = clean_checkout(tmp_path / "checkout")
+def test_the_gateway_wheel_is_the_gateway_alone(tmp_path: Path, wheelhouse_dir: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt")]
-    done = subprocess.run(
-        [*install, str(checkout / "clients" / "protos"), str(checkout / "clients" / "python"), str(checkout)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    python = fresh_venv(venv)
+    gateway = [wheel(wheelhouse_dir, name) for name in ("effectgate-protos", "effectgate-client", "effectgate")]
+    done = subprocess.run(pip_install(python, *map(str, gateway)), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     # find_spec of a submodule imports its parent: an absent parent (effectgate_lab) means absent.
     probe = (
@@ -119,50 +90,20 @@ def test_pip_install_dot_is_the_gateway_alone(tmp_path: Path) -> None:
     assert "Traceback" not in check.stderr
 
 
-DISTRIBUTIONS = {
-    "effectgate-protos": "clients/protos",
-    "effectgate-client": "clients/python",
-    "effectgate": ".",
-    "effectgate-lab": "lab",
-}
-
-
 @pytest.mark.timeout(900)
-def test_built_wheels_and_sdists_install_in_a_fresh_venv_and_serve(tmp_path: Path) -> None:
-    """`python -m build` makes an sdist and, from it, a wheel of every distribution; the wheels
-    install (dependencies at constraints.txt) into a fresh virtualenv whose `effectgate serve`
-    answers SERVING, and whose `--version` is the VERSION file's."""
-    checkout = clean_checkout(tmp_path / "checkout")
-    dist = tmp_path / "dist"
-    for project in DISTRIBUTIONS.values():
-        built = subprocess.run(
-            [sys.executable, "-m", "build", "--outdir", str(dist), str(checkout / project)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    release = (ROOT / "VERSION").read_text().strip()
+def test_built_wheels_and_sdists_install_in_a_fresh_venv_and_serve(tmp_path: Path, wheelhouse_dir: Path) -> None:
+    """`python -m build` makes an sdist and, from it, a wheel of every distribution (the run's
+    wheelhouse); the wheels install (dependencies at constraints.txt) into a fresh virtualenv whose
+    `effectgate serve` answers SERVING, and whose `--version` is the VERSION file's."""
+    dist, release = wheelhouse_dir, RELEASE
     stems = {name.replace("-", "_") + f"-{release}" for name in DISTRIBUTIONS}
     assert {p.name for p in dist.iterdir()} == {f"{s}{ext}" for s in stems for ext in (".tar.gz", "-py3-none-any.whl")}
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python, effectgate = venv / "bin" / "python", venv / "bin" / "effectgate"
+    python = fresh_venv(venv)
+    effectgate = venv / "bin" / "effectgate"
     done = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "-c",
-            str(ROOT / "constraints.txt"),
-            *map(str, dist.glob("*.whl")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        pip_install(python, *map(str, dist.glob("*.whl"))), capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
     shown = subprocess.run([str(effectgate), "--version"], capture_output=True, text=True, timeout=60, check=True)
@@ -193,7 +134,3 @@ def test_built_wheels_and_sdists_install_in_a_fresh_venv_and_serve(tmp_path: Pat
         server.terminate()
         _, stderr = server.communicate(timeout=30)
     assert server.returncode == 0, stderr[-2000:]
-
-
-def pip_install(python: Path) -> list[str]:
-    return [str(python), "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt")]

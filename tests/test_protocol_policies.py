@@ -236,3 +236,19 @@ def test_cache_is_bounded_and_keeps_only_settled_records() -> None:
     clock.advance(5.0)
     assert cache.get("a2") is None
     ReplayCache(capacity=0).put(records[0])
+
+
+async def test_a_rate_limited_retry_over_an_attempt_in_doubt_is_not_absence() -> None:
+    """Attempt 1 is lost (it may still land); the same-key retry gets a 429. The refusal proves
+    nothing of attempt 1, so the action stays in doubt (its reservation held) until a read sent
+    after absence_provable_at; only then is it sent again (issue 38)."""
+    r = await rig(keeps_processing=2.0)
+    r.adapter.script_execute(AmbiguousError("timeout"), RateLimited("429", retry_after=1.0))
+    result = await r.execute()
+    assert result.record.state is State.CONFIRMED and len(r.adapter.effects) == 1
+    story = await r.store.history(ACTION)
+    refused = [e for e in story if e.kind == "refused_before_acting"]
+    assert [e.state for e in refused] == [State.DISPATCHED]
+    # The provider's pause was honoured before the next same-key send.
+    sent = r.adapter.executed_at
+    assert len(sent) == 3 and sent[2] - sent[1] >= 1.0

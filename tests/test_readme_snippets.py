@@ -1,7 +1,7 @@
 """Code in README.md and docs/ marked runnable (a fence info string such as ```python runnable or
-```ts runnable) is pasted verbatim into a file and run against a gateway set up as `make demo`
-sets it up (development mode, SQLite, charge_card on the Stripe simulator), found through
-EFFECTGATE_TARGET like a newcomer's shell would."""
+```ts runnable) is pasted verbatim into a file and run against `make run` as it is (development
+mode, SQLite, charge_card on the Stripe simulator), found through EFFECTGATE_TARGET like a
+newcomer's shell finds it after the banner's `export` line."""
 
 from __future__ import annotations
 
@@ -13,17 +13,15 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from effectgate.gateway.config.schema import parse_config
-from effectgate.gateway.runtime.server import Gateway
-from effectgate_lab.simulators.stripe_sim import StripeSimulator
+from tests.dev_run import DevRun, dev_gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 TS_DIR = ROOT / "clients" / "typescript"
 FENCE = re.compile(r"^```(\w+)[ \t]+runnable[^\n]*\n(.*?)^```", re.M | re.S)
-DEMO_KEY = "sk_test_demo"
 
 
 @dataclass(frozen=True)
@@ -58,25 +56,14 @@ def test_the_quick_start_snippets_are_marked_runnable() -> None:
 
 
 @pytest.fixture
-async def demo_gateway(tmp_path: Path) -> AsyncIterator[tuple[str, StripeSimulator]]:
-    """The gateway as lab/src/effectgate_lab/demo.py starts it: no principals (development mode),
-    SQLite, the Stripe simulator behind charge_card."""
-    os.environ["DEMO_STRIPE_KEY"] = DEMO_KEY
-    sim = StripeSimulator(api_key=DEMO_KEY, search_lag=0.4)
-    await sim.start()
-    config = parse_config(
-        {
-            "server": {"listen": "127.0.0.1:0"},
-            "store": {"url": f"sqlite:///{tmp_path}/effectgate.db"},
-            "gateway": {"lease_ttl": "5s", "reconcile_interval": "0.5s", "recheck_min": "0.5s"},
-            "adapters": {"stripe": {"api_base": sim.base_url, "api_key_env": "DEMO_STRIPE_KEY"}},
-            "tools": {"charge_card": {"adapter": "stripe", "consistency_window": "1s", "attempt_timeout": "3s"}},
-        }
-    )
-    gateway = await Gateway.start(config)
-    yield f"127.0.0.1:{gateway.port}", sim
-    await gateway.stop()
-    await sim.stop()
+async def make_run(tmp_path: Path) -> AsyncIterator[DevRun]:
+    """`make run` in a folder of the test's, on a free port, until the test ends."""
+    async with dev_gateway(tmp_path / "dev") as running:
+        yield running
+
+
+def charges(running: DevRun) -> list[dict[str, Any]]:
+    return [e for e in running.effects() if e["kind"] == "payment_intent"]
 
 
 async def run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
@@ -97,10 +84,9 @@ def typescript_or_skip() -> None:
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)
-async def test_runnable_snippet(snippet: Snippet, demo_gateway: tuple[str, StripeSimulator], tmp_path: Path) -> None:
-    target, sim = demo_gateway
-    # A newcomer's shell: the gateway's address and nothing else of ours (no token: dev mode).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TARGET": target}
+async def test_runnable_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Path) -> None:
+    # A newcomer's shell after the banner's `export` line (no token: development mode).
+    env = make_run.env()
     if snippet.language == "python":
         program = tmp_path / "snippet.py"
         program.write_text(snippet.code)
@@ -123,7 +109,7 @@ async def test_runnable_snippet(snippet: Snippet, demo_gateway: tuple[str, Strip
     assert "Traceback" not in out
     # Every runnable snippet charges through the gateway: the simulator saw at most one charge per
     # logical action, and the README quick start says so.
-    intents = [e for e in sim.ledger if e["kind"] == "payment_intent"]
+    intents = charges(make_run)
     assert len(intents) == len({e["idempotency_key"] for e in intents})
     if "charged:" in snippet.code:
         assert "charged: pi_" in out, out
@@ -134,12 +120,11 @@ TS_QUICK_START = re.compile(r"save it as `([\w-]+\.mts)` and run `([^`]+)`")
 
 
 async def test_the_readme_typescript_block_runs_as_pasted_in_a_fresh_npm_project(
-    demo_gateway: tuple[str, StripeSimulator], tmp_path: Path
+    make_run: DevRun, tmp_path: Path
 ) -> None:
     """A newcomer's project: `npm init -y`, the packed client, tsx as a dev dependency, the README's
     block saved under the documented name and run with the documented command (Node >= 22)."""
     typescript_or_skip()
-    target, sim = demo_gateway
     readme = (ROOT / "README.md").read_text()
     found = TS_QUICK_START.search(readme)
     assert found, "the README says how to run its TypeScript block"
@@ -158,10 +143,9 @@ npm init -y >/dev/null
 node --version
 {command}
 """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TARGET": target}
-    code, out = await run(["bash", "-c", script], project, env)
+    code, out = await run(["bash", "-c", script], project, make_run.env())
     assert code == 0, out
     assert "charged: pi_" in out, out
     major = int(out.split("v", 1)[1].split(".", 1)[0])
     assert major >= 22, out
-    assert len([e for e in sim.ledger if e["kind"] == "payment_intent"]) == 1
+    assert len(charges(make_run)) == 1

@@ -16,14 +16,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parent.parent
-RELEASE = (ROOT / "VERSION").read_text().strip()
-PROJECTS = {
-    "effectgate": ".",
-    "effectgate-client": "clients/python",
-    "effectgate-protos": "clients/protos",
-    "effectgate-lab": "lab",
-}
+from tests.wheelhouse import DISTRIBUTIONS as PROJECTS
+from tests.wheelhouse import RELEASE, ROOT
 
 
 def test_every_distribution_reads_its_version_from_the_one_file() -> None:

@@ -1,6 +1,7 @@
 """SIGHUP swaps a principal's token under load: after the reload every call with the new token
 passes and the old token is refused; no call fails on the way; a file that does not load keeps
-the running set, with one line. Also for a `--workers` pool, whose parent relays the signal."""
+the running set, with one line. Also for a `--workers` pool, whose parent relays the signal, and
+for a config replaced the way kubelet replaces a mounted ConfigMap (a `..data` symlink swap)."""
 
 from __future__ import annotations
 
@@ -136,5 +137,42 @@ async def test_sighup_swaps_the_tls_certificate(tmp_path: Path, sim: StripeSimul
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await call(old_ca)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        assert await child.stop() == 0, child.transcript()
+
+
+def kubelet_write(directory: Path, doc: dict[str, Any], generation: int) -> None:
+    """What kubelet does when a mounted ConfigMap changes: the files go into a new timestamped
+    directory, a `..data_tmp` symlink to it is renamed over `..data` (atomic), and the visible
+    file is a symlink through `..data` that never changes itself."""
+    payload = directory / f"..2026_12_02_00_00_0{generation}.000000001"
+    payload.mkdir()
+    write_config(doc, payload / "eg.toml")
+    (directory / "..data_tmp").symlink_to(payload.name)
+    (directory / "..data_tmp").rename(directory / "..data")
+    if not (directory / "eg.toml").is_symlink():
+        (directory / "eg.toml").symlink_to("..data/eg.toml")
+
+
+async def test_sighup_reads_a_configmap_replaced_by_a_symlink_swap(tmp_path: Path, sim: StripeSimulator) -> None:
+    mounted = tmp_path / "config"
+    mounted.mkdir()
+    doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=[principal(OLD)], **stripe_tools(sim.base_url))
+    kubelet_write(mounted, doc, 1)
+    child = await ServeChild(["serve", "--config", str(mounted / "eg.toml")]).start()
+    try:
+        target = f"127.0.0.1:{await child.ready()}"
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = gateway_pb2_grpc.EffectGatewayStub(channel)
+            await stub.Execute(request(step="before"), metadata=bearer(OLD), timeout=30)
+            kubelet_write(mounted, {**doc, "principals": [principal(NEW)]}, 2)
+            assert (mounted / "eg.toml").resolve().parent.name.endswith("02.000000001")
+            child.signal(signal.SIGHUP)
+            await child.until(lambda: any("reloaded" in line for line in child.stderr), "the reload line")
+            answer = await stub.Execute(request(step="after"), metadata=bearer(NEW), timeout=30)
+            assert answer.action.action_id
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.Execute(request(step="old"), metadata=bearer(OLD), timeout=30)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     finally:
         assert await child.stop() == 0, child.transcript()

@@ -43,7 +43,15 @@ async def sim() -> AsyncIterator[SquareSimulator]:
 
 
 @pytest.fixture
-async def live(tmp_path: Path, sim: SquareSimulator, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LiveGateway]:
+def window() -> float:
+    """The tool's consistency window (a test parametrizes it to outlast itself)."""
+    return WINDOW
+
+
+@pytest.fixture
+async def live(
+    tmp_path: Path, sim: SquareSimulator, monkeypatch: pytest.MonkeyPatch, window: float
+) -> AsyncIterator[LiveGateway]:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     monkeypatch.setenv(KEYS_ENV, f"{OLD}, {NEW}")
     adapter = {
@@ -55,7 +63,7 @@ async def live(tmp_path: Path, sim: SquareSimulator, monkeypatch: pytest.MonkeyP
         "webhook_signature_key_env": KEYS_ENV,
         "webhook_url": NOTIFICATION_URL,
     }
-    tool: dict[str, Any] = {"adapter": "square", "consistency_window": f"{WINDOW}s", "max_attempts": 1}
+    tool: dict[str, Any] = {"adapter": "square", "consistency_window": f"{window}s", "max_attempts": 1}
     tool |= {"attempt_timeout": "1s", "deadline": "10s"}
     doc: dict[str, Any] = config_doc(
         f"sqlite:///{tmp_path}/eg.db", adapters={"square": adapter}, tools={"charge_card": tool}
@@ -84,9 +92,10 @@ async def test_signed_payment_event_settles_unknown_before_the_next_read_back(
     settled = await wait_for(live, action.action_id, pb.EFFECT_STATE_CONFIRMED, parked_at + WINDOW - 1.0)
     assert settled.state == pb.EFFECT_STATE_CONFIRMED, settled.reason
     assert time.time() < next_read_back
-    assert sim.request_count == reads_before  # no read-back: the webhook settled it
+    assert sim.request_count == reads_before + 1  # one read, of the event's object: it settled it
     evidence = json_format.MessageToDict(settled.observation.evidence)
     assert evidence.get("source") == "webhook" and evidence.get("event_type") == "payment.created", evidence
+    assert evidence.get("lookup") == "get", "the evidence is the read of the event's payment, not the event"
     assert settled.receipt.external_id == payments(sim)[0]["id"]
     assert len(payments(sim)) == 1
     assert [d.status for d in sim.webhooks.sent] == [200]
@@ -116,18 +125,68 @@ async def test_wrong_url_key_tampered_and_replayed_deliveries_change_nothing(
     # Signed with the key being replaced: genuine, applied once.
     first = await sender.deliver(body, headers=sender.headers(body, secret=OLD))
     assert first.status == 200 and first.answer["outcome"] == "settled", first
-    replayed = await sender.deliver(body)
-    assert (replayed.status, replayed.answer) == (400, {"error": "replayed"})
+    replayed = await sender.deliver(body)  # settled now: answered from the record, without its lock
+    assert (replayed.status, replayed.answer["outcome"]) == (200, "ignored"), replayed
     settled = await live.stub.GetAction(pb.GetActionRequest(action_id=action.action_id))
     assert settled.state == pb.EFFECT_STATE_CONFIRMED
     assert len(payments(sim)) == 1
 
 
+def _created(seconds_from_now: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds_from_now))
+
+
+async def test_events_created_outside_the_replay_window_change_nothing(live: LiveGateway, sim: SquareSimulator) -> None:
+    """Square retries an event for 24 hours with its original `created_at` (signed with the body):
+    older than the 25 h tolerance, or ahead of our clock by more than the skew, is `stale`; none
+    is `malformed`. Each is genuinely signed and names a payment that settles the action."""
+    hook, sim.webhooks.url = sim.webhooks.url, ""  # the simulator's own payment.created: not sent
+    action = await parked_unknown(live, sim)
+    sim.webhooks.url = hook
+    payment = next(iter(sim.payments.values())).data
+    sender = sim.webhooks
+    reads_before = sim.request_count
+
+    def signed(created_at: str | None) -> bytes:
+        event = sender.square_event("payment.updated", "payment", dict(payment))
+        if created_at is None:
+            del event["created_at"]
+        else:
+            event["created_at"] = created_at
+        return json.dumps(event).encode()
+
+    for created_at, reason in (
+        (_created(-26 * 3600), "stale"),  # a delivery captured a day and more ago
+        (_created(-30 * 24 * 3600), "stale"),
+        (_created(+3600), "stale"),  # an hour in the future
+        (None, "malformed"),
+        ("yesterday", "malformed"),
+    ):
+        body = signed(created_at)
+        refused = await sender.deliver(body)
+        assert (refused.status, refused.answer) == (400, {"error": reason}), created_at
+    assert sim.request_count == reads_before  # refused before any read
+    unchanged = await live.stub.GetAction(pb.GetActionRequest(action_id=action.action_id))
+    assert unchanged.state == pb.EFFECT_STATE_UNKNOWN and unchanged.updated_at == action.updated_at
+    # A retry 23 hours after the event, and one a minute ahead (clock skew): inside the window.
+    late = await sender.deliver(signed(_created(-23 * 3600)))
+    assert late.status == 200 and late.answer["outcome"] == "settled", late
+    settled = await live.stub.GetAction(pb.GetActionRequest(action_id=action.action_id))
+    assert settled.state == pb.EFFECT_STATE_CONFIRMED
+    ahead = await sender.deliver(signed(_created(+60)))
+    assert ahead.status == 200 and ahead.answer["outcome"] == "ignored", ahead  # settled already
+    assert len(payments(sim)) == 1
+
+
 async def test_refund_and_dispute_go_into_the_history(live: LiveGateway, sim: SquareSimulator) -> None:
+    # Its payment.created is sent once the action is settled (sooner, it may meet the drive's lease: 503).
+    hook, sim.webhooks.url = sim.webhooks.url, ""
     answer = await live.stub.Execute(request(), timeout=10)
     assert answer.action.state == pb.EFFECT_STATE_CONFIRMED, answer.action.reason
-    await sim.webhooks.drain()  # payment.created of a settled action: nothing to change
-    assert [d.answer.get("outcome") for d in sim.webhooks.sent] == ["ignored"]
+    sim.webhooks.url = hook
+    payment = dict(sim.payments[answer.action.receipt.external_id].data)
+    await sim.webhooks.deliver(json.dumps(sim.webhooks.square_event("payment.created", "payment", payment)).encode())
+    assert [d.answer.get("outcome") for d in sim.webhooks.sent] == ["ignored"]  # settled: nothing to change
     payment_id = answer.action.receipt.external_id
     sim.refund(payment_id, delay=0)
     await sim.webhooks.drain()
@@ -150,3 +209,32 @@ def test_a_signature_key_without_the_notification_url_is_a_configuration_error(
     settings = {"access_token_env": TOKEN_ENV, "webhook_signature_key_env": KEYS_ENV}
     with pytest.raises(ConfigError, match="webhook_url is required with a webhook signature key"):
         SquareAdapter.from_settings("square", settings)
+
+
+@pytest.mark.parametrize("window", [60.0])  # no scheduled read-back while the test runs
+async def test_absent_and_differing_payments_change_nothing(live: LiveGateway, sim: SquareSimulator) -> None:
+    """Signed, but the provider's read shows no such payment, or another amount or currency than
+    the payload's: the action, its story and the payments at Square stay as they were."""
+    action = await parked_unknown(live, sim)
+    payment = dict(next(iter(sim.payments.values())).data)
+    sender = sim.webhooks
+
+    async def snapshot() -> tuple[bytes, int]:
+        got = await live.stub.GetAction(pb.GetActionRequest(action_id=action.action_id))
+        story = await live.stub.GetActionHistory(pb.GetActionHistoryRequest(action_id=action.action_id))
+        return got.SerializeToString(deterministic=True), len(story.events)
+
+    before = await snapshot()
+    body = json.dumps(sender.square_event("payment.updated", "payment", payment)).encode()
+    stored = sim.payments[payment["id"]].data
+    for field, value in (("amount", 999), ("currency", "EUR")):
+        original = stored["amount_money"][field]
+        stored["amount_money"][field] = value
+        answer = await sender.deliver(json.dumps(sender.square_event("payment.updated", "payment", payment)).encode())
+        stored["amount_money"][field] = original
+        assert (answer.status, answer.answer["outcome"]) == (200, "unconfirmed"), (field, answer)
+        assert await snapshot() == before, field
+    sim.remove(payment["id"])
+    absent = await sender.deliver(body)
+    assert (absent.status, absent.answer["outcome"]) == (200, "unconfirmed"), absent
+    assert await snapshot() == before

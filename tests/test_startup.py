@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import re
 import signal
@@ -35,7 +36,9 @@ DIGEST = hashlib.sha256(b"agent-token").hexdigest()
 PRINCIPAL = f'[[principals]]\nname = "bot"\ntenant = "acme"\ntoken_sha256 = "{DIGEST}"\n'
 
 
-def base_toml(tmp_path: Path, *, server: str = "", store: str = "", gateway: str = "", tail: str = "") -> str:
+def base_toml(
+    tmp_path: Path, *, server: str = "", store: str = "", gateway: str = "", adapter: str = "", tail: str = ""
+) -> str:
     return f"""
 [server]
 listen = "127.0.0.1:0"
@@ -50,6 +53,7 @@ lease_ttl = "30s"
 api_base = "http://127.0.0.1:9"
 api_key_env = "{API_KEY_ENV}"
 timeout = 5
+{adapter}
 [tools.charge_card]
 adapter = "stripe"
 {tail}
@@ -106,6 +110,16 @@ TYPOS = {
         "[server.tls] ca_file: unknown key (did you mean client_ca_file?)",
     ),
     "bad duration": ({"gateway": 'recheck_min = "soon"'}, "[gateway] recheck_min: 'soon' is not a duration"),
+    # A key with two forms: one phrase naming both, none of pydantic's validator names.
+    "window neither duration nor auto": (
+        {"tail": 'consistency_window = "soon"'},
+        "[tools.charge_card] consistency_window: 'soon' is not a duration (e.g. '2s', '500ms', '1h30m') or 'auto'",
+    ),
+    # An adapter's own table: its path once, as in every other table.
+    "adapter key": (
+        {"adapter": 'api_bse = "http://127.0.0.1:9"'},
+        "[adapters.stripe] api_bse: unknown key (did you mean api_base?)",
+    ),
     "unknown role": ({"tail": PRINCIPAL + 'roles = ["admin"]\n'}, "[[principals]] #1 (bot) roles[0]: 'admin'"),
 }
 
@@ -117,6 +131,16 @@ def test_every_typo_is_refused_with_the_key_named(tmp_path: Path, case: str) -> 
     for command in ("check", "serve"):
         line = one_line_failure(run_cli(command, "--config", str(config)), expected)
         assert line.startswith("effectgate: effectgate.toml: ")
+        assert not re.search(r"function-|literal\[|adapters\.\w+\.\w", line), line
+
+
+def test_a_refused_start_is_an_error_record_in_the_json_log(tmp_path: Path) -> None:
+    config = write(tmp_path, base_toml(tmp_path, gateway='lease_tll = "30s"'))
+    done = run_cli("--log-format", "json", "serve", "--config", str(config))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (record,) = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
+    assert record["severity_text"] == "ERROR" and record["severity_number"] == 17
+    assert "[gateway] lease_tll: unknown key" in record["body"]
 
 
 def _broken(tmp_path: Path, case: str) -> tuple[list[str], tuple[str, ...], dict[str, str]]:

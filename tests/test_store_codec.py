@@ -17,15 +17,15 @@ BODY_KEYS = [
     "fingerprint", "state", "created_at", "updated_at", "parent_run_id", "agent", "tool_call_id", "attempts",
     "generation", "fence", "lease_owner", "lease_expires_at", "receipt", "observation", "reason", "next_step",
     "next_check_at", "dispatched_at", "checks", "bypass_granted", "notes", "trace_parent",
-    "attempt_ended_at", "policy_version", "approvals",
+    "attempt_ended_at", "policy_version", "approvals", "adapter",
 ]  # fmt: skip
 RECEIPT_KEYS = ["external_id", "provider_request_id", "result", "at"]
 OBSERVATION_KEYS = ["outcome", "detail", "evidence", "at", "receipt"]
 
 
-def test_the_body_has_the_schema_of_version_3() -> None:
+def test_the_body_has_the_schema_of_version_4() -> None:
     body = json.loads(codec.encode(rich_record("r")))
-    assert codec.SCHEMA_VERSION == 3 and body["schema_version"] == 3
+    assert codec.SCHEMA_VERSION == 4 and body["schema_version"] == 4
     assert list(body) == BODY_KEYS
     assert list(body["receipt"]) == RECEIPT_KEYS
     assert list(body["observation"]) == OBSERVATION_KEYS
@@ -35,7 +35,9 @@ def test_the_body_has_the_schema_of_version_3() -> None:
 
 
 def test_round_trip_is_exact() -> None:
-    approved = rich_record("a").evolve(policy_version="pv_0123456789abcdef", approvals=("alice", "b\u00f6b"))
+    approved = rich_record("a").evolve(
+        policy_version="pv_0123456789abcdef", approvals=("alice", "b\u00f6b"), adapter="stripe_b"
+    )
     for rec in (rich_record("r"), approved, record("p"), record("u", state=State.UNKNOWN, next_check_at=5.0)):
         assert codec.decode(codec.encode(rec)) == rec
 
@@ -65,8 +67,8 @@ def test_a_minimal_version_1_body_takes_the_defaults() -> None:
 
 def test_a_newer_schema_is_refused_not_misread() -> None:
     body = json.loads(codec.encode(record("n")))
-    body["schema_version"] = 4
-    with pytest.raises(codec.SchemaVersionError, match="schema version 4"):
+    body["schema_version"] = 5
+    with pytest.raises(codec.SchemaVersionError, match="schema version 5"):
         codec.decode(json.dumps(body))
 
 

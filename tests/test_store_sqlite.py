@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from effectgate.gateway.model.domain import ListQuery, State
-from effectgate.gateway.store import StoreUnavailable
+from effectgate.gateway.store import StoreDataRefused, StoreUnavailable
 from effectgate.gateway.store.sql import SQLITE, Statements
 from effectgate.gateway.store.sqlite import SqliteStore
 from effectgate.gateway.store.sqlite_io import Writer
@@ -76,7 +76,7 @@ async def test_one_commit_for_many_transactions_and_one_failure_rolls_back_alone
             writer, [insert("a"), insert("b1", "taken"), insert("c"), boom, insert(*(f"d{i}" for i in range(5)))]
         )
         assert results[0] == 1 and results[2] == 1 and results[4] == 5
-        assert isinstance(results[1], StoreUnavailable) and "UNIQUE" in str(results[1])
+        assert isinstance(results[1], StoreDataRefused)  # a constraint: permanent, not an outage
         assert isinstance(results[3], KeyError)
         assert (writer.batches, writer.transactions) == (2, 6)  # the holder, then one commit for five
     finally:
@@ -122,7 +122,7 @@ async def test_rerunnable_transactions_share_a_commit_without_savepoints_and_a_f
         # The second pair fails after its first insert: the batch runs again, each in a savepoint.
         results = await batch([pair("c1", "c2"), pair("d1", "taken"), pair("e1", "e2")])
         assert results[0] == 2 and results[2] == 2
-        assert isinstance(results[1], StoreUnavailable) and "UNIQUE" in str(results[1])
+        assert isinstance(results[1], StoreDataRefused)  # a constraint: permanent, not an outage
         assert statements.count("ROLLBACK") == 1 and statements.count("COMMIT") == 1
         assert statements.count("SAVEPOINT tx") == 3
         assert (writer.batches, writer.transactions) == (4, 7)  # two holders, two batches
@@ -150,7 +150,7 @@ async def test_a_failing_single_statement_is_undone_alone(tmp_path: Path) -> Non
         release.set()
         await holder
         results = await asyncio.gather(*pending, return_exceptions=True)
-        assert results[0] == 1 and results[2] == 1 and isinstance(results[1], StoreUnavailable)
+        assert results[0] == 1 and results[2] == 1 and isinstance(results[1], StoreDataRefused)
         assert (writer.batches, writer.transactions) == (2, 4)
     finally:
         release.set()

@@ -91,7 +91,8 @@ async def test_execute_creates_one_confirmed_intent(sim: StripeSimulator, adapte
     assert receipt.result == {"status": "succeeded", "amount": 2500, "currency": "usd", "customer": "cus_42"}
     [entry] = sim.ledger
     assert entry["id"] == receipt.external_id and entry["idempotency_key"] == "key-1"
-    assert entry["metadata"] == {"effectgate_action_id": "act-1"}
+    # The action, and the provider key of the generation that made it (a bypass's is another).
+    assert entry["metadata"] == {"effectgate_action_id": "act-1", "effectgate_provider_key": "key-1"}
     assert entry["params"]["description"] == "order 7"
     # The same key again: Stripe replays, no second effect.
     assert (await adapter.execute(first)).external_id == receipt.external_id
@@ -184,12 +185,27 @@ async def test_conflicts_and_key_reuse_are_ambiguous(sim: StripeSimulator, adapt
 
 async def test_duplicates_are_reported_and_mismatches_are_unknown(sim: StripeSimulator, adapter: StripeAdapter) -> None:
     await adapter.execute(call(key="key-a"))
-    await adapter.execute(call(key="key-b"))  # a second key for one action: a real duplicate
+    # A second intent of the same action and generation under another idempotency key (made
+    # around the adapter, by code that copied its metadata): a real duplicate.
+    outside = stripe.StripeClient(API_KEY, base_addresses={"api": sim.base_url}, max_network_retries=0)
+    await outside.v1.payment_intents.create_async(
+        params={
+            "amount": 2500,
+            "currency": "usd",
+            "customer": "cus_42",
+            "payment_method": "pm_card_visa",
+            "confirm": True,
+            "metadata": {"effectgate_action_id": "act-1", "effectgate_provider_key": "key-a"},
+        },
+        options={"idempotency_key": "key-outside"},
+    )
+    await adapter.execute(call(key="key-b"))  # another generation's charge: not this one's duplicate
     await asyncio.sleep(LAG + 0.15)
-    observed = await adapter.verify(call())
+    observed = await adapter.verify(call(key="key-a"))
     assert observed.outcome is Outcome.CONFIRMED and observed.evidence["duplicates"] == 1
     assert len(observed.evidence["payment_intents"]) == 2
-    other = await adapter.verify(call(amount=100))
+    assert len(observed.evidence["other_generations"]) == 1
+    other = await adapter.verify(call(key="key-a", amount=100))
     assert other.outcome is Outcome.UNKNOWN and other.evidence["differences"] == ["amount"]
 
 

@@ -124,8 +124,11 @@ async def test_one_execute_is_one_trace_down_to_the_provider(tmp_path: Path) -> 
 
 def lost_answer_tools(base_url: str) -> dict[str, Any]:
     # One provider call per Execute (no same-key retry), a read-back that cannot see the charge
-    # for 3 s, a 1 s budget: the Execute ends UNKNOWN, re-checked when the 6 s window closes.
-    return stripe_tools(base_url, max_attempts=1, consistency_window="6s", deadline="1s", attempt_timeout="0.8s")
+    # for 3 s, a 1 s budget, a provider that stops within 1 s of a closed connection: the Execute
+    # ends UNKNOWN, re-checked when the 6 s window closes after that second.
+    return stripe_tools(
+        base_url, max_attempts=1, consistency_window="6s", deadline="1s", attempt_timeout="0.8s", keeps_processing="1s"
+    )
 
 
 async def test_a_lost_answer_settled_after_a_restart_links_to_its_first_trace(tmp_path: Path) -> None:

@@ -132,6 +132,13 @@ CASES = {
         N,
         {"next_step": NextStep.DISPATCH, "next_check_at": NOW + 2},
     ),
+    # A same-key retry refused before acting says nothing of the attempt before it (issue 38).
+    "refused-before-acting-over-doubt": Case(
+        D,
+        t.RefusedBeforeActing("rate limited", retry_after=2.0, over_doubt=True),
+        D,
+        {"attempt_ended_at": NOW, "next_check_at": NOW + 2, "next_step": NextStep.NONE},
+    ),
     "ambiguous": Case(D, t.Ambiguous("reset"), D, {"reason": "ambiguous: reset"}),
     "observed-confirmed": Case(D, t.Observed(FOUND), C, {"receipt": RECEIPT, "checks": 2, "next_check_at": None}),
     "observed-not-found-after-window": Case(
@@ -320,6 +327,8 @@ MOVES: dict[str, tuple[ActionRecord, dict[str, Any], m.Move]] = {
     ),
     "dispatched-is-checked": (base(D), {}, m.Move("check")),
     "unknown-is-checked": (base(U), {}, m.Move("check")),
+    # The call outlived the caller's deadline: a read now proves nothing, the reconciler checks later.
+    "attempt-past-the-deadline-parks": (base(D), {"deadline": NOW - 0.5}, m.Move("park")),
     "unknown-after-check-stops": (base(U), {"observed": UNSURE}, m.Move("stop")),
     "not-found-at-dedup-provider-resends": (base(D), {"observed": MISSING}, m.Move("send", pause=t.RETRY_PAUSE)),
     "not-found-elsewhere-waits": (
@@ -372,7 +381,7 @@ def test_an_ambiguous_answer_records_when_the_attempt_ended() -> None:
     dispatched = t.apply(base(State.PLANNED, dispatched_at=None), t.Dispatch(), NOW - 6, SLOW_CALLS)
     assert dispatched.attempt_ended_at is None
     lost = t.apply(dispatched, t.Ambiguous("timeout"), NOW - 3, SLOW_CALLS)
-    assert lost.attempt_ended_at == NOW - 3 and t.window_end(lost, SLOW_CALLS) == NOW + 2
+    assert lost.attempt_ended_at == NOW - 3 and t.absence_provable_at(lost, SLOW_CALLS) == NOW + 2
     # The dispatch was 6 s ago, longer than the window: still not proof, the call ended 3 s ago.
     assert t.apply(lost, t.Observed(MISSING, read_at=NOW), NOW, SLOW_CALLS).state is State.DISPATCHED
     assert t.apply(lost, t.Observed(MISSING, read_at=NOW + 2), NOW + 2, SLOW_CALLS).state is State.NOT_FOUND
@@ -391,9 +400,50 @@ def test_a_read_proves_absence_by_when_it_was_sent_not_when_it_came_back() -> No
 def test_after_a_crash_the_window_counts_from_the_end_of_the_calls_budget() -> None:
     # The worker died mid-call: the provider may have committed until the attempt's timeout.
     orphan = base(State.DISPATCHED, dispatched_at=NOW - 10, attempt_ended_at=None)
-    assert t.window_start(orphan, SLOW_CALLS) == NOW - 2 and t.window_end(orphan, SLOW_CALLS) == NOW + 3
+    assert t.provider_done_by(orphan, SLOW_CALLS) == NOW - 2 and t.absence_provable_at(orphan, SLOW_CALLS) == NOW + 3
     assert t.apply(orphan, t.Observed(MISSING, read_at=NOW), NOW, SLOW_CALLS).state is State.DISPATCHED
     assert t.apply(orphan, t.Observed(MISSING, read_at=NOW + 3), NOW + 3, SLOW_CALLS).state is State.NOT_FOUND
+
+
+# -- the provider may go on applying a request after our call ended (issue 38) --------------------
+
+KEEPS_ON = t.Policy(
+    lease_ttl=30.0, recheck_min=2.0, recheck_max=60.0, consistency_window=5.0, attempt_timeout=8.0, keeps_processing=4.0
+)
+
+
+def test_absence_counts_from_when_the_provider_is_done_not_from_when_we_stopped_waiting() -> None:
+    # The call timed out 3 s ago; the provider may still apply it for 4 s after that, then reads
+    # may lag 5 s: a read sent at NOW + 6 proves absence, one sent at NOW + 5.9 does not.
+    lost = base(State.DISPATCHED, dispatched_at=NOW - 11, attempt_ended_at=NOW - 3)
+    assert t.provider_done_by(lost, KEEPS_ON) == NOW + 1
+    assert t.absence_provable_at(lost, KEEPS_ON) == NOW + 6
+    early = t.apply(lost, t.Observed(MISSING, read_at=NOW + 5.9), NOW + 6, KEEPS_ON)
+    assert early.state is State.DISPATCHED and early.reason == "not found yet, inside the consistency window"
+    proved = t.apply(lost, t.Observed(MISSING, read_at=NOW + 6), NOW + 6, KEEPS_ON)
+    assert proved.state is State.NOT_FOUND
+    assert proved.reason == "not found 9.0s after the attempt ended (4s to finish + window 5s)"
+
+
+def test_after_a_crash_the_bound_counts_from_the_end_of_the_calls_budget() -> None:
+    orphan = base(State.DISPATCHED, dispatched_at=NOW - 10, attempt_ended_at=None)
+    assert t.provider_done_by(orphan, KEEPS_ON) == NOW + 2  # dispatched + attempt_timeout + bound
+    assert t.apply(orphan, t.Observed(MISSING, read_at=NOW + 6.9), NOW + 7, KEEPS_ON).state is State.DISPATCHED
+    assert t.apply(orphan, t.Observed(MISSING, read_at=NOW + 7), NOW + 7, KEEPS_ON).state is State.NOT_FOUND
+
+
+def test_a_park_rechecks_when_absence_becomes_provable() -> None:
+    lost = base(State.DISPATCHED, dispatched_at=NOW - 11, attempt_ended_at=NOW - 3)
+    parked = t.apply(lost, t.Park(), NOW, KEEPS_ON)
+    assert parked.state is State.UNKNOWN and parked.next_check_at == NOW + 6
+
+
+def test_a_webhooks_failure_event_inside_the_bound_is_not_absence() -> None:
+    # A failure event is applied as an Observed (core/provider/reports.py): the same rule.
+    lost = base(State.UNKNOWN, dispatched_at=NOW - 11, attempt_ended_at=NOW - 3)
+    failed = Observation(Outcome.NOT_FOUND, detail="payment_intent.payment_failed", evidence={"source": "webhook"})
+    assert t.apply(lost, t.Observed(failed, read_at=NOW), NOW, KEEPS_ON).state is State.DISPATCHED
+    assert t.apply(lost, t.Observed(failed, read_at=NOW + 6), NOW + 6, KEEPS_ON).state is State.NOT_FOUND
 
 
 def test_the_same_principal_twice_counts_once_and_a_new_policy_restarts_the_count() -> None:

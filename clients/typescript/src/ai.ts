@@ -65,7 +65,8 @@ export class EffectNotSettled extends Error {
 const STATE_ADVICE: Partial<Record<EffectState, string>> = {
   [EffectState.CONFIRMED]: "Done.",
   [EffectState.REJECTED]: "The provider refused; nothing happened. Tell the user; do not retry with other input.",
-  [EffectState.AWAITING_APPROVAL]: "Waiting for a human approval; nothing was sent yet.",
+  [EffectState.AWAITING_APPROVAL]:
+    "Waiting for a person to approve it; nothing was sent yet. Do not retry with other arguments and do not use another tool for the same purpose: call this tool again in the same step later to get the outcome.",
 };
 const NOT_PROVEN =
   "Not proven yet: do not retry with other input and do not use another tool for the same purpose; the operator queue has it.";

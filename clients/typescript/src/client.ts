@@ -15,6 +15,8 @@ import {
   Operator,
   RunContextSchema,
   type VerifyResponse,
+  type WaitActionResponse,
+  WaitUntil,
 } from "./gen/effectgate/v1/gateway_pb.js";
 import { pack, payloadRegistry } from "./payloads.js";
 import { type ConnectionOptions, type Settings, baseUrl, resolveSettings, tlsOptions } from "./settings.js";
@@ -61,6 +63,18 @@ export interface ListOptions {
   tool?: string;
   pageSize?: number;
 }
+
+export interface WaitOptions {
+  /** "decided" (default): no longer waiting for a person; "settled": CONFIRMED, REJECTED,
+   * NOT_FOUND or UNKNOWN, what an execute answers. */
+  until?: "decided" | "settled";
+  /** How long the gateway waits at most (default 30 s, at most 300 s). */
+  timeoutMs?: number;
+}
+
+/** The call's own deadline is the wait's plus this: the gateway answers (reached or not) before it. */
+const WAIT_SLACK_MS = 10000;
+const WAIT_MAX_MS = 300000;
 
 export function retryDelayMs(policy: RetryPolicy, error: EffectGateError, attempt: number, elapsedMs: number): number | undefined {
   const safe = error.code === Code.Unavailable || (error.code === Code.Aborted && error.reason === "IN_FLIGHT");
@@ -196,10 +210,26 @@ export class EffectGateClient {
     }
   }
 
+  /** Waits on the gateway until the action is decided (or settled) or the timeout passes:
+   * `reached` says which, `action` is the action then. Writes nothing, so it is retried like a read;
+   * a decision made on any replica ends it. */
+  wait(actionId: string, options: WaitOptions = {}): Promise<WaitActionResponse> {
+    const timeoutMs = Math.max(options.timeoutMs ?? 30000, 0);
+    const until = options.until === "settled" ? WaitUntil.SETTLED : WaitUntil.DECIDED;
+    const whole = Math.floor(timeoutMs / 1000);
+    const timeout = { seconds: BigInt(whole), nanos: Math.round((timeoutMs - whole * 1000) * 1e6) };
+    const deadline = Math.min(timeoutMs, WAIT_MAX_MS) + WAIT_SLACK_MS;
+    return this.call((t) => this.agent.waitAction({ actionId, until, timeout }, { timeoutMs: t }), deadline, true);
+  }
+
   // Operator calls (role: operator); never retried automatically.
 
   approve(actionId: string, note: string, timeoutMs?: number): Promise<Action> {
     return this.call((t) => this.operator.approve({ actionId, note }, { timeoutMs: t }), timeoutMs, false);
+  }
+
+  deny(actionId: string, note: string, timeoutMs?: number): Promise<Action> {
+    return this.call((t) => this.operator.deny({ actionId, note }, { timeoutMs: t }), timeoutMs, false);
   }
 
   reconcile(

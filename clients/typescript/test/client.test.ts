@@ -110,4 +110,24 @@ describe("EffectGateClient against a real gateway", () => {
       (e: unknown) => e instanceof InvalidRequest && e.fieldViolations.some((v) => v.field === "tool"),
     );
   });
+
+  test("wait answers when a person decides, and says when the time ran out first", async () => {
+    const card = chargeCard({ customer: "cus_wait", amount: 4200, currency: "eur", paymentMethod: "pm_card_visa" });
+    const [first, second] = await withRun("ts-run-wait", () =>
+      Promise.all(["approve-me", "leave-me"].map((s) => withStep(s, () => client.execute("charge_approved", card, { scope: "order:wait" })))),
+    );
+    assert.equal(first!.action!.state, State.AWAITING_APPROVAL);
+    const idle = await client.wait(second!.action!.actionId, { timeoutMs: 300 });
+    assert.equal(idle.reached, false);
+    assert.equal(idle.action!.state, State.AWAITING_APPROVAL);
+    const waiting = client.wait(first!.action!.actionId, { until: "settled", timeoutMs: 20000 });
+    await client.approve(first!.action!.actionId, "ok from the ts test");
+    const done = await waiting;
+    assert.equal(done.reached, true);
+    assert.equal(done.action!.state, State.CONFIRMED);
+    await client.deny(second!.action!.actionId, "not this one");
+    const denied = await client.wait(second!.action!.actionId);
+    assert.deepEqual([denied.reached, denied.action!.state, denied.action!.reason], [true, State.REJECTED, "denied by dev: not this one"]);
+    assert.equal(await gateway.effects("cus_wait"), 1);
+  });
 });

@@ -84,7 +84,8 @@ export class LiveGateway {
       `[server]\nlisten = "127.0.0.1:0"\n${tls}[store]\nurl = "sqlite:///${dir}/eg.db"\n` +
         `[gateway]\nlease_ttl = "5s"\nreconcile_interval = "0.5s"\n` +
         `[adapters.stripe]\napi_base = "${simLine[1]}"\napi_key_env = "EG_TS_STRIPE_KEY"\n` +
-        `[tools.charge_card]\nadapter = "stripe"\nconsistency_window = "1s"\nattempt_timeout = "3s"\n`,
+        `[tools.charge_card]\nadapter = "stripe"\nconsistency_window = "1s"\nattempt_timeout = "3s"\n` +
+        `[tools.charge_approved]\nadapter = "stripe"\nconsistency_window = "1s"\nattempt_timeout = "3s"\napproval = "required"\n`,
     );
     try {
       const [gateway, found] = await startChild(

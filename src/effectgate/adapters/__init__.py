@@ -6,7 +6,7 @@ resolves credentials with `AdapterSettings.secret` (never from agents), scrubs w
 sends back with `scrub` / `scrub_json`, and proves itself with `effectgate.adapters.testing`.
 
 Nothing here imports a provider library: the built-in adapters (`stripe`, `postmark`, `smtp`,
-`http`) are loaded by kind, only when configured.
+`http`, `square`, `mcp`) are loaded by kind, only when configured.
 """
 
 from effectgate.adapters.base import (

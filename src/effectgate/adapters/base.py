@@ -29,6 +29,12 @@ from google.protobuf.message import Message
 
 JsonDict = dict[str, Any]
 
+# How long a provider may go on processing a request after its connection closed, when the
+# adapter knows no better: about the longest request a provider's front end (a load balancer or
+# proxy, typically 60 s) lets run. Conservative on purpose: too short a bound is a NOT_FOUND
+# recorded while the provider still applies the request.
+KEEPS_PROCESSING = 60.0
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -42,6 +48,9 @@ class Capabilities:
     consistency_window: float
     # The provider has a read API that can prove an effect (or its absence).
     has_read_api: bool
+    # How long after our call ended (timed out, connection closed) the provider may still apply
+    # the request (seconds): the consistency window only starts after it (docs/protocol.md).
+    keeps_processing: float = KEEPS_PROCESSING
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,11 @@ class ActionCall:
     attempt: int = 1
     # The receipt already stored, if any (lets verify retrieve by external id).
     receipt: Receipt | None = None
+    # Which send of the action this is: 0 for the first, one more after each operator-granted
+    # bypass (docs/states.md). Every generation has its own `provider_key`; the action id is shared
+    # by all of them, so a read-back must tell one generation's effect from another's by what only
+    # that generation wrote (its provider key), never by the action id alone.
+    generation: int = 0
 
 
 class AdapterError(Exception):

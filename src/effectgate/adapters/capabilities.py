@@ -7,7 +7,12 @@ them keep working unchanged:
 - `ReceivesWebhooks`: the provider signs and sends events. `parse_webhook` verifies the
   signature the provider's own way and raises `WebhookRejected` (forged, stale, malformed);
   `observe_event` turns a verified event into an `Observation` of one action, judged against the
-  action's payload like a read-back (docs/webhooks.md).
+  action's payload like a read-back (docs/webhooks.md). An adapter whose `verify` reads exactly
+  the object a receipt names (by id, immediately) sets the class attribute
+  `reads_event_objects = True`: the gateway then never believes the event itself, it reads the
+  event's object (`verify` of the action with a receipt naming `ProviderEvent.object_id`) and
+  applies what the read shows. Its judge marks `found` (how many of the action's objects the
+  read saw) in the evidence, and `read_failed` on a read that could not be made.
 - `ListsEffects`: the provider's read API can list the objects made since a time, with the
   action id the adapter wrote into them (`list_effects`), and the adapter can say which of an
   effect's fields a payload expects (`expected_effect`): the drift audit compares the two.

@@ -35,7 +35,14 @@ def installed() -> dict[str, EntryPoint]:
 
 
 # The provider libraries of the built-in adapters come with an extra of the effectgate package.
-EXTRAS = {"stripe": "stripe", "aiohttp": "stripe", "aiosmtplib": "smtp"}
+EXTRAS = {
+    "stripe": "stripe",
+    "aiohttp": "stripe",
+    "aiosmtplib": "smtp",
+    "mcp": "mcp",
+    "mcp_types": "mcp",
+    "jsonschema": "mcp",
+}
 
 
 def adapter_class(kind: str) -> type[Adapter]:

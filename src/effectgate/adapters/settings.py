@@ -59,7 +59,7 @@ def key_path(loc: Sequence[int | str]) -> str:
 
 
 def _describe(model: type[BaseModel], err: Any) -> tuple[str, str]:
-    loc = tuple(p for p in err["loc"] if not _is_branch_tag(p))
+    loc = tuple(p for p in err["loc"] if not is_branch_tag(p))
     key = key_path(loc)
     if err["type"] == "extra_forbidden":
         known = _fields_at(model, loc[:-1])
@@ -77,7 +77,7 @@ def _describe(model: type[BaseModel], err: Any) -> tuple[str, str]:
     return key, message
 
 
-def _is_branch_tag(part: int | str) -> bool:
+def is_branch_tag(part: int | str) -> bool:
     # pydantic names the union member or the validator in a location (`function-after[...]`).
     return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool"))
 

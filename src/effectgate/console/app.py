@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from effectgate.console import audit, decide, live, pages, signin
-from effectgate.console.csrf import Guard
+from effectgate.console.door.csrf import Guard
 from effectgate.console.link import GatewayLink
 from effectgate.console.people import People
 from effectgate.console.sessions import SessionStore

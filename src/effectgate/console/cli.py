@@ -17,7 +17,7 @@ from dataclasses import replace
 import uvicorn
 
 from effectgate.console.app import build_app
-from effectgate.console.csrf import origin_of
+from effectgate.console.door.csrf import origin_of
 from effectgate.console.settings import ConsoleSettings
 
 

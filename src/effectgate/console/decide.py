@@ -15,7 +15,7 @@ from starlette.responses import RedirectResponse, Response
 from effectgate.client import EffectGateClient
 from effectgate.console import present
 from effectgate.console.people import Person
-from effectgate.console.web import parts, render, signed_in
+from effectgate.console.web import parts, reader, render, signed_in
 
 RESOLUTIONS = ("CONFIRMED", "REJECTED", "NOT_FOUND")
 
@@ -56,7 +56,7 @@ def problems(verb: Verb, given: dict[str, str]) -> list[str]:
 async def _shown(request: Request, client: EffectGateClient) -> dict[str, Any]:
     settings = parts(request).settings
     record = await client.get(request.path_params["action_id"])
-    return present.detail(record, datetime.now(UTC), settings.trace_url, settings.provider_url)
+    return present.detail(record, datetime.now(UTC), settings.trace_url, settings.provider_url, reader(request))
 
 
 def operators_verb(request: Request, person: Person) -> Verb | Response:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from effectgate.console.door.throttle import SignInThrottle
 from effectgate.console.link import GatewayLink, SignInRefused
 from effectgate.console.sessions import SessionStore
 from effectgate.console.settings import ConsoleSettings
@@ -29,6 +30,7 @@ class People:
     def __init__(self, settings: ConsoleSettings, link: GatewayLink, sessions: SessionStore) -> None:
         self.settings, self.link, self.sessions = settings, link, sessions
         self._proxy_roles: dict[str, str] = {}  # principal -> role, asked once per process
+        self.throttle = SignInThrottle()  # failed sign-ins per browser address and token digest
 
     @property
     def proxied(self) -> bool:

@@ -1,5 +1,6 @@
-"""Actions and events as the templates show them: plain values, times in UTC, ages, and the
-configured links. Nothing here marks text safe: the templates escape every string."""
+"""Actions and events as the templates show them: plain values, money in the reader's locale,
+times in UTC, ages, and the configured links. Nothing here marks text safe: the templates escape
+every string."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from babel import Locale
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from effectgate.client import NextStep, State
+from effectgate.client.money_text.asks import ask_of, typed, typed_payload
+from effectgate.console import words
 from effectgate.v1 import gateway_pb2 as pb
 
 NEXT_STEPS = {getattr(NextStep, n): n for n in ("NONE", "RECHECK", "OPERATOR", "DISPATCH", "APPROVE")}
@@ -41,7 +45,9 @@ def age(moment: datetime | None, now: datetime) -> str:
 
 
 def struct(message: Any) -> dict[str, Any]:
-    return MessageToDict(message) if message is not None else {}
+    """A Struct as JSON-like data, its integers as integers (a Struct carries every number as a double)."""
+    data: dict[str, Any] = typed(MessageToDict(message)) if message is not None else {}
+    return data
 
 
 def fill(template: str, values: dict[str, str]) -> str:
@@ -72,10 +78,19 @@ class Row:
     reason: str
     next_step: str
     created_at: datetime | None
+    # What it asks for, from the payload (GetAction's answer; empty from ListActions alone).
+    amount: str = ""
+    party: str = ""
+    about: str = ""
+    asks: str = ""  # "billing-agent asks to charge €125.00 to cus_1: Deposit"
+    approve_does: str = ""  # what Approve (or the next decision) will do
+    outcome: str = ""  # what happened to the money (or the message), as of now
 
 
-def row(action: pb.Action, now: datetime) -> Row:
+def row(action: pb.Action, now: datetime, locale: Locale | str | None = None) -> Row:
     created = when(action.created_at, action.HasField("created_at"))
+    ask = ask_of(struct(action.payload)) if action.HasField("payload") else ask_of({})
+    amount = ask.money.text(locale) if ask.money is not None else ""
     return Row(
         action_id=action.action_id,
         state=State.name(action.state),
@@ -90,6 +105,12 @@ def row(action: pb.Action, now: datetime) -> Row:
         reason=action.reason,
         next_step=NEXT_STEPS.get(action.next_step, ""),
         created_at=created,
+        amount=amount,
+        party=ask.party,
+        about=ask.about,
+        asks=words.asks(action.context.agent, action.tool, amount, ask.party, ask.about),
+        approve_does=words.approve_does(action, amount, ask.party),
+        outcome=words.outcome(action, amount),
     )
 
 
@@ -116,7 +137,9 @@ def event(item: pb.ActionEvent) -> Event:
     )
 
 
-def detail(action: pb.Action, now: datetime, trace_url: str, provider_url: str) -> dict[str, Any]:
+def detail(
+    action: pb.Action, now: datetime, trace_url: str, provider_url: str, locale: Locale | str | None = None
+) -> dict[str, Any]:
     """Everything the action page shows of one action."""
     external_id = action.receipt.external_id if action.HasField("receipt") else ""
     values = {
@@ -128,8 +151,8 @@ def detail(action: pb.Action, now: datetime, trace_url: str, provider_url: str) 
     receipt = action.receipt if action.HasField("receipt") else None
     observation = action.observation if action.HasField("observation") else None
     return {
-        "row": row(action, now),
-        "payload": struct(action.payload) if action.HasField("payload") else {},
+        "row": row(action, now, locale),
+        "payload": typed_payload(struct(action.payload)) if action.HasField("payload") else {},
         "tool_call_id": action.tool_call_id,
         "parent_run_id": action.context.parent_run_id,
         "fingerprint": action.fingerprint,

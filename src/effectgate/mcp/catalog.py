@@ -1,7 +1,7 @@
 """Which tools the MCP front door exposes, read from the gateway's own TOML file.
 
 Only what the front door needs is read, tolerantly: each `[tools.NAME]` table's `adapter`,
-`on_repeat` and `approval`; each `[adapters.NAME]` table's `kind` (it defaults to NAME); and the
+`on_repeat`, `approval` and `approval_ttl`; each `[adapters.NAME]` table's `kind` (it defaults to NAME); and the
 front door's own optional `[mcp]` table:
 
     [mcp]
@@ -34,6 +34,8 @@ BUILTIN_PAYLOADS: dict[str, type[Message]] = {
     "postmark": tools_pb2.SendEmail,
     "smtp": tools_pb2.SendEmail,
     "http": struct_pb2.Struct,
+    # An upstream MCP server: the schema comes from its tools/list (see `upstream`).
+    "mcp": struct_pb2.Struct,
 }
 
 
@@ -47,9 +49,13 @@ class ToolSpec:
     payload_type: type[Message]
     on_repeat: str = "coalesce"
     approval: str = "none"
+    # How long an approval may take before the action expires (as written in the config; "").
+    approval_ttl: str = ""
     description: str = ""
     # A JSON Schema declared in [mcp.tools.NAME]; required for Struct payloads.
     input_schema: Mapping[str, Any] | None = None
+    # For an adapter of kind "mcp": its [adapters.NAME] table, to read the schema upstream.
+    upstream: Mapping[str, Any] | None = None
 
     @property
     def harmless(self) -> bool:
@@ -108,10 +114,12 @@ def parse_catalog(doc: Mapping[str, Any], base: Path = Path(".")) -> Catalog:
             payload_type=payload_for_kind(kind),
             on_repeat=str(table.get("on_repeat", "coalesce")),
             approval=str(table.get("approval", "none")),
+            approval_ttl=str(table.get("approval_ttl", "")),
             description=str(extra.get("description", "")),
             input_schema=_schema(name, extra, base),
+            upstream=dict(adapters[adapter]) if kind == "mcp" else None,
         )
-        if spec.payload_type is struct_pb2.Struct and spec.input_schema is None:
+        if spec.payload_type is struct_pb2.Struct and spec.input_schema is None and spec.upstream is None:
             raise CatalogError(
                 f"tools.{name} takes a google.protobuf.Struct: declare its arguments in "
                 f"[mcp.tools.{name}] input_schema_file (a JSON Schema) to expose it over MCP"
@@ -130,3 +138,8 @@ def load_catalog(path: str | Path) -> Catalog:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise CatalogError(f"{path}: {exc}") from None
     return parse_catalog(doc, Path(path).resolve().parent)
+
+
+def needs_upstream(catalog: Catalog) -> bool:
+    """Some tool's schema must be read from its upstream MCP server (`upstream.with_upstream_schemas`)."""
+    return any(t.upstream is not None and t.input_schema is None for t in catalog.tools.values())

@@ -24,10 +24,11 @@ import anyio
 
 from effectgate.client.settings import Settings
 from effectgate.mcp import tracing
-from effectgate.mcp.catalog import CatalogError, load_catalog
+from effectgate.mcp.catalog import CatalogError, load_catalog, needs_upstream
 from effectgate.mcp.gateway_port import GatewayPort
 from effectgate.mcp.http import HttpSettingsError, serve_http
 from effectgate.mcp.server import FrontDoor, build_server
+from effectgate.mcp.upstream import with_upstream_schemas
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
@@ -51,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> None:
     catalog = load_catalog(args.config)
+    if needs_upstream(catalog):
+        catalog = await with_upstream_schemas(catalog)
     stop_tracing = tracing.setup()
     server_name = os.environ.get("EFFECTGATE_TLS_SERVER_NAME", "")
     gateway = GatewayPort(args.target, settings=args.gateway_tls, server_name=server_name)

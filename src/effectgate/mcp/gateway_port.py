@@ -149,6 +149,13 @@ class GatewayPort:
         except grpc.aio.AioRpcError as exc:
             raise _refusal(exc, self._settings is not None) from None
 
+    async def wait(self, token: str, action_id: str, seconds: float) -> gateway_pb2.WaitActionResponse:
+        """WaitAction until the action is settled (an outcome an Execute answers) or `seconds` pass."""
+        try:
+            return await self._call(self._client(token, {}).wait(action_id, until="settled", timeout=seconds))
+        except grpc.aio.AioRpcError as exc:
+            raise _refusal(exc, self._settings is not None) from None
+
     async def accepts(self, token: str) -> bool:
         """Whether the gateway knows this token (a one-row list; a missing role still counts)."""
         client = self._client(token, {})

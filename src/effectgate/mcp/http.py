@@ -1,12 +1,17 @@
 """Streamable HTTP (on loopback, or on another address only with TLS), as an OAuth 2.0 protected
 resource: every request needs a bearer token the gateway accepts (checked by asking the gateway),
-else 401 with a `WWW-Authenticate` header pointing at the protected-resource metadata. The token
-is forwarded to the gateway on each call, so the gateway's tenants, roles and allow-lists apply
-unchanged."""
+else 401 with a `WWW-Authenticate` header pointing at the protected-resource metadata and saying
+what to send. The token is forwarded to the gateway on each call, so the gateway's tenants, roles
+and allow-lists apply unchanged.
+
+The metadata (RFC 9728) names an authorization server only when one is configured
+(`--authorization-server`): effectgate serves none itself, and advertising its own address as
+one sent OAuth clients to a `/.well-known/oauth-authorization-server` that answers 404."""
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import ssl
 import time
@@ -14,7 +19,7 @@ from typing import Any
 
 import uvicorn
 from pydantic import AnyHttpUrl
-from starlette.applications import Starlette
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from effectgate.mcp.gateway_port import GatewayPort
 from mcp.server.auth.provider import AccessToken
@@ -22,6 +27,8 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
 
 PATH = "/mcp"
+METADATA = "/.well-known/oauth-protected-resource"
+WHAT_TO_SEND = "send Authorization: Bearer <token>, the token of an effectgate principal"
 
 
 class GatewayTokenVerifier:
@@ -43,16 +50,66 @@ class GatewayTokenVerifier:
         return AccessToken(token=token, client_id="effectgate-bearer", scopes=[])
 
 
+class HonestAuth:
+    """The SDK's auth routes, told the truth: without a configured authorization server the
+    protected-resource metadata names none (the SDK's would name the issuer it was given), and a
+    401 says in its `WWW-Authenticate` description and JSON body what to send."""
+
+    def __init__(self, app: ASGIApp, *, resource: str, metadata_url: str, authorization_server: str) -> None:
+        self.app = app
+        self.resource = resource
+        self.metadata_url = metadata_url
+        self.authorization_server = authorization_server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith(METADATA) and not self.authorization_server:
+            doc = {"resource": self.resource, "bearer_methods_supported": ["header"]}
+            await _json(send, 200, doc, [])
+            return
+        refused: dict[str, int] = {}
+
+        async def rewrite(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                refused["status"] = 401
+                challenge = (
+                    f'Bearer error="invalid_token", error_description="{WHAT_TO_SEND}", '
+                    f'resource_metadata="{self.metadata_url}"'
+                )
+                await _json(
+                    send,
+                    401,
+                    {"error": "invalid_token", "error_description": WHAT_TO_SEND},
+                    [(b"www-authenticate", challenge.encode())],
+                )
+                return
+            if refused:
+                return  # the SDK's own 401 body: replaced above
+            await send(message)
+
+        await self.app(scope, receive, rewrite)
+
+
+async def _json(send: Send, status: int, doc: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps(doc).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
 def build_app(
     server: Server[Any], gateway: GatewayPort, *, base_url: str, authorization_server: str = "", host: str = "127.0.0.1"
-) -> Starlette:
+) -> ASGIApp:
     resource = f"{base_url}{PATH}"
     auth = AuthSettings(
+        # The SDK requires an issuer; without a configured one it is never advertised (HonestAuth).
         issuer_url=AnyHttpUrl(authorization_server or base_url),
         resource_server_url=AnyHttpUrl(resource),
         validate_token_resource=False,  # effectgate bearer tokens are not audience-bound
     )
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=PATH,
         stateless_http=True,
         json_response=True,
@@ -60,6 +117,8 @@ def build_app(
         auth=auth,
         token_verifier=GatewayTokenVerifier(gateway),
     )
+    metadata_url = f"{base_url}{METADATA}{PATH}"
+    return HonestAuth(app, resource=resource, metadata_url=metadata_url, authorization_server=authorization_server)
 
 
 class HttpSettingsError(ValueError):

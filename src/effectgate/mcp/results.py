@@ -30,8 +30,9 @@ _ADVICE = {
         "step returns this same refusal; tell the user, or ask them for other details."
     ),
     "AWAITING_APPROVAL": (
-        "waiting for a human approval (action {id}); nothing was sent. Call this tool again in the same "
-        "step after the approval to get the outcome."
+        "waiting for a person to approve it (action {id}); nothing was sent. {ttl}Do not retry with other "
+        "arguments and do not call another tool for the same purpose: call effectgate_wait with this "
+        "action_id to wait for the decision, then call this tool again in the same step to get the outcome."
     ),
     "NOT_FOUND": "not sent yet (action {id}): call this tool again in the same step to send it.",
 }
@@ -72,11 +73,22 @@ def action_content(action: gateway_pb2.Action, *, replayed: bool) -> dict[str, A
     return content
 
 
-def action_result(action: gateway_pb2.Action, *, replayed: bool) -> types.CallToolResult:
+def approval_wait(ttl: str) -> str:
+    """How long a person may take, said to the model (the tool's `approval_ttl`)."""
+    if not ttl:
+        return "A person may take a while; it never expires on its own. "
+    return f"A person may take up to {ttl}; after that it expires (REJECTED, never sent). "
+
+
+def action_result(action: gateway_pb2.Action, *, replayed: bool, approval_ttl: str = "") -> types.CallToolResult:
     content = action_content(action, replayed=replayed)
     state = content["state"]
+    if state == "AWAITING_APPROVAL":
+        content["approval_ttl"] = approval_ttl
     template = _ADVICE.get(state, _NOT_PROVEN)
-    text = template.format(id=action.action_id, reason=action.reason or "no reason given")
+    text = template.format(
+        id=action.action_id, reason=action.reason or "no reason given", ttl=approval_wait(approval_ttl)
+    )
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"{state}: {text}\n{json.dumps(content)}")],
         structured_content=content,

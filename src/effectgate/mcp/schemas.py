@@ -115,6 +115,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         },
         "reason": {"type": "string"},
         "next_step": {"type": "string"},
+        "approval_ttl": {
+            "type": "string",
+            "description": "AWAITING_APPROVAL: how long a person may take before it expires (empty: never)",
+        },
         "error": {
             "type": "object",
             "description": "set when the call did not produce an action result (isError: true)",

@@ -31,6 +31,17 @@ _STATUS_SCHEMA = {
     "required": ["action_id"],
     "additionalProperties": False,
 }
+# Waits for a person's decision on the gateway; bounded below the usual host timeout of 60 s.
+WAIT_TOOL, WAIT_DEFAULT, WAIT_MAX = "effectgate_wait", 25, 50
+_WAIT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "action_id": {"type": "string", "minLength": 1},
+        "seconds": {"type": "integer", "minimum": 1, "maximum": WAIT_MAX, "default": WAIT_DEFAULT},
+    },
+    "required": ["action_id"],
+    "additionalProperties": False,
+}
 
 
 def describe(tool: ToolSpec, check: ArgumentCheck) -> types.Tool:
@@ -63,8 +74,9 @@ class FrontDoor:
         self.gateway = gateway
         self.static_token = static_token
         self.tracer = tracer or trace.get_tracer("effectgate.mcp")
-        if STATUS_TOOL in catalog.tools:
-            raise ValueError(f"{STATUS_TOOL!r} is reserved for the front door's status tool")
+        for reserved in (STATUS_TOOL, WAIT_TOOL):
+            if reserved in catalog.tools:
+                raise ValueError(f"{reserved!r} is reserved for the front door's own tools")
         self.checks = {name: ArgumentCheck(tool) for name, tool in catalog.tools.items()}
         status = types.Tool(
             name=STATUS_TOOL,
@@ -73,7 +85,18 @@ class FrontDoor:
             output_schema=OUTPUT_SCHEMA,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         )
-        self.tools = [describe(catalog.tools[n], self.checks[n]) for n in sorted(catalog.tools)] + [status]
+        wait = types.Tool(
+            name=WAIT_TOOL,
+            description=(
+                "Waits (up to `seconds`) for a person's decision on an action that is AWAITING_APPROVAL, "
+                "and answers its state then (read-only; sends nothing). Call it again while the state "
+                "is still AWAITING_APPROVAL; never call the original tool with other arguments instead."
+            ),
+            input_schema=_WAIT_SCHEMA,
+            output_schema=OUTPUT_SCHEMA,
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        )
+        self.tools = [describe(catalog.tools[n], self.checks[n]) for n in sorted(catalog.tools)] + [status, wait]
 
     def token(self) -> str:
         access = get_access_token()
@@ -101,6 +124,8 @@ class FrontDoor:
         meta: dict[str, Any] = dict(params.meta or {})
         if params.name == STATUS_TOOL:
             return await self._status(params.arguments or {})
+        if params.name == WAIT_TOOL:
+            return await self._wait(params.arguments or {})
         tool = self.catalog.tools.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
@@ -127,7 +152,24 @@ class FrontDoor:
                 span.set_attribute("effectgate.refused", refusal.reason or refusal.code.name)
                 return refusal_result(refusal)
             span.set_attribute("effectgate.action_id", answer.action.action_id)
-        return action_result(answer.action, replayed=answer.replayed)
+        return self._result(answer.action, replayed=answer.replayed)
+
+    def _result(self, action: Any, *, replayed: bool) -> types.CallToolResult:
+        spec = self.catalog.tools.get(action.tool)
+        return action_result(action, replayed=replayed, approval_ttl=spec.approval_ttl if spec else "")
+
+    async def _wait(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        action_id, seconds = arguments.get("action_id"), arguments.get("seconds", WAIT_DEFAULT)
+        if not isinstance(action_id, str) or not action_id:
+            return tool_error("invalid arguments: action_id (a string) is required", reason="INVALID_ARGUMENTS")
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= WAIT_MAX:
+            problem = f"invalid arguments: seconds must be an integer 1..{WAIT_MAX}"
+            return tool_error(problem, reason="INVALID_ARGUMENTS")
+        try:
+            answer = await self.gateway.wait(self.token(), action_id, float(seconds))
+        except GatewayRefusal as refusal:
+            return refusal_result(refusal)
+        return self._result(answer.action, replayed=True)
 
     async def _status(self, arguments: dict[str, Any]) -> types.CallToolResult:
         action_id = arguments.get("action_id")
@@ -137,7 +179,7 @@ class FrontDoor:
             action = await self.gateway.get(self.token(), action_id)
         except GatewayRefusal as refusal:
             return refusal_result(refusal)
-        return action_result(action, replayed=True)
+        return self._result(action, replayed=True)
 
 
 def build_server(front: FrontDoor, *, name: str = "effectgate") -> Server[Any]:
@@ -146,7 +188,8 @@ def build_server(front: FrontDoor, *, name: str = "effectgate") -> Server[Any]:
         version="0.1.0",
         instructions=(
             "Tools that change the world (payments, email). Each is performed at most once per run step; "
-            "a result that is not CONFIRMED says what to do next."
+            "a result that is not CONFIRMED says what to do next. An action AWAITING_APPROVAL waits for a "
+            "person: wait with effectgate_wait, never retry it with other arguments."
         ),
         on_list_tools=front.list_tools,
         on_call_tool=front.call_tool,

@@ -66,9 +66,12 @@ class ScriptedAdapter(Adapter):
         consistency_window: float = 1.0,
         has_read_api: bool = True,
         search_lag: float = 0.0,
+        keeps_processing: float = 0.0,
     ) -> None:
         self.clock = clock
-        self._capabilities = Capabilities(dedups_on_key, key_retention, consistency_window, has_read_api)
+        self._capabilities = Capabilities(
+            dedups_on_key, key_retention, consistency_window, has_read_api, keeps_processing=keeps_processing
+        )
         # Virtual seconds after a write until the read API shows it.
         self.search_lag = search_lag
         self.execute_script: deque[Any] = deque()
@@ -124,14 +127,19 @@ class ScriptedAdapter(Adapter):
             raise step
         if isinstance(step, Observation):
             return step
-        return self.read(call.action_id)
+        return self.read(call.action_id, call.provider_key)
 
-    def read(self, action_id: str) -> Observation:
-        """What the provider's read API shows now."""
+    def read(self, action_id: str, provider_key: str | None = None) -> Observation:
+        """What the provider's read API shows now: the action's effects made with `provider_key`
+        (one generation's; None: every generation's)."""
         if not self._capabilities.has_read_api:
             return Observation.unknown("this provider has no read API")
         now = self.clock()
-        visible = [e for e in self.effects_of(action_id) if e.at + self.search_lag <= now]
+        visible = [
+            e
+            for e in self.effects_of(action_id)
+            if e.at + self.search_lag <= now and provider_key in (None, e.provider_key)
+        ]
         if visible:
             return Observation(Outcome.CONFIRMED, detail="found by search", receipt=visible[0].receipt, at=now)
         return Observation(Outcome.NOT_FOUND, detail="no match", at=now)

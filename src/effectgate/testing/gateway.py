@@ -67,6 +67,7 @@ def _config(
     store_url: str,
     settings: Mapping[str, Any] | None,
     shutdown_grace: float,
+    tables: Mapping[str, Any] | None = None,
 ) -> Config:
     if tools is None:
         tools = {name: {"adapter": name} for name in adapters}
@@ -78,6 +79,7 @@ def _config(
             # The tables only name the adapters (tools refer to them); the instances are served.
             "adapters": {name: {} for name in adapters},
             "tools": {name: dict(table) for name, table in tools.items()},
+            **(tables or {}),
         },
         source="effectgate.testing.gateway",
     )
@@ -92,6 +94,7 @@ async def gateway(
     clock: FakeClock | None = None,
     settings: Mapping[str, Any] | None = None,
     shutdown_grace: float = 2.0,
+    tables: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[InProcessGateway]:
     """Starts a gateway in this process and stops it (gracefully) when the block ends.
 
@@ -104,7 +107,10 @@ async def gateway(
     - `clock`: a `FakeClock` the gateway reads and sleeps on (consistency windows and back-offs
       pass in virtual time). Start it at the wall clock, `FakeClock(time.time())`: the gateway
       turns a caller's gRPC deadline into a wall-clock time;
-    - `settings`: `[gateway]` keys over the test defaults (`TEST_SETTINGS`).
+    - `settings`: `[gateway]` keys over the test defaults (`TEST_SETTINGS`);
+    - `tables`: other top-level tables of effectgate.toml, e.g. `{"webhooks": {"listen":
+      "127.0.0.1:0"}}` or `{"principals": [...]}` (then callers need a token, and `client` has
+      none: make your own `EffectGateClient(gw.target, token=...)`).
 
     The adapters are closed with the gateway, as `effectgate serve` closes its own.
     """
@@ -125,7 +131,7 @@ async def gateway(
             url, instance = f"sqlite:///{folder}/effectgate.db", None
         else:
             raise ValueError(f"store must be 'memory', 'sqlite' or a Store instance, not {store!r}")
-        config = _config(adapters, tools, url, settings, shutdown_grace)
+        config = _config(adapters, tools, url, settings, shutdown_grace, tables)
         background = None if clock is None else _Observing(clock)
         server = await Gateway.start(
             config, store=instance, adapters=adapters, clock=clock, background_clock=background

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from effectgate.gateway.model import (
     DUE,
+    MAX_COUNT,
     RECOVERABLE,
     TERMINAL,
     ActionEvent,
@@ -29,7 +30,7 @@ from effectgate.gateway.model import (
     Ruling,
     State,
 )
-from effectgate.gateway.store import Store, StoreUnavailable, Usage, codec, decode_cursor, denial, rows
+from effectgate.gateway.store import Store, StoreUnavailable, Usage, beyond, codec, decode_cursor, denial, rows
 
 
 @dataclass
@@ -282,6 +283,8 @@ class MemoryStore(Store):
         entry = None
         for bucket in r.buckets:
             effects, spent = self.db.counters.get((r.tenant, r.tool, bucket.currency, bucket.key), [0, 0])
+            if effects + 1 > MAX_COUNT or spent + bucket.amount > MAX_COUNT:  # not even a grant fits
+                raise beyond(r, bucket, effects, spent)
             over = (bucket.max_effects is not None and effects + 1 > bucket.max_effects) or (
                 bucket.max_spent is not None and spent + bucket.amount > bucket.max_spent
             )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from effectgate_lab.chaos.agent import run_agents
+from effectgate_lab.chaos.mcp_scenario import McpCreateIssue
 from effectgate_lab.chaos.methods.direct import Baseline, RetriesOnly
 from effectgate_lab.chaos.methods.method import Method, Run
 from effectgate_lab.chaos.methods.stable_key import StableKey
@@ -39,7 +40,7 @@ from effectgate_lab.chaos.model import (
     Told,
 )
 from effectgate_lab.chaos.progress import Progress
-from effectgate_lab.chaos.scenarios import SCENARIOS
+from effectgate_lab.chaos.scenarios import SCENARIOS, Scenario
 from effectgate_lab.simulators.faults import STUDY_LEVELS, Fault, FaultPlan
 
 EPISODE_BUDGET = 30.0  # seconds for the agents of one episode, and again for settling it
@@ -52,6 +53,10 @@ METHOD_TYPES: dict[str, Callable[[], Method]] = {
     "effectgate": ViaGateway,
 }
 CRM = ("activate_customer", "record_invoice")
+TASKS: dict[str, Scenario] = {**SCENARIOS, McpCreateIssue.name: McpCreateIssue()}
+BEHAVIOUR_TASKS = ("activate_customer", "charge_card")
+UNIQUE_BEHAVIOURS = ("single", "subagents_same_step", "subagents_diff_step")
+GATEWAY = ("effectgate",)
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,18 @@ class Part:
     first_fault: str = ""  # the fault every episode's first write meets ("" = the level's draw)
     stuck: bool = False  # half-done writes never finish
     timeouts_before: bool = False  # the level's timeouts lose the request, not the response
+    # effectgate's settings in this part: `unique = "scope"` on its tools, and its window ("" is
+    # the run's `--window`); `methods` keeps only these methods ("" = every method of the run).
+    unique: bool = False
+    window: str = ""
+    methods: tuple[str, ...] = ()
+
+    def expected_to_break(self, behaviour: str, margin: float, run_window: str = "") -> bool:
+        """Where effectgate's promise does not hold by design, and the part shows it on purpose:
+        two step ids for one piece of work without `unique = "scope"` (two logical actions), and
+        a fixed window shorter than the lag (a stale read proves a false absence)."""
+        diff_step = behaviour == "subagents_diff_step" and not self.unique
+        return diff_step or (margin < 1 and (self.window or run_window) != "auto")
 
 
 def default_parts(seeds: int = 50) -> tuple[Part, ...]:
@@ -80,11 +97,26 @@ def default_parts(seeds: int = 50) -> tuple[Part, ...]:
     )
     return (
         Part("headline", LEVELS, CRM, seeds=seeds),
-        Part("behaviours", ("medium",), ("activate_customer", "charge_card"), BEHAVIOURS, seeds=half),
+        Part("behaviours", ("medium",), BEHAVIOUR_TASKS, BEHAVIOURS, seeds=half),
         *(Part(name, ("high",), CRM, seeds=half, first_fault=f.value, stuck=stuck) for name, f, stuck in conditions),
         # The sweep's point at MARGIN is the headline's high level on the same seeds (streams).
         Part("sweep", ("high",), CRM, seeds=half, margins=(0.5, 0.8, 3.0)),
+        # What the two settings protect from, on the same fault streams as the cells above:
+        # subagents with their own step ids on a tool with `unique = "scope"`, and the sweep with
+        # a window learned from the provider's read lags instead of one configured below the lag.
+        Part("unique_scope", ("medium",), BEHAVIOUR_TASKS, UNIQUE_BEHAVIOURS, seeds=half, unique=True, methods=GATEWAY),
+        Part("sweep_auto", ("high",), CRM, seeds=half, margins=(0.5, 0.8, 1.5, 3.0), window="auto", methods=GATEWAY),
     )
+
+
+def optional_parts(seeds: int = 50) -> tuple[Part, ...]:
+    """Parts a run names in `--parts` (not recorded by default): the study's setting through an
+    MCP upstream without keys (the tracker), every method."""
+    return (Part("mcp", LEVELS, (McpCreateIssue.name,), seeds=max(1, seeds // 2)),)
+
+
+def all_parts(seeds: int = 50) -> tuple[Part, ...]:
+    return (*default_parts(seeds), *optional_parts(seeds))
 
 
 @dataclass(frozen=True)
@@ -164,7 +196,7 @@ class Cell:
 
 
 async def run_cell(cell: Cell, options: Options, progress: Progress) -> list[Result]:
-    scenario = SCENARIOS[cell.scenario]
+    scenario = TASKS[cell.scenario]
     part = cell.part
     runs: list[Run] = []
     try:
@@ -179,7 +211,8 @@ async def run_cell(cell: Cell, options: Options, progress: Progress) -> list[Res
             http = httpx.AsyncClient(base_url=url, timeout=HTTP_TIMEOUT, headers=scenario.headers())
             runs.append(Run(episode, scenario, sim, http, options.lag))
         method = METHOD_TYPES[cell.method]()
-        method.window = options.window
+        method.window = part.window or options.window
+        method.unique = part.unique
         try:
             await method.open(runs, options.crash)
             acted = await asyncio.gather(*(_agent_phase(method, run, options.crash) for run in runs))
@@ -209,6 +242,7 @@ def cells(options: Options) -> list[Cell]:
         for behaviour in part.behaviours
         for margin in part.margins
         for method in options.methods
+        if not part.methods or method in part.methods
     ]
 
 

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import httpx
 from google.protobuf import struct_pb2
@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 from effectgate.tools.v1 import tools_pb2
 from effectgate_lab.chaos.model import HTTP_TIMEOUT, Truth
 from effectgate_lab.simulators.crm_sim import CrmSimulator
-from effectgate_lab.simulators.faults import FaultPlan
+from effectgate_lab.simulators.faults import FaultInjector, FaultPlan
 from effectgate_lab.simulators.postmark_sim import PostmarkSimulator
 from effectgate_lab.simulators.server import SimulatorServer
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
@@ -42,6 +42,17 @@ class Reply:
 
     status: int | None
     body: Any = None
+
+
+class Provider(Protocol):
+    """A simulated provider of one episode: its fault decisions, its address, its life."""
+
+    injector: FaultInjector
+    base_url: str
+
+    async def start(self) -> str: ...
+
+    async def stop(self) -> None: ...
 
 
 class Check:
@@ -77,9 +88,10 @@ async def request(client: httpx.AsyncClient, method: str, url: str, **kwargs: An
 class Scenario(ABC):
     name: ClassVar[str]
     tool_kind: ClassVar[str]  # the adapter kind effectgate uses
+    call_timeout: ClassVar[float] = HTTP_TIMEOUT  # how long any method waits for one provider call
 
     @abstractmethod
-    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> SimulatorServer: ...
+    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> Provider: ...
 
     @abstractmethod
     def args(self, seed: int, paraphrased: bool) -> JsonDict:
@@ -114,8 +126,9 @@ class Scenario(ABC):
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {SECRET}"}
 
-    def truth(self, sim: SimulatorServer) -> Truth:
+    def truth(self, sim: Provider) -> Truth:
         """Every applied write is an effect; a partial one is whole only if the provider finishes it."""
+        assert isinstance(sim, SimulatorServer)
         settles = getattr(sim, "settle_seconds", None) is not None
         whole = [e for e in sim.ledger if e.get("fault") != "partial" or settles]
         return Truth(len(sim.ledger), len(whole))
@@ -125,7 +138,7 @@ class ChargeCard(Scenario):
     name = "charge_card"
     tool_kind = "stripe"
 
-    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> SimulatorServer:
+    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> Provider:
         # Stripe's `processing` intents always settle: that is how Stripe behaves.
         return StripeSimulator(api_key=SECRET, faults=plan, visibility_lag=lag, settle_seconds=settle or lag)
 
@@ -189,7 +202,7 @@ class SendEmail(Scenario):
     name = "send_email"
     tool_kind = "postmark"
 
-    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> SimulatorServer:
+    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> Provider:
         return PostmarkSimulator(server_token=SECRET, faults=plan, visibility_lag=lag, settle_seconds=settle)
 
     def headers(self) -> dict[str, str]:
@@ -270,7 +283,7 @@ class ActivateCustomer(Scenario):
     name = "activate_customer"
     tool_kind = "http"
 
-    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> SimulatorServer:
+    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> Provider:
         return CrmSimulator(api_key=SECRET, faults=plan, visibility_lag=lag, settle_seconds=settle)
 
     def args(self, seed: int, paraphrased: bool) -> JsonDict:
@@ -316,7 +329,7 @@ class RecordInvoice(Scenario):
     name = "record_invoice"
     tool_kind = "http"
 
-    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> SimulatorServer:
+    def make_sim(self, plan: FaultPlan, settle: float | None, lag: float) -> Provider:
         return CrmSimulator(api_key=SECRET, faults=plan, visibility_lag=lag, settle_seconds=settle)
 
     def args(self, seed: int, paraphrased: bool) -> JsonDict:

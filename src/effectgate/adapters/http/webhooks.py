@@ -69,7 +69,7 @@ def verify(spec: WebhookSpec, secrets: list[str], body: bytes, headers: Mapping[
         raise WebhookRejected("stale", "signed outside the tolerance window")
     try:
         event: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise WebhookRejected("malformed", "the signed payload is not JSON") from None
     event_id, kind_name = _safe(tpl.lookup(event, spec.event_id)), str(tpl.lookup(event, spec.event_type))
     if not event_id:

@@ -39,6 +39,9 @@ from effectgate.adapters.secrets import resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, parse_settings
 from effectgate.adapters.smtp.imap_lookup import ImapSettings, find_by_message_id
 
+# How long a server may still accept a message after its DATA ended (RFC 5321's DATA timeout).
+SMTP_KEEPS_PROCESSING = 600.0
+
 
 class SmtpSettings(AdapterSettings):
     host: str = Field(min_length=1)
@@ -94,6 +97,9 @@ class SmtpAdapter(email_common.EmailAdapter):
             key_retention=None,
             consistency_window=consistency_window,
             has_read_api=imap is not None,
+            # RFC 5321 4.5.3.2.6: a client waits up to 10 minutes for the reply to the end of
+            # DATA, so a server may still accept (and deliver) a message that long after it.
+            keeps_processing=SMTP_KEEPS_PROCESSING,
         )
 
     @classmethod

@@ -8,11 +8,13 @@ sent as the source id itself), `square_version` (the `Square-Version` header), `
 back a read-back lists payments, default 48 h), `consistency_window` (seconds, default 30:
 ListPayments is eventually consistent), `timeout` (seconds, default 30); for signed webhooks
 (docs/webhooks.md, `webhooks.py`) `webhook_signature_key_env` or `webhook_signature_key_file`
-(several keys, comma separated, while one is replaced) and `webhook_url` (the notification URL
-as the subscription names it: Square signs it with the body).
+(several keys, comma separated, while one is replaced), `webhook_url` (the notification URL
+as the subscription names it: Square signs it with the body) and `webhook_tolerance` (seconds an
+event's `created_at` may be old, default 25 h: Square retries for 24).
 
 Create: `POST /v2/payments` with `idempotency_key` (Square replays the first answer of a key),
-`reference_id` = the action id, `autocomplete = true`. Read-back: `GET /v2/payments/{id}` when
+`reference_id` = the action id (`<action id>-g<N>` after the N-th bypass: `wire.reference_id`),
+`autocomplete = true`. Read-back: `GET /v2/payments/{id}` when
 the receipt names the payment (immediate), else `GET /v2/payments` filtered by `begin_time` and
 the exact `total`, matched on `reference_id` (Square documents no filter on it).
 """
@@ -69,6 +71,8 @@ class SquareSettings(AdapterSettings):
     webhook_signature_key_env: str | None = None
     webhook_signature_key_file: str | None = None
     webhook_url: str = ""
+    # How old an event (its `created_at`) may be: Square retries for 24 hours (webhooks.py).
+    webhook_tolerance: float = Field(default=webhooks.DEFAULT_TOLERANCE, gt=0)
 
     @field_validator("base_url")
     @classmethod
@@ -89,6 +93,8 @@ class SquareSettings(AdapterSettings):
 
 class SquareAdapter(Adapter):
     payload_type: ClassVar[type[Message]] = ChargeCard
+    # A webhook's payment is read back by its id before it settles anything (capabilities.py).
+    reads_event_objects: ClassVar[bool] = True
 
     def __init__(
         self, name: str, *, access_token: str, settings: SquareSettings, webhook_keys: list[str] | None = None
@@ -135,12 +141,19 @@ class SquareAdapter(Adapter):
 
     async def execute(self, call: ActionCall) -> Receipt:
         charge = self.normalize(call.payload)
+        reference = wire.reference_id(call.action_id, call.generation)
+        if not reference:
+            raise DefinitiveError(
+                f"create payment: generation {call.generation} of this action has no reference_id within "
+                f"Square's {wire.REFERENCE_LIMIT} characters; nothing was sent",
+                code="reference_too_long",
+            )
         body: dict[str, Any] = {
             "idempotency_key": wire.idempotency_key(call.provider_key),
             "source_id": self._s.source_ids.get(charge.payment_method, charge.payment_method),
             "amount_money": {"amount": charge.amount, "currency": charge.currency.upper()},
             "customer_id": charge.customer,
-            "reference_id": call.action_id[:40],
+            "reference_id": reference,
             "autocomplete": True,
         }
         if self._s.location_id:
@@ -181,9 +194,9 @@ class SquareAdapter(Adapter):
         external_id = call.receipt.external_id if call.receipt else ""
         lookup = "get" if external_id else "list"
         try:
-            payments = await (self._get(external_id) if external_id else self._find(call.action_id, charge.amount))
+            payments = await (self._get(external_id) if external_id else self._find(call, charge.amount))
         except AdapterError as exc:
-            return Observation.unknown(f"read failed ({exc.code})", reason=exc.code, lookup=lookup)
+            return Observation.unknown(f"read failed ({exc.code})", reason=exc.code, lookup=lookup, read_failed=True)
         obs = self.judge(call, charge, payments, lookup)
         secrets = resolved_secrets()
         return replace(obs, detail=scrub(obs.detail, secrets, None), evidence=scrub_json(obs.evidence, secrets))
@@ -212,19 +225,34 @@ class SquareAdapter(Adapter):
             params["cursor"] = page["cursor"]
         raise AmbiguousError("list payments: too many pages", code="too_many_pages")
 
-    async def _find(self, action_id: str, amount: int) -> list[dict[str, Any]]:
+    async def _find(self, call: ActionCall, amount: int) -> list[dict[str, Any]]:
+        """The listed payments of the action's current generation (its own `reference_id`)."""
         found = await self._list(time.time() - self._s.lookback, total=amount)
-        return [p for p in found if p.get("reference_id") == action_id[:40]]
+        reference = wire.reference_id(call.action_id, call.generation)
+        return [p for p in found if reference and p.get("reference_id") == reference]
 
     def judge(self, call: ActionCall, charge: ChargeCard, payments: list[dict[str, Any]], lookup: str) -> Observation:
-        mine = sorted((p for p in payments if p.get("reference_id") == call.action_id[:40]), key=_created)
+        """What the payments read prove about this generation's payment. A payment is this
+        generation's by its `reference_id` alone: Square keeps no metadata. A payment whose
+        reference is the bare action id was made by generation 0, or (before generations had their
+        own reference) by a bypass generation still in doubt across the upgrade. It is counted as
+        generation 0's: Square cannot tell, and the rare generation in doubt across the upgrade is
+        not sent twice within Square's 24 h key retention, because its re-send carries its old
+        idempotency key with a new `reference_id`, which Square refuses `IDEMPOTENCY_KEY_REUSED`
+        (an ambiguous answer: the action stays in doubt for an operator)."""
+        reference = wire.reference_id(call.action_id, call.generation)
+        mine = sorted((p for p in payments if reference and p.get("reference_id") == reference), key=_created)
         evidence: dict[str, Any] = {
             "lookup": lookup,
             "payments": [{"id": wire.safe_id(p.get("id")), "status": wire.safe_id(p.get("status"))} for p in mine],
+            "found": len(mine),
         }
         if not mine:
             if payments:
-                return Observation.unknown("the receipt's payment belongs to another action", **evidence)
+                # A read by id (the receipt's, a webhook's) of another action's or generation's payment.
+                actions = {wire.action_of_reference(str(p.get("reference_id") or "")) for p in payments}
+                what = "generation" if call.action_id in actions else "action"
+                return Observation.unknown(f"the payment read belongs to another {what}", **evidence)
             return Observation(Outcome.NOT_FOUND, detail="no payment for this action", evidence=evidence)
         moving = [p for p in mine if p.get("status") not in _NO_MONEY]
         if len(moving) > 1:
@@ -247,7 +275,7 @@ class SquareAdapter(Adapter):
     async def parse_webhook(self, body: bytes, headers: Mapping[str, str]) -> ProviderEvent:
         if not self._webhook_keys:
             raise WebhookRejected("forged", "no webhook signature key is configured for this adapter")
-        event = webhooks.verify(body, headers, self._webhook_keys, self._s.webhook_url)
+        event = webhooks.verify(body, headers, self._webhook_keys, self._s.webhook_url, self._s.webhook_tolerance)
         return await webhooks.to_event(event, self._action_of_payment)
 
     async def _action_of_payment(self, payment_id: str) -> str:
@@ -255,7 +283,7 @@ class SquareAdapter(Adapter):
             found = await self._get(payment_id)
         except AdapterError:
             return ""
-        return wire.safe_id(found[0].get("reference_id")) if found else ""
+        return wire.action_of_reference(wire.safe_id(found[0].get("reference_id"))) if found else ""
 
     def observe_event(self, event: ProviderEvent, call: ActionCall) -> Observation:
         """A payment event judged like a read-back that found this one payment."""
@@ -271,13 +299,13 @@ class SquareAdapter(Adapter):
         for p in await self._list(since):
             if p.get("status") in _NO_MONEY:
                 continue
-            money = p.get("amount_money") or {}
+            money = _money(p)
             fields = {
                 "amount": money.get("amount"),
                 "currency": str(money.get("currency") or "").lower(),
                 "status": wire.safe_id(p.get("status")),
             }
-            action = str(p.get("reference_id") or "")
+            action = wire.action_of_reference(str(p.get("reference_id") or ""))
             found.append(ProviderEffect(wire.safe_id(p.get("id")), action, _created(p), fields))
         return found
 
@@ -292,7 +320,7 @@ class SquareAdapter(Adapter):
             params["location_id"] = self._s.location_id
         try:
             await self._request("GET", "/v2/payments", "list payments", params=params)
-        except CredentialsRefused as exc:  # without the "retry later" meant for agents
+        except CredentialsRefused as exc:
             raise CredentialsRefused(f"list payments: refused ({exc.code})", code=exc.code) from None
         return "listed 1 payment"
 
@@ -300,12 +328,17 @@ class SquareAdapter(Adapter):
         await self._http.aclose()
 
 
+def _money(payment: Mapping[str, Any]) -> Mapping[str, Any]:
+    money = payment.get("amount_money")
+    return money if isinstance(money, dict) else {}
+
+
 def _created(payment: Mapping[str, Any]) -> float:
     return wire.timestamp(payment.get("created_at"))
 
 
 def _receipt(payment: Mapping[str, Any]) -> Receipt:
-    money = payment.get("amount_money") or {}
+    money = _money(payment)
     result = {
         "status": payment.get("status"),
         "amount": money.get("amount"),
@@ -317,7 +350,7 @@ def _receipt(payment: Mapping[str, Any]) -> Receipt:
 
 
 def _differences(payment: Mapping[str, Any], charge: ChargeCard) -> list[str]:
-    money = payment.get("amount_money") or {}
+    money = _money(payment)
     diffs = []
     if money.get("amount") != charge.amount:
         diffs.append("amount")

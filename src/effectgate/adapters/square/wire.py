@@ -2,7 +2,9 @@
 
 Square's `idempotency_key` is at most 45 characters and `reference_id` at most 40: the key is a
 hash of the gateway's provider key (so a bypass generation still gets a new one), the reference
-is the action id itself (36 characters). An error answer is `{"errors": [{category, code,
+is the action id itself (36 characters) for the first generation and `<action id>-g<N>` for the
+N-th operator-granted bypass (`reference_id`): the read-back matches on it, so a bypass is never
+confirmed by an earlier generation's payment. An error answer is `{"errors": [{category, code,
 detail, field}]}`; messages are built from Square's enumerations only (category and code),
 never from `detail`, which is free text.
 """
@@ -29,6 +31,25 @@ def idempotency_key(provider_key: str) -> str:
     return "eg-" + hashlib.sha256(provider_key.encode()).hexdigest()[:40]
 
 
+REFERENCE_LIMIT = 40
+_GENERATION_SUFFIX = re.compile(r"-g([1-9][0-9]*)$")
+
+
+def reference_id(action_id: str, generation: int) -> str:
+    """The `reference_id` of the action's `generation`: the action id (cut to Square's 40 for
+    generation 0, as before generations had their own), `<action id>-g<N>` after the N-th bypass;
+    "" when that does not fit in 40 characters (a gateway action id fits up to generation 99)."""
+    if generation == 0:
+        return action_id[:REFERENCE_LIMIT]
+    reference = f"{action_id}-g{generation}"
+    return reference if len(reference) <= REFERENCE_LIMIT else ""
+
+
+def action_of_reference(reference: str) -> str:
+    """The action id a `reference_id` names, whichever generation wrote it."""
+    return _GENERATION_SUFFIX.sub("", reference)
+
+
 def safe_id(value: object) -> str:
     text = "" if value is None else str(value)
     return text if _SAFE_ID.fullmatch(text) else ""
@@ -46,7 +67,7 @@ def rfc3339(at: float) -> str:
 def timestamp(text: object) -> float:
     try:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):  # not a time, or one out of the platform's range
         return 0.0
 
 
@@ -70,7 +91,7 @@ def classify(status: int, body: Any, headers: Any, what: str) -> AdapterError:
     if code in _MAYBE or status == 409:
         return AmbiguousError(f"{what}: {code or 'conflict'}; an earlier effect may exist", code=name, details=details)
     if status in (401, 403) or category == "AUTHENTICATION_ERROR":
-        return CredentialsRefused(f"{what}: refused before acting ({name}); retry later", code=name, details=details)
+        return CredentialsRefused(f"{what}: credentials refused ({name})", code=name, details=details)
     if category in _NO_EFFECT:
         return NoEffectError(f"{what}: refused before acting ({name}); retry later", code=name, details=details)
     if status < 500 and category in ("PAYMENT_METHOD_ERROR", "INVALID_REQUEST_ERROR"):

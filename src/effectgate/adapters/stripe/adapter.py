@@ -10,10 +10,10 @@ The official SDK runs with its own retries off: the gateway owns retries, and a 
 the same idempotency key. Every SDK failure goes through `classify`, which builds the message
 from Stripe's codes only, because Stripe's own messages can echo part of the API key.
 
-The SDK speaks HTTP through its aiohttp client, and the create (the hot path) goes through the
-SDK's `raw_request_async`: the same request encoding, headers and error classes, without building
-`StripeObject`s from the answer. Measured with `python -m effectgate_lab.adapter_bench`: about a
-third of the CPU of the SDK's default httpx client with full objects.
+The SDK speaks HTTP through its aiohttp client. The create (the hot path) is `create.Create`:
+the SDK's headers, encoding, session and error classes without its per-request machinery, and
+without building `StripeObject`s from the answer (the same request on the wire as the SDK's
+`raw_request_async`, tests/test_stripe_create.py). Reads (verify, lists) go through the SDK.
 """
 
 from __future__ import annotations
@@ -47,14 +47,19 @@ from effectgate.adapters.redact import scrub, scrub_json
 from effectgate.adapters.secrets import quiet_transport_loggers, resolved_secrets
 from effectgate.adapters.settings import AdapterSettings, http_base_url, parse_settings
 from effectgate.adapters.stripe import webhooks
+from effectgate.adapters.stripe.create import Create
 from effectgate.adapters.stripe.errors import _code, _guard, _id, classify
 
 # `classify` moved to errors.py; re-exported for code that imports it from here.
-__all__ = ["ACTION_METADATA_KEY", "StripeAdapter", "StripeSettings", "classify"]
+__all__ = ["ACTION_METADATA_KEY", "KEY_METADATA_KEY", "StripeAdapter", "StripeSettings", "classify"]
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 
 # The PaymentIntent metadata key that ties an intent to its action (verify searches on it).
 ACTION_METADATA_KEY = "effectgate_action_id"
+# The metadata key holding the provider key of the generation that made the intent: every
+# generation of an action (a new one after each operator-granted bypass) shares the action id, so
+# this is what tells one generation's charge from another's.
+KEY_METADATA_KEY = "effectgate_provider_key"
 DEFAULT_API_BASE = "https://api.stripe.com"
 KEY_RETENTION = 24 * 3600.0  # Stripe prunes keys after at least 24 h
 # Intent statuses under which money has not moved and cannot move without a new confirmation.
@@ -85,7 +90,9 @@ def _customer_id(customer: Any) -> str:
     """A PaymentIntent's `customer`: an id, or the expanded customer whose id it is. The
     expanded customer is a JSON object (create's raw answer) or a `StripeObject` (verify's
     reads); both are indexed by key, and a `StripeObject` has no `.get`."""
-    return "" if customer is None else customer if isinstance(customer, str) else str(customer["id"])
+    if customer is None or isinstance(customer, str):
+        return customer or ""
+    return str(_get(customer, "id") or "")
 
 
 def _result(intent: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,6 +122,8 @@ def _request_id(obj: stripe.StripeObject) -> str:
 
 class StripeAdapter(Adapter):
     payload_type: ClassVar[type[Message]] = ChargeCard
+    # A webhook's PaymentIntent is read back by its id before it settles anything (capabilities.py).
+    reads_event_objects: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -141,6 +150,7 @@ class StripeAdapter(Adapter):
             max_network_retries=0,
             http_client=self._http,
         )
+        self._create = Create(self._client, self._http)
 
     def __repr__(self) -> str:
         return f"StripeAdapter(name={self.name!r})"
@@ -181,16 +191,13 @@ class StripeAdapter(Adapter):
             "off_session": True,
             # Cards only, with no redirect step: an agent cannot send anyone to a bank page.
             "automatic_payment_methods": {"enabled": True, "allow_redirects": "never"},
-            "metadata": {ACTION_METADATA_KEY: call.action_id},
+            "metadata": {ACTION_METADATA_KEY: call.action_id, KEY_METADATA_KEY: call.provider_key},
         }
         if charge.payment_method:
             params["payment_method"] = charge.payment_method
         if charge.description:
             params["description"] = charge.description
-        answer = await _guard(
-            self._client.raw_request_async("post", "/v1/payment_intents", idempotency_key=call.provider_key, **params),
-            "create payment",
-        )
+        answer = await _guard(self._create(call.provider_key, params), "create payment")
         intent = answer.data if isinstance(answer.data, dict) else {}
         if intent.get("status") == "succeeded":
             return _receipt(intent, answer.request_id or "")
@@ -208,7 +215,7 @@ class StripeAdapter(Adapter):
             lookup, intents, request_id = await self._read(call)
         except AdapterError as exc:
             lookup = "retrieve" if call.receipt and call.receipt.external_id else "search"
-            return Observation.unknown(f"read failed ({exc.code})", reason=exc.code, lookup=lookup)
+            return Observation.unknown(f"read failed ({exc.code})", reason=exc.code, lookup=lookup, read_failed=True)
         obs = self._judge(call, charge, intents, lookup, request_id)
         secrets = resolved_secrets()
         return replace(obs, detail=scrub(obs.detail, secrets, None), evidence=scrub_json(obs.evidence, secrets))
@@ -241,40 +248,54 @@ class StripeAdapter(Adapter):
         lookup: str,
         request_id: str,
     ) -> Observation:
-        """What the intents found prove about this action's payment."""
-        mine = sorted(
-            (i for i in intents if _action_of(i) == call.action_id),
-            key=lambda i: i.created,
-        )
+        """What the intents found prove about this generation's payment."""
+        ours = [i for i in intents if _action_of(i) == call.action_id]
+        mine = sorted((i for i in ours if _generation_matches(i, call)), key=lambda i: _get(i, "created") or 0)
+        # Another generation's intents (and, for a later generation, the unmarked intents written
+        # before the provider key was: see `_generation_matches`) never confirm this one.
+        others = [i for i in ours if not _generation_matches(i, call)]
+        unmarked = [i for i in others if not _key_of(i) and _get(i, "status") not in _NO_MONEY]
         evidence: dict[str, Any] = {
             "lookup": lookup,
-            "payment_intents": [{"id": i.id, "status": i.status} for i in mine],
+            "payment_intents": [{"id": _get(i, "id"), "status": _get(i, "status")} for i in mine],
+            "found": len(mine),
         }
+        if others:
+            evidence["other_generations"] = [{"id": _get(i, "id"), "status": _get(i, "status")} for i in others]
         if not mine:
-            if intents:
-                return Observation.unknown("the receipt's PaymentIntent belongs to another action", **evidence)
+            if len(ours) < len(intents) or (others and lookup != "search"):
+                # A read by id (the receipt's, a webhook's object) that shows another action's or
+                # another generation's intent proves nothing about this one.
+                what = "generation" if ours else "action"
+                return Observation.unknown(f"the PaymentIntent read belongs to another {what}", **evidence)
+            if unmarked:
+                return Observation.unknown(_UNMARKED, **evidence)
             return Observation(Outcome.NOT_FOUND, detail="no PaymentIntent for this action", evidence=evidence)
-        moving = [i for i in mine if i.status not in _NO_MONEY]
+        moving = [i for i in mine if _get(i, "status") not in _NO_MONEY]
         if len(moving) > 1:
             # More than one intent moved (or may move) money for one action: never hide it.
             evidence["duplicates"] = len(moving) - 1
-        succeeded = [i for i in mine if i.status == "succeeded"]
+        succeeded = [i for i in mine if _get(i, "status") == "succeeded"]
         matching = [i for i in succeeded if not _differences(i, charge)]
         if matching:
             intent = matching[0]
             receipt = _receipt(intent.to_dict(), request_id)
             return Observation(Outcome.CONFIRMED, detail="payment succeeded", evidence=evidence, receipt=receipt)
+        if unmarked:
+            return Observation.unknown(_UNMARKED, **evidence)
         if succeeded:
             evidence["differences"] = _differences(succeeded[0], charge)
             return Observation.unknown("a succeeded payment differs from the payload", **evidence)
         if moving:
-            return Observation.unknown(f"payment is {moving[0].status}", **evidence)
-        declined = [i for i in mine if i.last_payment_error is not None]
+            return Observation.unknown(f"payment is {_code(_get(moving[0], 'status'), 'unrecognized')}", **evidence)
+        # Optional all the way down: a failed 3-D Secure check has no decline_code, a canceled
+        # intent no last_payment_error at all (Stripe sends them absent or null).
+        declined = [i for i in mine if _get(i, "last_payment_error")]
         if declined:
-            error = declined[-1].last_payment_error
+            error = _get(declined[-1], "last_payment_error")
             evidence["declined"] = {
-                "code": _code(error.code if error else None, ""),
-                "decline_code": _code(error.decline_code if error else None, ""),
+                "code": _code(_get(error, "code"), ""),
+                "decline_code": _code(_get(error, "decline_code"), ""),
             }
         return Observation(Outcome.NOT_FOUND, detail="no payment moved money", evidence=evidence)
 
@@ -322,7 +343,7 @@ class StripeAdapter(Adapter):
         """`check --probe`: lists one PaymentIntent, a read every key that may charge may do."""
         try:
             await _guard(self._client.v1.payment_intents.list_async(params={"limit": 1}), "list payment intents")
-        except CredentialsRefused as exc:  # without the "retry later" meant for agents
+        except CredentialsRefused as exc:
             raise CredentialsRefused(f"list payment intents: refused ({exc.code})", code=exc.code) from None
         return "listed 1 payment intent"
 
@@ -330,9 +351,51 @@ class StripeAdapter(Adapter):
         await self._http.close_async()  # type: ignore[no-untyped-call]
 
 
+def _get(obj: Any, name: str) -> Any:
+    """A field of a StripeObject or dict, None when absent or null (a StripeObject has no `.get`
+    and raises AttributeError for a field the answer left out)."""
+    try:
+        return obj[name] if name in obj else None  # noqa: SIM401 - no .get on a StripeObject
+    except TypeError:  # not a mapping at all
+        return None
+
+
+def _metadata(intent: stripe.PaymentIntent, key: str) -> str:
+    metadata = _get(intent, "metadata")
+    value = _get(metadata, key) if metadata else None
+    return "" if value is None else str(value)
+
+
 def _action_of(intent: stripe.PaymentIntent) -> str:
-    metadata = intent.metadata
-    return str(metadata[ACTION_METADATA_KEY]) if metadata is not None and ACTION_METADATA_KEY in metadata else ""
+    return _metadata(intent, ACTION_METADATA_KEY)
+
+
+def _key_of(intent: stripe.PaymentIntent) -> str:
+    return _metadata(intent, KEY_METADATA_KEY)
+
+
+# Why an unmarked intent keeps a later generation in doubt (`_generation_matches`).
+_UNMARKED = (
+    "a PaymentIntent of this action written before generations were marked may be this generation's: "
+    "an operator decides"
+)
+
+
+def _generation_matches(intent: stripe.PaymentIntent, call: ActionCall) -> bool:
+    """Whether the intent (already known to be the action's) was made by `call`'s generation.
+
+    An intent carries the provider key of the generation that made it (`KEY_METADATA_KEY`). One
+    without it was made before the key was written, by some generation up to the action's current
+    one. For generation 0 that can only be generation 0 itself (generations only grow), so it
+    counts as its own, exactly as before. For a later generation it is not counted as this
+    generation's (it is far more likely the first charge, whose confirmation of a bypass would be a
+    false success), and it is not ignored either: if it moved money and nothing marked with this
+    generation's key confirms, the read answers UNKNOWN (`_UNMARKED`) instead of NOT_FOUND, because
+    it may be this generation's own charge, made before the upgrade and still in doubt, and a
+    NOT_FOUND would send the generation again. Only actions sent before the upgrade meet this.
+    """
+    key = _key_of(intent)
+    return key == call.provider_key if key else call.generation == 0
 
 
 def _metadata_query(action_id: str) -> str:
@@ -343,10 +406,10 @@ def _metadata_query(action_id: str) -> str:
 def _differences(intent: stripe.PaymentIntent, charge: ChargeCard) -> list[str]:
     """The payload fields the intent does not match (amount, currency, customer)."""
     diffs = []
-    if intent.amount != charge.amount:
+    if _get(intent, "amount") != charge.amount:
         diffs.append("amount")
-    if (intent.currency or "").lower() != charge.currency:
+    if str(_get(intent, "currency") or "").lower() != charge.currency:
         diffs.append("currency")
-    if _customer_id(intent.customer) != charge.customer:
+    if _customer_id(_get(intent, "customer")) != charge.customer:
         diffs.append("customer")
     return diffs

@@ -58,8 +58,7 @@ def classify(exc: Exception, what: str) -> AdapterError:
         if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError):
             code = code or {401: "authentication_failed", 403: "permission_denied"}.get(status or 0, "")
             code = code or "authentication_failed"
-            msg = f"{what}: refused before acting ({code}); retry later"
-            return CredentialsRefused(msg, code=code, details=details)
+            return CredentialsRefused(f"{what}: credentials refused ({code})", code=code, details=details)
         if isinstance(exc, stripe.RateLimitError):
             code = code or {401: "authentication_failed", 403: "permission_denied"}.get(status or 0, "rate_limited")
             return NoEffectError(f"{what}: refused before acting ({code}); retry later", code=code, details=details)

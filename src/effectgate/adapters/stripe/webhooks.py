@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -46,6 +47,10 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: list[str], toleranc
     header = headers.get(SIGNATURE_HEADER)
     if not header:
         raise WebhookRejected("forged", "no Stripe-Signature header")
+    try:
+        body.decode("utf-8")  # the SDK decodes it to check the signature
+    except UnicodeDecodeError:
+        raise WebhookRejected("malformed", "the body is not UTF-8") from None
     stale = False
     for secret in secrets:
         try:
@@ -58,30 +63,47 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: list[str], toleranc
         if stale:
             raise WebhookRejected("stale", "signed outside the tolerance window")
         raise WebhookRejected("forged", "no configured secret signed this payload")
+    # The SDK refuses only the past; a time ahead of ours by more than the tolerance is refused
+    # alike (a captured body re-signed ahead would otherwise stay replayable for that long).
+    if _signed_at(header) > time.time() + tolerance:
+        raise WebhookRejected("stale", "signed in the future, beyond the tolerance window")
     try:
         data = json.loads(body)
         if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
             raise ValueError("not an event")
         return stripe.Event.construct_from(data, stripe.api_key)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than a parser goes
         raise WebhookRejected("malformed", "the signed payload is not a Stripe event") from None
 
 
+def _signed_at(header: str) -> float:
+    """The `t=` of a Stripe-Signature header (verified already), 0 when unreadable."""
+    for part in header.split(","):
+        key, _, value = part.strip().partition("=")
+        if key == "t" and value.isdigit():
+            return float(value)
+    return 0.0
+
+
 def _field(obj: Any, name: str) -> Any:
-    """A field of a StripeObject (indexed by key, no `.get`), None when absent."""
+    """A field of a StripeObject (indexed by key, no `.get`), None when absent, null, or when
+    `obj` is no object at all (a signed body may hold anything)."""
+    if not isinstance(obj, dict | stripe.StripeObject):
+        return None
     return obj[name] if name in obj else None  # noqa: SIM401 - no .get on a StripeObject
 
 
 def _metadata_action(obj: Any, key: str) -> str:
-    metadata = _field(obj, "metadata")
-    if metadata and key in metadata:
-        return _safe(metadata[key])
-    return ""
+    return _safe(_field(_field(obj, "metadata"), key))
 
 
 async def to_event(event: stripe.Event, key: str, resolve: Resolver) -> ProviderEvent:
-    kind = KINDS.get(str(event.type), EventKind.OTHER)
-    obj = event.data.object
+    kind = KINDS.get(str(_field(event, "type")), EventKind.OTHER)
+    obj = _field(_field(event, "data"), "object")
+    if not isinstance(obj, dict | stripe.StripeObject):
+        return ProviderEvent(
+            event_id=_safe(_field(event, "id")), kind=EventKind.OTHER, type=_safe(_field(event, "type")), action_id=""
+        )
     object_id = _safe(_field(obj, "id"))
     detail: dict[str, Any] = {}
     action = _metadata_action(obj, key)
@@ -99,9 +121,9 @@ async def to_event(event: stripe.Event, key: str, resolve: Resolver) -> Provider
         if not action and intent_id:
             action = await resolve(intent_id)
     return ProviderEvent(
-        event_id=_safe(event.id),
+        event_id=_safe(_field(event, "id")),
         kind=kind,
-        type=_safe(event.type),
+        type=_safe(_field(event, "type")),
         action_id=action,
         object_id=intent_id,
         detail=detail,

@@ -1,7 +1,9 @@
 """The drift audit: the provider's own records against the gateway's (docs/webhooks.md).
 
 For every adapter that can list what its provider holds (`ListsEffects`), the objects made since
-a time are compared with the actions of the tools it serves:
+a time are compared with the actions that adapter dispatched (the adapter recorded on each action;
+for an action stored before that was recorded, its tool's adapter), so moving a tool to another
+adapter files the actions sent before the move under the adapter that sent them:
 
 - `untracked`: a provider effect with no gateway action (made around the gateway: a raw API
   key, a dashboard, code that skipped it);
@@ -46,6 +48,8 @@ class Finding:
 class DriftReport:
     since: float
     now: float
+    # `--since` as the operator wrote it ("24h"); "" when the audit runs on its own.
+    since_text: str = ""
     adapters: list[str] = field(default_factory=list)
     effects: int = 0
     actions: int = 0
@@ -59,9 +63,10 @@ class DriftReport:
 
     def summary(self) -> str:
         counts = self.counts()
+        window = self.since_text or f"{self.now - self.since:.0f}s"
         head = (
             f"drift audit of {', '.join(self.adapters) or 'no adapter that lists effects'}: {self.effects} provider "
-            f"effect(s), {self.actions} gateway action(s) since {self.now - self.since:.0f}s ago: "
+            f"effect(s), {self.actions} gateway action(s) in the last {window}: "
             + ", ".join(f"{counts[k]} {k}" for k in KINDS)
         )
         lines = [head]
@@ -136,15 +141,17 @@ async def audit(
     """One pass over every adapter that lists effects (`adapters` by name; `tools` by name)."""
     report = DriftReport(since=since, now=now)
     tenants = sorted(set(tenants))
-    for name, adapter in sorted(adapters.items()):
-        if not isinstance(adapter, ListsEffects):
-            continue
+    listers = {name: a for name, a in sorted(adapters.items()) if isinstance(a, ListsEffects)}
+    by_adapter: dict[str, list[tuple[ActionRecord, BoundTool]]] = {name: [] for name in listers}
+    for tool_name, tool in sorted(tools.items()):
+        for record in await _actions(store, tenants, tool_name, since):
+            sender = record.adapter or tool.config.adapter  # who dispatched it, not who would now
+            if sender in by_adapter:
+                by_adapter[sender].append((record, tool))
+    for name, adapter in listers.items():
         report.adapters.append(name)
         effects = await adapter.list_effects(since)
-        records: list[tuple[ActionRecord, BoundTool]] = []
-        for tool_name, tool in sorted(tools.items()):
-            if tool.config.adapter == name:
-                records += [(r, tool) for r in await _actions(store, tenants, tool_name, since)]
+        records = by_adapter[name]
         report.effects += len(effects)
         report.actions += sum(r.created_at >= since for r, _ in records)
         report.findings += _compare(name, adapter, effects, records, since)

@@ -10,6 +10,8 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from effectgate.adapters.settings import is_branch_tag
+
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
     # A key that is part of an allowed one (`ca_file` of `client_ca_file`) first, then spelling.
@@ -70,24 +72,47 @@ def _render(root: type[BaseModel], doc: Any, loc: tuple[int | str, ...]) -> tupl
     return head, key, allowed
 
 
+def _phrase(problem: Any, first: bool) -> str:
+    """What is wrong with one value, in the file's words; `first` False for another form the
+    same key accepts (`or 'auto'`)."""
+    if problem["type"] == "literal_error":
+        expected = problem.get("ctx", {}).get("expected", "")
+        return f"or {expected}" if not first else f"{_value(problem)} must be {expected}".lstrip()
+    message = str(problem["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    message = message[:1].lower() + message[1:]
+    shown = _value(problem)
+    if not first:
+        return f"or {message}"
+    # Our own validators name the value as they see fit; pydantic's type errors do not.
+    own = problem["type"] == "value_error"
+    return message if own or not shown or shown in message else f"{shown}: {message}"
+
+
+def _value(problem: Any) -> str:
+    shown = problem.get("input")
+    return "" if shown is None or isinstance(shown, dict | list) else repr(shown)
+
+
 def describe(root: type[BaseModel], doc: Any, error: ValidationError) -> list[str]:
-    """One phrase per problem, each naming its table and key."""
+    """One phrase per problem, each naming its table and key once. A value that fits none of a
+    key's forms (`consistency_window`: a duration or "auto") is one phrase listing the forms."""
     out: list[str] = []
-    for problem in error.errors():
-        table, key, allowed = _render(root, doc, tuple(problem["loc"]))
+    alternatives: dict[str, list[str]] = {}  # "[table] key" -> what each form wanted
+    for problem in error.errors(include_url=False):
+        loc = tuple(p for p in problem["loc"] if not is_branch_tag(p))
+        table, key, allowed = _render(root, doc, loc)
         kind = problem["type"]
+        where = " ".join(p for p in (table, key) if p)
         if kind == "extra_forbidden":
             if not table:
-                what = f"[{key}]: unknown section{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})"
-                out.append(what)
+                out.append(f"[{key}]: unknown section{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})")
                 continue
-            message = f"unknown key{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})"
+            out.append(f"{where}: unknown key{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})")
         elif kind == "missing":
-            message = "required"
+            out.append(f"{where}: required")
         else:
-            message = str(problem["msg"]).removeprefix("Value error, ")
-            if kind not in ("value_error",) and "input" in problem and not isinstance(problem["input"], dict):
-                message = f"{problem['input']!r}: {message}"
-        where = " ".join(p for p in (table, key) if p)
-        out.append(f"{where}: {message}")
-    return out
+            forms = alternatives.setdefault(where, [])
+            if not forms:
+                out.append(where)  # placeholder, filled below in the order of the file's errors
+            forms.append(_phrase(problem, first=not forms))
+    return [f"{line}: {' '.join(alternatives[line])}" if line in alternatives else line for line in out]

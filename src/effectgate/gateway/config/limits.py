@@ -12,9 +12,10 @@ import enum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from effectgate.gateway.config.durations import Duration
+from effectgate.gateway.model import MAX_COUNT
 
-# Caps are stored in signed 64-bit columns; sums stay below this.
-MAX_CAP = 1 << 62
+# The largest cap (and max_amount) accepted: 2^62, so that counters never overflow 64 bits.
+MAX_CAP = MAX_COUNT
 
 
 class _Table(BaseModel):
@@ -64,9 +65,15 @@ class ToolLimits(_Table):
     @field_validator("budget", "run_budget")
     @classmethod
     def _caps(cls, value: dict[str, int]) -> dict[str, int]:
+        seen: dict[str, str] = {}
         for currency, cap in value.items():
             if not 0 <= cap <= MAX_CAP:
                 raise ValueError(f"{currency}: a budget must be between 0 and {MAX_CAP}")
+            # Currencies are compared without case (the payload's is lowered): two keys for one
+            # currency would leave one of them silently unused.
+            first = seen.setdefault(currency.lower(), currency)
+            if first != currency:
+                raise ValueError(f"{first!r} and {currency!r} are one currency (keys are compared without case)")
         return {currency.lower(): cap for currency, cap in value.items()}
 
     @field_validator("scope")

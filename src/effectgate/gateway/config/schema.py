@@ -90,13 +90,16 @@ class ToolConfig(_Table):
     # None: use the adapter's declared window; "auto": learn it (the observed p99 read lag with a
     # floor and a margin, [consistency]; docs/webhooks.md).
     consistency_window: Duration | Literal["auto"] | None = None
+    # How long the provider may still apply a request after our call to it ended (None: the
+    # adapter's declared bound); the consistency window starts after it (docs/protocol.md).
+    keeps_processing: Duration | None = None
     # The read lags this tool learns from and records under (default: its adapter's name).
     lag_key: str = ""
     # Budget of one Execute when the caller sets no deadline.
     deadline: Duration = 30.0
     # Provider calls per action before it stops retrying on its own.
     max_attempts: int = Field(default=3, ge=1)
-    # Timeout of one provider call (also capped by the caller's deadline).
+    # Timeout of one provider call (never cut by the caller's deadline: docs/protocol.md).
     attempt_timeout: Duration = 10.0
     # Terminal actions older than this are purged (must outlive the provider's key retention).
     retention: Duration = 30 * 86400.0

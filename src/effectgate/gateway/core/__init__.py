@@ -7,14 +7,17 @@ from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
 from effectgate.gateway.core.operators.inbox import Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
+from effectgate.gateway.core.operators.waits import Waits, decided, settled
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
 from effectgate.gateway.core.provider.lag import LagBook, LagSampler, quantile
-from effectgate.gateway.core.provider.reports import Applied, Busy, ProviderReports, Replayed
+from effectgate.gateway.core.provider.reports import AdapterTenants, Applied, Busy, ProviderReports, Replayed
 from effectgate.gateway.core.replay_cache import ReplayCache
+from effectgate.gateway.core.text import refuse_unstorable, unstorable
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
 
 __all__ = [
+    "AdapterTenants",
     "Applied",
     "BoundTool",
     "Breakers",
@@ -37,9 +40,14 @@ __all__ = [
     "SystemClock",
     "ToolPolicy",
     "ToolSet",
+    "Waits",
     "Watch",
+    "decided",
     "masked_payload",
     "policy_of",
     "quantile",
+    "refuse_unstorable",
+    "settled",
+    "unstorable",
     "validate_context",
 ]

@@ -8,9 +8,9 @@ outcome.
 
 Ordering rules that make "at most one effect" hold:
 - DISPATCHED is committed before the request leaves (so a crash always leaves evidence);
-- a dispatch only follows PLANNED or a proven NOT_FOUND (a read-back older than the consistency
-  window, or a refusal before acting), or a retry with the same key at a provider that
-  deduplicates on it;
+- a dispatch only follows PLANNED or a proven NOT_FOUND (a read-back sent after `absence_provable_at`:
+  the attempt ended, the provider finished, the window passed; or a refusal before acting), or a
+  retry with the same key at a provider that deduplicates on it;
 - UNKNOWN is never re-dispatched: only verification or an operator moves it.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -34,9 +35,10 @@ from effectgate.adapters.base import (
 from effectgate.gateway.core import failpoints, history
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
-from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move
+from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
 from effectgate.gateway.core.tools import BoundTool
 from effectgate.gateway.model import (
+    UNSENT,
     ActionEvent,
     ActionRecord,
     ClockSkewed,
@@ -78,6 +80,7 @@ def policy_of(tool: BoundTool, settings: DriverSettings) -> t.Policy:
         recheck_max=settings.recheck_max,
         consistency_window=tool.consistency_window,
         attempt_timeout=tool.config.attempt_timeout,
+        keeps_processing=tool.keeps_processing,
         has_read_api=caps.has_read_api,
         dedups_on_key=caps.dedups_on_key,
         key_retention=caps.key_retention,
@@ -105,19 +108,34 @@ class Driver:
         self.clock = clock
         self.sleep = sleep
         self.clock_problem = clock_problem
+        # The provider calls running now: action id -> when the call's budget ends (our clock).
+        # A caller whose deadline comes first is answered IN_FLIGHT while the call goes on.
+        self.calling: dict[str, float] = {}
 
     async def drive(
-        self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False
+        self,
+        record: ActionRecord,
+        tool: BoundTool,
+        deadline: float,
+        *,
+        unsent: bool = False,
+        current: BoundTool | None = None,
+        reconciling: bool = False,
     ) -> ActionRecord:
         """Moves a leased action as far as `deadline` allows, then releases the lease.
 
         `unsent`: the record was claimed already DISPATCHED and nothing has been sent yet, so
-        the first step is the send itself (the claim was its durable intent). A store failure
+        the first step is the send itself (the claim was its durable intent). `current`: the tool
+        as configured now, when `tool` reads the attempt in doubt through the adapter that
+        dispatched it (`ToolSet.driving`): once the attempt is proven absent, the next send goes
+        through `current`. `reconciling`: no agent asks (the reconciler's drive), so the sends
+        are what is left of the generation's `max_attempts`, not a fresh budget. A store failure
         once the provider was called is `SentThenStoreFailed`."""
         calls: list[str] = []
         token = _CALLS.set(calls)
+        sends = reconciler_sends(record, tool.config.max_attempts) if reconciling else tool.config.max_attempts
         try:
-            return await self._drive(record, tool, deadline, unsent=unsent)
+            return await self._drive(record, tool, deadline, unsent=unsent, current=current, sends=sends)
         except StoreUnavailable as exc:
             if calls and not isinstance(exc, SentThenStoreFailed):
                 raise SentThenStoreFailed(str(exc)) from exc
@@ -125,9 +143,18 @@ class Driver:
         finally:
             _CALLS.reset(token)
 
-    async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool) -> ActionRecord:
+    async def _drive(
+        self,
+        record: ActionRecord,
+        tool: BoundTool,
+        deadline: float,
+        *,
+        unsent: bool,
+        current: BoundTool | None,
+        sends: int,
+    ) -> ActionRecord:
         policy = policy_of(tool, self.settings)
-        sends_left = tool.config.max_attempts
+        sends_left = sends
         observed: Observation | None = None
         refusal: t.RefusedBeforeActing | None = None
         refusals = 0
@@ -154,23 +181,29 @@ class Driver:
                 return record
             if move.pause:
                 await self.sleep(move.pause)
+            if move.kind == "send" and current is not None and record.state in UNSENT:
+                # The old adapter's attempt is proven absent: from here the tool's own adapter sends.
+                tool, current = current, None
+                policy = policy_of(tool, self.settings)
             if move.kind == "send":
                 await self._refuse_if_skewed(record, policy, recorded=False)
                 sends_left -= 1
+                over_doubt = record.state is State.DISPATCHED  # a same-key retry: attempt n-1 is in doubt
                 try:
-                    record = await self.step(record, t.Dispatch(), policy, dispatching=True)
+                    record = await self.step(record, t.Dispatch(tool.config.adapter), policy, dispatching=True)
                 except LimitExceeded:  # out of NOT_FOUND, its released reservation no longer fits
                     await self.release(record)
                     raise
                 failpoints.hit("after_dispatched")
-                record, refusal = await self._send(record, tool, deadline, policy)
+                record, refusal = await self._send(record, tool, deadline, policy, over_doubt=over_doubt)
                 refusals = refusals + 1 if refusal is not None else 0
                 observed = None
             elif move.kind == "check":
                 read_at = self.clock()
                 observed = await self.read_back(record, tool, deadline)
                 record = await self.step(record, t.Observed(observed, read_at=read_at), policy)
-                refusal = None
+                # `refusal` is kept: a retry refused while attempt n-1 is in doubt is read back,
+                # and the next retry still waits the pause the provider asked for.
             elif move.kind == "wait":
                 observed = None  # check again after the pause
             else:  # park
@@ -187,6 +220,14 @@ class Driver:
                 record = await self.step(record, t.Park(), policy)
         return await self.release(record), observation
 
+    async def hold(self, record: ActionRecord, tool: BoundTool, detail: str, **evidence: object) -> ActionRecord:
+        """Keeps a leased action in doubt without reading or sending (its attempt cannot be read:
+        `ToolSet.driving`): UNKNOWN with `detail`, re-checked later, and the lease let go."""
+        policy = policy_of(tool, self.settings)
+        observation = Observation.unknown(detail, **evidence)
+        record = await self.step(record, t.Observed(observation, read_at=self.clock()), policy)
+        return await self.release(record)
+
     async def _refuse_if_skewed(self, record: ActionRecord, policy: t.Policy, *, recorded: bool) -> None:
         """Sends nothing while this replica's clock is not trusted: stops and lets the lease go.
         `recorded`: the record already says DISPATCHED for a send that is not made; NotSent
@@ -202,16 +243,35 @@ class Driver:
     # -- calls -------------------------------------------------------------------------------------
 
     async def _send(
-        self, record: ActionRecord, tool: BoundTool, deadline: float, policy: t.Policy
+        self, record: ActionRecord, tool: BoundTool, deadline: float, policy: t.Policy, *, over_doubt: bool = False
     ) -> tuple[ActionRecord, t.RefusedBeforeActing | None]:
         """One provider call for a record already durably DISPATCHED, and the write of what it
-        said. Returns the refusal when the provider refused before acting."""
-        timeout = min(tool.config.attempt_timeout, self._left(record, deadline))
-        if timeout < MIN_CALL_BUDGET:
+        said. Returns the refusal when the provider refused before acting.
+
+        The call runs for its full `attempt_timeout` whatever the caller's deadline: a call we cut
+        early may still be applied by the provider, and the proof of absence can only start once
+        the provider can no longer apply it. The caller is answered at its deadline meanwhile
+        (`EffectProtocol._run`); the call is only ever capped by our own lease, which is renewed
+        first when it would not cover the call. The caller's deadline only decides whether a
+        call starts at all."""
+        attempt = tool.config.attempt_timeout
+        if (
+            deadline - self.clock() >= MIN_CALL_BUDGET
+            and record.lease_expires_at - self.clock() < attempt + MIN_CALL_BUDGET
+        ):
+            record = await self._write(record, policy)  # renews the lease (the config keeps attempt < lease)
+        timeout = min(attempt, record.lease_expires_at - self.clock())
+        if timeout < MIN_CALL_BUDGET or deadline - self.clock() < MIN_CALL_BUDGET:
             # The write below proves nothing was sent yet; verification will say NOT_FOUND.
             return await self.step(record, t.NotSent(), policy), None
         sent_at = self.clock()  # before the provider could commit: a read lag measured from here errs long
-        event = await self._call(record, tool, timeout)
+        self.calling[record.action_id] = sent_at + timeout
+        try:
+            event = await self._call(record, tool, timeout)
+        finally:
+            del self.calling[record.action_id]
+        if over_doubt and isinstance(event, t.RefusedBeforeActing):
+            event = dataclasses.replace(event, over_doubt=True)  # proves nothing of attempt n-1
         if self.gate is not None:
             self.gate.provider_answered(record.tool, isinstance(event, t.Ambiguous | t.RefusedBeforeActing))
         if isinstance(event, t.Answered):
@@ -239,8 +299,13 @@ class Driver:
             # An operator's problem, not the agent's: every call to this adapter fails until the
             # key is fixed. A warning and a metric; readiness stays on (docs/production.md).
             provider_metrics.credentials_refused(tool.config.adapter, time.time())
-            log.warning("provider refused the credentials of [adapters.%s]: %s", tool.config.adapter, exc.message)
-            return t.RefusedBeforeActing(exc.message)
+            where = tool.credentials or f"[adapters.{tool.config.adapter}]"
+            log.warning("provider refused the credentials of %s: %s", where, exc.message)
+            # Never "retry later": nothing changes until the key does.
+            return t.RefusedBeforeActing(
+                f"{exc.message}; nothing was sent. The provider refused the key set by {where}: "
+                "an operator must fix it (`effectgate check --probe` tests it)"
+            )
         except NoEffectError as exc:
             return t.RefusedBeforeActing(exc.message)
         except AmbiguousError as exc:
@@ -269,10 +334,6 @@ class Driver:
             return Observation.unknown(f"read-back failed: {detail}")
 
     # -- helpers -----------------------------------------------------------------------------------
-
-    def _left(self, record: ActionRecord, deadline: float) -> float:
-        """Time left for work: the caller's deadline, and never past our own lease."""
-        return min(deadline, record.lease_expires_at) - self.clock()
 
     async def step(
         self, record: ActionRecord, event: t.Event, policy: t.Policy, *, dispatching: bool = False

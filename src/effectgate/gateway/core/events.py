@@ -33,13 +33,17 @@ class Claim(Event):
     trace_parent: str = ""
     # The tool's policy version when the action is created (what an approval binds to).
     policy_version: str = ""
+    # The adapter instance the tool sends through (recorded on the action: see `Dispatch`).
+    adapter: str = ""
 
 
 @dataclass(frozen=True)
 class Dispatch(Event):
-    """About to send attempt n (committed before the request leaves)."""
+    """About to send attempt n (committed before the request leaves) through `adapter`."""
 
     name: ClassVar[str] = "dispatch"
+    # The adapter instance sending it ("": keep the one recorded): its webhooks alone may settle it.
+    adapter: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,9 @@ class RefusedBeforeActing(Event):
     name: ClassVar[str] = "refused_before_acting"
     message: str
     retry_after: float | None = None
+    # The refused request was a same-key retry over an attempt still in doubt: the refusal says
+    # nothing of that attempt, which the provider may still apply, so it proves no absence.
+    over_doubt: bool = False
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from effectgate.adapters.base import Observation, Outcome
-from effectgate.gateway.core.transitions import RETRY_PAUSE, Policy, RefusedBeforeActing, window_end
+from effectgate.gateway.core.transitions import RETRY_PAUSE, Policy, RefusedBeforeActing, absence_provable_at
 from effectgate.gateway.model import IN_DOUBT, UNSENT, ActionRecord, State
 
 # Never start a provider call with less than this much of the lease or deadline left.
@@ -62,6 +62,10 @@ def next_move(
         return Move("send", pause=pause)
     if record.state in IN_DOUBT:
         if observed is None:
+            if left < MIN_CALL_BUDGET and record.state is State.DISPATCHED:
+                # The attempt outlived the caller's deadline: a read now could not prove absence
+                # (the window starts when the provider is done), so the reconciler checks later.
+                return Move("park")
             return Move("check")
         if record.state is State.UNKNOWN:
             return Move("stop")
@@ -73,9 +77,12 @@ def next_move(
             and left > RETRY_PAUSE
         ):
             # Same key at a provider that deduplicates: a retry cannot double the effect and
-            # usually answers with the stored receipt at once.
-            return Move("send", pause=RETRY_PAUSE)
-        pause = max(RETRY_PAUSE, min(window_end(record, policy) - now, policy.recheck_min))
+            # usually answers with the stored receipt at once. After a refused retry (429 with
+            # the earlier attempt still in doubt), the provider's pause comes first.
+            pause = max(RETRY_PAUSE, refusal_pause(refusal, refusals)) if refusal is not None else RETRY_PAUSE
+            if refusal is None or left > pause + MIN_CALL_BUDGET:
+                return Move("send", pause=pause)
+        pause = max(RETRY_PAUSE, min(absence_provable_at(record, policy) - now, policy.recheck_min))
         if left > pause + MIN_CALL_BUDGET:
             return Move("wait", pause=pause)
         return Move("park")
@@ -84,3 +91,12 @@ def next_move(
 
 def within_key_retention(record: ActionRecord, now: float, policy: Policy) -> bool:
     return policy.key_retention is None or now - record.created_at < policy.key_retention * 0.9
+
+
+def reconciler_sends(record: ActionRecord, max_attempts: int) -> int:
+    """The sends a drive with no agent asking (the reconciler's) may make: what is left of
+    `max_attempts` for each generation so far, never a fresh budget. Without the bound, a
+    provider that answers every same-key send ambiguously (Stripe replays a stored 500 for its
+    key) would be sent to again after every proof of absence, for ever; with it the action
+    rests in NOT_FOUND, which its agent's next Execute sends (docs/states.md)."""
+    return max(0, max_attempts * (record.generation + 1) - record.attempts)

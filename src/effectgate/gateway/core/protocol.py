@@ -30,7 +30,7 @@ from effectgate.gateway.core.driver import LeaseLost, SentThenStoreFailed
 from effectgate.gateway.core.moves import MIN_CALL_BUDGET
 from effectgate.gateway.core.protocol_reads import ReadVerbs
 from effectgate.gateway.core.replay_cache import RequestKey
-from effectgate.gateway.core.tools import BoundTool
+from effectgate.gateway.core.tools import BoundTool, DispatcherGone
 from effectgate.gateway.model import (
     ActionEvent,
     ActionIdentity,
@@ -58,6 +58,8 @@ POLL_MIN, POLL_MAX = 0.02, 0.5
 # A duplicate waiting for the holder answers IN_FLIGHT this long before the caller's deadline
 # (half its budget at most), so that the answer reaches the caller before its deadline fires.
 ANSWER_MARGIN = 1.0
+# How often a caller past its answer time looks whether its drive started a provider call.
+CALL_POLL = 0.02
 
 
 def answer_by(deadline: float, now: float) -> float:
@@ -155,6 +157,7 @@ class EffectProtocol(ReadVerbs):
             send_now=deadline - now >= MIN_CALL_BUDGET,
             trace_parent=telemetry.traceparent(),
             policy_version=tool.policy_version,
+            adapter=tool.config.adapter,
         )
         created = t.create(claim, now, self._policy(tool))
         ruling = None
@@ -249,16 +252,36 @@ class EffectProtocol(ReadVerbs):
     # -- the drives running in this process (also the reconciler's and the server's) -------------
 
     async def _run(
-        self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False
+        self, record: ActionRecord, tool: BoundTool, deadline: float, *, unsent: bool = False, caller: bool = True
     ) -> ActionRecord:
         """Drives a leased action in its own task: a caller that gives up (deadline, cancel)
-        does not abort the drive halfway; the outcome is stored for the next caller."""
-        task = asyncio.create_task(self._drive(record, tool, deadline, unsent))
+        does not abort the drive halfway; the outcome is stored for the next caller. A `caller`
+        is answered before its deadline: when a provider call is still running then (it is never
+        cut by the caller's deadline: `Driver._send`), with IN_FLIGHT and a RetryInfo of the
+        call's remaining budget, while the call and the drive go on under our lease."""
+        task = asyncio.create_task(self._drive(record, tool, deadline, unsent, caller))
         self._inflight[record.action_id] = task
         task.add_done_callback(functools.partial(self._finished, record.action_id))
+        if caller:
+            await self._answer_in_time(task, record.action_id, deadline)
         settled = await asyncio.shield(task)
         self._cache.put(settled)
         return settled
+
+    async def _answer_in_time(self, task: asyncio.Task[ActionRecord], action_id: str, deadline: float) -> None:
+        """Returns once `task` is done, or once it is past the caller's answer time and no
+        provider call is running (the drive's own moves end by `deadline`); raises InFlight
+        when a provider call is running at the answer time, or starts after it."""
+        answer_at = answer_by(deadline, self._clock())
+        while not task.done():
+            now = self._clock()
+            if now >= answer_at:
+                ends = self._driver.calling.get(action_id)
+                if ends is not None:
+                    raise InFlight(action_id, retry_after=max(0.5, ends - now))
+                if now >= deadline:
+                    return  # the drive is finishing a write after the deadline: wait for it
+            await asyncio.wait([task], timeout=max(answer_at - now, CALL_POLL))
 
     def _finished(self, action_id: str, task: asyncio.Task[ActionRecord]) -> None:
         if self._inflight.get(action_id) is task:
@@ -266,14 +289,30 @@ class EffectProtocol(ReadVerbs):
         if not task.cancelled():
             task.exception()  # retrieved: its callers (if any are left) got it already
 
-    async def _drive(self, record: ActionRecord, tool: BoundTool, deadline: float, unsent: bool) -> ActionRecord:
+    async def _drive(
+        self, record: ActionRecord, tool: BoundTool, deadline: float, unsent: bool, caller: bool
+    ) -> ActionRecord:
         try:
             if _approved_under_another_policy(record, tool):  # nothing is sent: it asks again
                 event = t.Reapprove(tool.policy_version)
                 changed = t.apply(record, event, self._clock(), self._policy(tool))
                 return await self._driver.release(changed, event)
+            try:
+                # An attempt in doubt is read (and retried) only where it was sent (ToolSet.driving).
+                sender = self._tools.driving(record)
+            except DispatcherGone as gone:
+                log.warning("%s stays in doubt: %s", record.action_id, gone.reason)
+                return await self._driver.hold(record, tool, gone.reason, dispatched_by=gone.adapter)
+            moved = sender.config.adapter != tool.config.adapter
             return audit_log.settled(
-                await self._driver.drive(record, tool, deadline, unsent=unsent and record.state is State.DISPATCHED)
+                await self._driver.drive(
+                    record,
+                    sender if moved else tool,
+                    deadline,
+                    unsent=unsent and record.state is State.DISPATCHED,
+                    current=tool if moved else None,
+                    reconciling=not caller,
+                )
             )
         except SentThenStoreFailed as exc:
             # The provider was called: the effect may exist. The lease runs out and the
@@ -299,7 +338,7 @@ class EffectProtocol(ReadVerbs):
     async def drive_leased(self, record: ActionRecord) -> ActionRecord:
         """For the reconciler: drive an action it claimed, with the tool's own deadline."""
         tool = self._tools.get(record.tool)
-        return await self._run(record, tool, self._clock() + tool.config.deadline)
+        return await self._run(record, tool, self._clock() + tool.config.deadline, caller=False)
 
     async def drain(self, timeout: float) -> None:
         """Lets the drives running in this process finish, for at most `timeout` seconds."""

@@ -48,6 +48,10 @@ class LeaseVerbs(ProtocolParts):
             self._work_ready.set()  # the reconciler dispatches it unless an agent does first
         return released
 
+    def preview(self, record: ActionRecord, event: t.Event) -> ActionRecord:
+        """What `commit` would write for `event`, without writing (the same rules, the same clock)."""
+        return t.apply(record, event, self._clock(), self._policy_of_record(record))
+
     async def release(self, leased: ActionRecord, event: t.Event | None = None) -> ActionRecord:
         self._cache.drop(leased.action_id)
         try:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from effectgate.adapters.base import KEEPS_PROCESSING
 from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.driver import Driver, DriverSettings, policy_of
@@ -91,6 +92,14 @@ class ProtocolParts:
     def tool_config(self, tool: str) -> ToolConfig:
         return self._tools.get(tool).config
 
+    def approvals_required(self, tool: str) -> int:
+        """How many people must approve an action of `tool` (0 for a tool since removed from the
+        config): what every answer showing an action to a person says."""
+        try:
+            return self._tools.get(tool).config.approvals
+        except InvalidRequest:
+            return 0
+
     def tool(self, name: str) -> BoundTool:
         return self._tools.get(name)
 
@@ -104,7 +113,9 @@ class ProtocolParts:
             return self._policy(self._tools.get(record.tool))
         except InvalidRequest:  # a tool since removed from the config: operators still settle it
             s = self._settings
-            return t.Policy(s.lease_ttl, s.recheck_min, s.recheck_max, consistency_window=0.0)
+            return t.Policy(
+                s.lease_ttl, s.recheck_min, s.recheck_max, consistency_window=0.0, keeps_processing=KEEPS_PROCESSING
+            )
 
     async def _get(self, action_id: str) -> ActionRecord:
         record = await self._guard(self._store.get(action_id))

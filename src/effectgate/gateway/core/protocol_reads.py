@@ -1,5 +1,5 @@
 """The effect protocol's read verbs, for the RPC layer and operators: get, list, history,
-settled_at, changes (the watch), awaiting (the approval expiry's work) and verify (a read-back
+settled_at, events (the audit trail), changes (the watch), awaiting (the approval expiry's work) and verify (a read-back
 now, which writes only under a lease it could take).
 
 A mixin, like the lease verbs (see `protocol_leases`): the RPC layer holds one `EffectProtocol`,
@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import builtins
 
-from effectgate.adapters.base import Observation
+from effectgate.adapters.base import Observation, Receipt
 from effectgate.gateway.core.driver import LeaseLost
 from effectgate.gateway.core.protocol_leases import LeaseVerbs
+from effectgate.gateway.core.tools import BoundTool, DispatcherGone
 from effectgate.gateway.model import (
     ActionEvent,
     ActionNotFound,
     ActionRecord,
+    EventPage,
+    EventQuery,
     InFlight,
     InvalidRequest,
     ListQuery,
@@ -29,7 +32,10 @@ class ReadVerbs(LeaseVerbs):
     async def verify(self, tenant: str, action_id: str) -> tuple[ActionRecord, Observation]:
         """A read-back now. It updates the action only if nobody drives it; it never dispatches."""
         record = await self.get(tenant, action_id)
-        tool = self._tools.get(record.tool)
+        try:
+            tool = self._tools.driving(record)  # an attempt in doubt is read where it was sent
+        except DispatcherGone as gone:
+            return record, Observation.unknown(gone.reason, dispatched_by=gone.adapter)
         leased = await self.try_lease(action_id)
         if leased is None:  # in flight elsewhere: observe without writing
             return record, await self._driver.read_back(record, tool, self._clock() + tool.config.attempt_timeout)
@@ -37,6 +43,16 @@ class ReadVerbs(LeaseVerbs):
             return await self._guard(self._driver.observe(leased, tool))
         except LeaseLost:
             raise InFlight(action_id, retry_after=1.0) from None
+
+    async def read_object(self, record: ActionRecord, tool: BoundTool, external_id: str) -> Observation:
+        """The read-back a scheduled check makes (the driver's, with its timeout and span), but of
+        the provider object `external_id` names (a webhook's): it writes nothing."""
+        probe = record.evolve(receipt=Receipt(external_id=external_id)) if external_id else record
+        return await self._driver.read_back(probe, tool, self._clock() + tool.config.attempt_timeout)
+
+    async def peek(self, action_id: str) -> ActionRecord | None:
+        """The stored action, or None, without a lease (the store guarded)."""
+        return await self._guard(self._store.get(action_id))
 
     async def get(self, tenant: str, action_id: str) -> ActionRecord:
         record = await self._get(action_id)
@@ -49,6 +65,15 @@ class ReadVerbs(LeaseVerbs):
             return await self._guard(self._store.list(query))
         except ValueError:
             raise InvalidRequest([("page_token", "not a token this gateway issued")]) from None
+
+    async def events(self, query: EventQuery) -> EventPage:
+        """One tenant's audit trail (every action's events, in its chain's order), one page."""
+        try:
+            return await self._guard(self._store.events(query))
+        except ValueError:
+            raise InvalidRequest([("page_token", "not a token this gateway issued")]) from None
+        except NotImplementedError:
+            raise InvalidRequest([("store", "this gateway's store keeps no audit trail")]) from None
 
     async def history(self, tenant: str, action_id: str) -> builtins.list[ActionEvent]:
         """The action's story, oldest first (never another tenant's)."""

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from effectgate.gateway.intake.webhooks import WebhookIntake
+from effectgate.gateway.intake.webhooks import WebhookIntake, adapter_tenants
 
-__all__ = ["WebhookIntake"]
+__all__ = ["WebhookIntake", "adapter_tenants"]

@@ -1,10 +1,12 @@
 """The webhook listener: `POST /webhooks/<adapter>` for every adapter that receives webhooks.
 
 A delivery is verified by its adapter (`ReceivesWebhooks.parse_webhook`, the provider's own
-signature scheme) and applied by `core.ProviderReports` (leased, one transition, each event id
-once). Answers: 200 applied (or nothing to change), 400 refused (forged, stale, replayed,
-malformed: a warning line and a counter, nothing changed), 404 no such route, 503 try again
-(the action is being driven, or the store is down): providers retry non-2xx deliveries.
+signature scheme) and applied by `core.ProviderReports` (bound to the adapter that dispatched
+the action and the tenants it serves, read back before it settles, each event id once). Answers:
+200 applied or nothing to change (`settled`, `noted`, `ignored`, `unmatched`, `unconfirmed`,
+`deferred`), 400 refused (forged, stale, replayed, malformed: a warning line and a counter,
+nothing changed), 404 no such route, 503 with `Retry-After` (the action is being driven, the
+store is down, anything failed while applying): providers retry non-2xx deliveries.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import logging
 import ssl
 from collections.abc import Mapping
 
-from effectgate.adapters.base import Adapter
-from effectgate.adapters.capabilities import ReceivesWebhooks, WebhookRejected
-from effectgate.gateway.config import TlsConfig, WebhooksSection
-from effectgate.gateway.core import Busy, ProviderReports, Replayed
-from effectgate.gateway.intake.http11 import HttpServer, Request, Response
+from effectgate.adapters.base import Adapter, AdapterError
+from effectgate.adapters.capabilities import ProviderEvent, ReceivesWebhooks, WebhookRejected
+from effectgate.gateway.config import Config, TlsConfig, WebhooksSection
+from effectgate.gateway.core import AdapterTenants, Busy, ProviderReports, Replayed
+from effectgate.gateway.intake.server import HttpServer, Request, Response
 from effectgate.gateway.model import GatewayUnavailable
 from effectgate.gateway.observability import provider_metrics
+from effectgate.gateway.store import StoreError
 
 log = logging.getLogger("effectgate.webhooks")
 PREFIX = "/webhooks/"
@@ -33,6 +36,29 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext:
         context.load_verify_locations(cafile=tls.client_ca_file)
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def adapter_tenants(config: Config) -> AdapterTenants:
+    """The tenants each adapter serves: a principal's tenant, for every tool it may call (all
+    tools when its list is empty). No principals (development mode): any tenant."""
+    if not config.principals:
+        return AdapterTenants(None)
+    served: dict[str, set[str]] = {}
+    for principal in config.principals:
+        for name in principal.tools or config.tools:
+            tool = config.tools.get(name)
+            if tool is not None:
+                served.setdefault(tool.adapter, set()).add(principal.tenant)
+    return AdapterTenants({adapter: frozenset(tenants) for adapter, tenants in served.items()})
+
+
+# Failures while applying a report whose cause is known: one line, no traceback.
+_KNOWN = (Busy, GatewayUnavailable, StoreError, AdapterError, TimeoutError, ConnectionError)
+
+
+def _holds_nul(event: ProviderEvent) -> bool:
+    """The event's own text (its detail is stored as JSON, which escapes a NUL)."""
+    return any("\x00" in text for text in (event.event_id, event.type, event.action_id, event.object_id))
 
 
 class WebhookIntake:
@@ -65,16 +91,36 @@ class WebhookIntake:
             return Response(404, {"error": f"no adapter {name!r} receives webhooks here"})
         if request.method != "POST":
             return Response(405, {"error": "POST only"}, {"Allow": "POST"})
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            return self._refused(name, "malformed", f"content type {media or 'none'!r}, not application/json", 415)
+        if not request.body.strip():
+            return self._refused(name, "malformed", "empty body")
         try:
             event = await adapter.parse_webhook(request.body, request.headers)
         except WebhookRejected as exc:
             return self._refused(name, exc.reason, exc.message)
+        except Exception as exc:  # a body no judge foresaw: refused, one line, never a 500
+            return self._refused(name, "malformed", f"unreadable event ({type(exc).__name__})")
+        if _holds_nul(event):
+            # PostgreSQL text cannot keep a NUL (SQLite can): refused alike on both stores, and
+            # for good, rather than a 503 the provider would retry for days.
+            return self._refused(name, "malformed", "a NUL in the event's id, type or object")
         try:
             applied = await self._reports.apply(name, adapter, event)
         except Replayed:
             return self._refused(name, "replayed", f"event {event.event_id} was applied before")
-        except (Busy, GatewayUnavailable):
+        except Busy:
             provider_metrics.webhook(name, "busy")
+            return Response(503, {"error": "try again later"}, {"Retry-After": RETRY_AFTER})
+        except Exception as exc:  # the lease is released already (ProviderReports); the provider retries
+            if isinstance(exc, _KNOWN):
+                log.warning(
+                    "webhook %s on %s%s not applied: %s: %s", event.event_id, PREFIX, name, type(exc).__name__, exc
+                )
+            else:
+                log.exception("webhook %s on %s%s not applied", event.event_id, PREFIX, name)
+            provider_metrics.webhook(name, "failed")
             return Response(503, {"error": "try again later"}, {"Retry-After": RETRY_AFTER})
         provider_metrics.webhook(name, applied.value)
         if not event.kind.settles and applied.value == "noted":
@@ -82,7 +128,7 @@ class WebhookIntake:
         return Response(200, {"outcome": applied.value, "event": event.event_id})
 
     @staticmethod
-    def _refused(name: str, reason: str, message: str) -> Response:
+    def _refused(name: str, reason: str, message: str, status: int = 400) -> Response:
         log.warning("webhook refused on %s%s: %s (%s); nothing changed", PREFIX, name, reason, message)
         provider_metrics.webhook(name, reason)
-        return Response(400, {"error": reason})
+        return Response(status, {"error": reason})

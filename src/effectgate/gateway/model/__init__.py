@@ -22,6 +22,7 @@ from effectgate.gateway.model.errors import (
     ActionNotFound,
     AlreadyExecuted,
     ClockSkewed,
+    DataRefused,
     GatewayError,
     GatewayUnavailable,
     InFlight,
@@ -35,6 +36,7 @@ from effectgate.gateway.model.errors import (
 )
 from effectgate.gateway.model.keys import provider_key
 from effectgate.gateway.model.limits import (
+    MAX_COUNT,
     UNCOUNTED,
     Bucket,
     BudgetExceeded,
@@ -49,10 +51,12 @@ from effectgate.gateway.model.limits import (
     ScopeTaken,
     ToolUsage,
 )
+from effectgate.gateway.model.trail import ChainBreak, ChainEnds, EventPage, EventQuery, TrailEvent
 
 __all__ = [
     "DUE",
     "IN_DOUBT",
+    "MAX_COUNT",
     "RECOVERABLE",
     "REPORTED",
     "TERMINAL",
@@ -65,10 +69,15 @@ __all__ = [
     "AlreadyExecuted",
     "Bucket",
     "BudgetExceeded",
+    "ChainBreak",
+    "ChainEnds",
     "Change",
     "CircuitOpen",
     "ClockSkewed",
     "Counters",
+    "DataRefused",
+    "EventPage",
+    "EventQuery",
     "GatewayError",
     "GatewayUnavailable",
     "InFlight",
@@ -90,6 +99,7 @@ __all__ = [
     "State",
     "StoreFailedAfterSend",
     "ToolUsage",
+    "TrailEvent",
     "Unauthenticated",
     "provider_key",
 ]

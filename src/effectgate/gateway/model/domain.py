@@ -117,6 +117,10 @@ class ActionRecord:
     policy_version: str = ""
     # Distinct principals who approved the action, in order (a tool may need more than one).
     approvals: tuple[str, ...] = ()
+    # The adapter instance ([adapters.NAME]) that dispatched the current attempt: only its
+    # webhooks may settle the action, and the drift audit files the action under it ("": an
+    # action stored before this was recorded; its tool's adapter stands in).
+    adapter: str = ""
 
     @property
     def identity(self) -> ActionIdentity:

@@ -104,6 +104,14 @@ class PolicyConflict(GatewayError):
         self.reason = reason
 
 
+class DataRefused(GatewayError):
+    """The store refused this data for good (a number past its range, a constraint that is not the
+    protocol's own): FAILED_PRECONDITION. The same call fails the same way, so it is not an outage
+    and a client must not retry it."""
+
+    reason = "DATA_REFUSED"
+
+
 class GatewayUnavailable(GatewayError):
     """The store cannot persist: nothing was sent to the provider."""
 

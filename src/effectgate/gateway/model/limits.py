@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 from effectgate.gateway.model.domain import ActionEvent, ActionRecord, State
 from effectgate.gateway.model.errors import AlreadyExecuted, GatewayError, GatewayUnavailable
 
+# The largest any counter, cap or counted amount may be (2^62): counters are signed 64-bit
+# columns, and two values at most this large sum without overflow. The config refuses a larger
+# cap; a counted amount past it, or a reservation that would take a counter past it (a limit
+# grant's included), is BUDGET_EXCEEDED with the figures (docs/limits.md).
+MAX_COUNT = 1 << 62
+
 # States whose attempt holds nothing: nothing took effect (REJECTED) or absence is proven
 # (NOT_FOUND). A write into one releases the reservation; a dispatch out of NOT_FOUND takes it
 # again. A state meaning "denied" or "expired" belongs here too.

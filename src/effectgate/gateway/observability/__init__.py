@@ -22,6 +22,7 @@ from effectgate.gateway.observability.metrics import (
     Backlog,
     RpcMetrics,
     store_error,
+    waits_changed,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "set_caller",
     "setup_logging",
     "store_error",
+    "waits_changed",
 ]

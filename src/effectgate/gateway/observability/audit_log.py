@@ -60,6 +60,8 @@ def settled(record: ActionRecord) -> ActionRecord:
     """One line when a drive stops with an outcome to report (`domain.REPORTED`); returns the record."""
     if record.state in REPORTED:
         telemetry.annotate_current(record)
+        if not audit.isEnabledFor(logging.INFO):  # the fields are not built for a line not written
+            return record
         audit.info(
             "action %s %s",
             record.action_id,

@@ -12,6 +12,7 @@ OpenTelemetry log data model (docs/observability.md).
 from __future__ import annotations
 
 import json
+import json.encoder
 import logging
 import os
 import re
@@ -31,12 +32,21 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Provider SDKs log request URLs (with payload values) and provider error text at INFO: the
 # adapters' transport loggers, and the other libraries that log a line per request or query.
 NOISY_LOGGERS = (*TRANSPORT_LOGGERS, "hpack", "urllib3", "aiosmtplib", "asyncpg")
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what json.dumps uses
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 _TOKENISH = re.compile(r"(?i)\b(bearer|basic|token)(\s+|=|:\s*)[A-Za-z0-9._~+/=-]{8,}")
 _API_KEY = re.compile(r"\b(sk|rk|pk|whsec)_(live|test)_[A-Za-z0-9]{6,}")
 _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@")
+# Whether any of the three can match: one search instead of three substitutions on the text most
+# lines are made of (ids, states, names), which none of them matches.
+_ANY_PATTERN = re.compile(
+    r"(?i:\b(?:bearer|basic|token)(?:\s+|=|:\s*)[A-Za-z0-9._~+/=-]{8,})"
+    r"|\b(?:sk|rk|pk|whsec)_(?:live|test)_[A-Za-z0-9]{6,}"
+    r"|\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:[^@\s/]+@"
+)
 # Shorter "secrets" would blank ordinary words out of every line.
 MIN_SECRET_LENGTH = 6
+_ordered: tuple[object, tuple[str, ...]] = (None, ())
 
 
 def mask_url(url: str) -> str:
@@ -44,10 +54,24 @@ def mask_url(url: str) -> str:
     return _URL_PASSWORD.sub(r"\1***@", url)
 
 
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    """The secrets worth replacing, longest first (so a secret containing another is replaced
+    whole); the last answer is kept for the same set (`resolved_secrets` returns one frozenset
+    until a secret is added)."""
+    global _ordered
+    if isinstance(secrets, frozenset) and _ordered[0] is secrets:
+        return _ordered[1]
+    ordered = tuple(sorted((s for s in secrets if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True))
+    if isinstance(secrets, frozenset):
+        _ordered = (secrets, ordered)
+    return ordered
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
-    # Longest first, so a secret containing another is replaced whole.
-    for secret in sorted((s for s in secrets if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True):
+    for secret in _longest_first(secrets):
         text = text.replace(secret, "***")
+    if _ANY_PATTERN.search(text) is None:
+        return text
     text = _TOKENISH.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
     text = _API_KEY.sub(lambda m: f"{m.group(1)}_{m.group(2)}_***", text)
     return mask_url(text)
@@ -60,7 +84,7 @@ class RedactingFilter(logging.Filter):
         self._formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        secrets = tuple(self._secrets())
+        secrets = self._secrets()
         record.msg = redact(record.getMessage(), secrets)
         record.args = None
         if record.exc_info and not record.exc_text:
@@ -154,7 +178,15 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields = {**extra_fields(record), **_trace_ids()}
-        return super().format(record) + "".join(f" {k}={json.dumps(v, default=str)}" for k, v in fields.items())
+        return super().format(record) + "".join(f" {k}={_json_value(v)}" for k, v in fields.items())
+
+
+def _json_value(value: object) -> str:
+    """`json.dumps(value, default=str)`; a string (most fields) by the encoder json.dumps itself
+    calls for one, without building an encoder per value."""
+    if type(value) is str:
+        return _encode_string(value)
+    return json.dumps(value, default=str)
 
 
 def setup_logging(level: str, fmt: str = "text") -> None:

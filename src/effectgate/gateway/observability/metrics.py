@@ -254,3 +254,12 @@ meter.create_observable_gauge(
     unit="s",
     description="The store's clock minus this host's, at the last probe (0 on SQLite: one host, one clock)",
 )
+
+
+_waits = meter.create_up_down_counter(
+    "effectgate.waits", unit="{call}", description="WaitAction calls waiting now in this process"
+)
+
+
+def waits_changed(delta: int) -> None:
+    _waits.add(delta)

@@ -281,7 +281,12 @@ def error_class(exc: BaseException) -> str:
 @contextmanager
 def provider_span(operation: str, record: ActionRecord, adapter: str) -> Iterator[ProviderCall]:
     """`effectgate.provider.<operation>` around one adapter call; the httpx client span (with the
-    `traceparent` the provider receives) is its child."""
+    `traceparent` the provider receives) is its child. With no tracer provider there is no span
+    to make (nor a link to parse): only the metrics."""
+    if not tracing():
+        with _provider_metrics(operation, record, adapter):
+            yield ProviderCall(INVALID_SPAN, record.tool)
+        return
     link = origin_link(record, trace.get_current_span())
     with tracer.start_as_current_span(
         f"effectgate.provider.{operation}",
@@ -291,18 +296,27 @@ def provider_span(operation: str, record: ActionRecord, adapter: str) -> Iterato
         record_exception=False,
         set_status_on_exception=False,
     ) as current:
-        started = time.perf_counter()
         try:
-            yield ProviderCall(current, record.tool)
+            with _provider_metrics(operation, record, adapter):
+                yield ProviderCall(current, record.tool)
         except BaseException as exc:
             kind = error_class(exc)
             current.set_attribute("effectgate.error_class", kind)
             current.set_status(Status(StatusCode.ERROR, kind))
-            metrics.provider_call(adapter, operation, kind, time.perf_counter() - started)
-            if operation == "verify":
-                metrics.verified(record.tool, "error")
             raise
-        metrics.provider_call(adapter, operation, "ok", time.perf_counter() - started)
+
+
+@contextmanager
+def _provider_metrics(operation: str, record: ActionRecord, adapter: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    except BaseException as exc:
+        metrics.provider_call(adapter, operation, error_class(exc), time.perf_counter() - started)
+        if operation == "verify":
+            metrics.verified(record.tool, "error")
+        raise
+    metrics.provider_call(adapter, operation, "ok", time.perf_counter() - started)
 
 
 # -- reconciler ------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 method handler once, when the services are registered:
 
 - admission: authenticates the caller for the method's roles, then refuses a request that did
-  not decode (INVALID_ARGUMENT, never a traceback, and only after auth so that anonymous garbage
-  cannot flood the log);
+  not decode, or with text a store cannot hold (NUL) in any field (INVALID_ARGUMENT, never a
+  traceback, and only after auth so that anonymous garbage cannot flood the log);
 - errors: a GatewayError (or an IllegalTransition) becomes its gRPC status with google.rpc
   details (rpc/status.py); anything else is INTERNAL with no detail leaked (the traceback goes to
   the log);
@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeAlias, cast
 import grpc
 from google.protobuf.message import DecodeError
 
+from effectgate.gateway.core import refuse_unstorable
 from effectgate.gateway.model import InvalidRequest, PermissionDenied, Unauthenticated
 from effectgate.gateway.observability import RpcMetrics, auth_failed, telemetry
 from effectgate.gateway.rpc.auth import Authenticator, set_current_principal
@@ -45,9 +46,13 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     "/effectgate.v1.EffectGateway/Verify": frozenset({"agent", "operator"}),
     "/effectgate.v1.EffectGateway/GetAction": READERS,
     "/effectgate.v1.EffectGateway/ListActions": READERS,
+    # A wait reads what GetAction does, when it changes (agents block on an approval with it).
+    "/effectgate.v1.EffectGateway/WaitAction": READERS,
     # People's reads: the story and the inbox (operator notes, observations, every change).
     "/effectgate.v1.EffectGateway/GetActionHistory": PEOPLE,
     "/effectgate.v1.EffectGateway/WatchActions": PEOPLE,
+    # The audit trail: every event of the tenant, with its link in the hash chain.
+    "/effectgate.v1.EffectGateway/ListEvents": PEOPLE,
     # The limits' use: what people watch and decide on (agents get their figures in a refusal).
     "/effectgate.v1.EffectGateway/GetLimits": PEOPLE,
     "/effectgate.v1.Operator/Reconcile": frozenset({"operator"}),
@@ -127,6 +132,7 @@ class Admission:
                 set_current_principal(auth.authenticate(metadata, roles))
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
+                refuse_unstorable(request)  # the same on every store (core/text.py)
                 return await inner(request, context)
             except ANSWERED as error:
                 if isinstance(error, Unauthenticated | PermissionDenied):
@@ -184,6 +190,7 @@ class Admission:
                 set_current_principal(auth.authenticate(context.invocation_metadata() or (), roles))
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
+                refuse_unstorable(request)  # the same on every store (core/text.py)
                 async for message in inner(request, context):
                     yield message
             except ANSWERED as error:

@@ -11,9 +11,20 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
-from effectgate.gateway.core import EffectProtocol, ExecuteCommand, LimitsDesk, Watch, masked_payload, validate_context
-from effectgate.gateway.model import ActionIdentity, InvalidRequest, ListQuery
+from effectgate.gateway.core import (
+    EffectProtocol,
+    ExecuteCommand,
+    LimitsDesk,
+    Waits,
+    Watch,
+    decided,
+    masked_payload,
+    settled,
+    validate_context,
+)
+from effectgate.gateway.model import ActionIdentity, ActionRecord, EventQuery, InvalidRequest, ListQuery
 from effectgate.gateway.observability import audit_log
 from effectgate.gateway.rpc.auth import Authenticator, current_principal
 from effectgate.gateway.rpc.handlers import deadline_of
@@ -25,13 +36,20 @@ from effectgate.gateway.rpc.wire import (
     event_pb,
     execute_answer,
     observation_pb,
+    person_action_pb,
     replay_answer,
     tool_limits_pb,
+    trail_event_pb,
 )
 from effectgate.v1 import gateway_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_PAGE_SIZE = 500
+MAX_EVENTS_PAGE = 1000
+# WaitAction: the wait when none is asked, the longest one, and how long before the caller's
+# deadline the answer leaves (so that it arrives as an answer, not as DEADLINE_EXCEEDED).
+WAIT_DEFAULT, WAIT_MAX, WAIT_MARGIN = 30.0, 300.0, 0.25
+UNTIL = {pb.WAIT_UNTIL_UNSPECIFIED: decided, pb.WAIT_UNTIL_DECIDED: decided, pb.WAIT_UNTIL_SETTLED: settled}
 # Roles that see an action's payload (masked), its times and its story.
 PEOPLE = frozenset({"operator", "observer"})
 
@@ -56,9 +74,15 @@ class EffectGatewayService:
     ANSWERS_SERIALISED: ClassVar[frozenset[str]] = frozenset({"Execute"})
 
     def __init__(
-        self, protocol: EffectProtocol, limits: Limits, clock: Callable[[], float], desk: LimitsDesk | None = None
+        self,
+        protocol: EffectProtocol,
+        limits: Limits,
+        clock: Callable[[], float],
+        desk: LimitsDesk | None = None,
+        waits: Waits | None = None,
     ) -> None:
         self.protocol = protocol
+        self.waits = waits or Waits(protocol)
         self.limits = limits
         self.desk = desk  # GetLimits (None: a gateway that serves no limits view)
         self.clock = clock  # the protocol's: deadlines are compared with its time
@@ -125,7 +149,7 @@ class EffectGatewayService:
         record = await self.protocol.get(principal.tenant, request.action_id)
         if not principal.roles & PEOPLE:  # agents keep the record only
             return action_pb(record)
-        required = self.protocol.tool_config(record.tool).approvals if _configured(self.protocol, record.tool) else 0
+        required = self.protocol.approvals_required(record.tool)
         settled_at = await self.protocol.settled_at(record)
         return detailed_action_pb(record, masked_payload(self.protocol, record), required, settled_at)
 
@@ -152,7 +176,24 @@ class EffectGatewayService:
         watch = Watch(self.protocol, query, request.cursor)
         yield pb.WatchActionsResponse(cursor=watch.start())
         async for change in watch.changes():
-            yield pb.WatchActionsResponse(action=action_pb(change.record), cursor=change.cursor)
+            yield pb.WatchActionsResponse(action=self._shown(change.record, True), cursor=change.cursor)
+
+    async def WaitAction(self, request: pb.WaitActionRequest, context: Context) -> pb.WaitActionResponse:
+        self._check_action_id(request.action_id)
+        until = UNTIL.get(request.until)
+        if until is None:
+            raise InvalidRequest([("until", f"unknown value {request.until}")])
+        timeout = WAIT_DEFAULT
+        if request.HasField("timeout"):
+            timeout = request.timeout.seconds + request.timeout.nanos / 1e9
+            if timeout < 0 or request.timeout.nanos < 0:
+                raise InvalidRequest([("timeout", "must not be negative")])
+        timeout = min(timeout, WAIT_MAX)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            timeout = max(min(timeout, remaining - WAIT_MARGIN), 0.0)
+        record, reached = await self.waits.wait(current_principal().tenant, request.action_id, until, timeout)
+        return pb.WaitActionResponse(action=action_pb(record), reached=reached)
 
     async def GetLimits(self, request: pb.GetLimitsRequest, context: Context) -> pb.GetLimitsResponse:
         self.limits.check_ids([("tool", request.tool), ("run_id", request.run_id)])
@@ -181,21 +222,50 @@ class EffectGatewayService:
             page_size=min(request.page_size or 50, MAX_PAGE_SIZE),
             after=request.page_token,
         )
+        people = bool(current_principal().roles & PEOPLE)
         page = await self.protocol.list(query)
-        actions = [action_pb(r) for r in page.records]
+        actions = [self._shown(r, people) for r in page.records]
         fits = fit_page(actions, self.limits.max_page_bytes)
         if fits == len(actions):
             return pb.ListActionsResponse(actions=actions, next_page_token=page.next_token)
         # Too many bytes: answer the first `fits` and a token that continues right after them.
         shorter = await self.protocol.list(replace(query, page_size=fits))
         return pb.ListActionsResponse(
-            actions=[action_pb(r) for r in shorter.records], next_page_token=shorter.next_token
+            actions=[self._shown(r, people) for r in shorter.records], next_page_token=shorter.next_token
         )
 
+    async def ListEvents(self, request: pb.ListEventsRequest, context: Context) -> pb.ListEventsResponse:
+        if request.page_size < 0:
+            raise InvalidRequest([("page_size", "must not be negative")])
+        self.limits.check_ids([("principal", request.principal), ("kind", request.kind), ("tool", request.tool)])
+        self.limits.check_page_token(request.page_token)
+        since = _seconds(request.since) if request.HasField("since") else 0.0
+        until = _seconds(request.until) if request.HasField("until") else 0.0
+        if since and until and until <= since:
+            raise InvalidRequest([("until", "must be after since")])
+        query = EventQuery(
+            tenant=current_principal().tenant,
+            since=since,
+            until=until,
+            principal=request.principal,
+            kind=request.kind,
+            tool=request.tool,
+            page_size=min(request.page_size or 100, MAX_EVENTS_PAGE),
+            after=request.page_token,
+        )
+        page = await self.protocol.events(query)
+        events = [trail_event_pb(e) for e in page.events]
+        fits = fit_page(events, self.limits.max_page_bytes)
+        if fits < len(events):  # too many bytes: the first `fits`, and a token right after them
+            page = await self.protocol.events(replace(query, page_size=fits))
+            events = [trail_event_pb(e) for e in page.events]
+        return pb.ListEventsResponse(events=events, next_page_token=page.next_token)
 
-def _configured(protocol: EffectProtocol, tool: str) -> bool:
-    try:
-        protocol.tool_config(tool)
-    except InvalidRequest:  # a tool since removed from the config
-        return False
-    return True
+    def _shown(self, record: ActionRecord, people: bool) -> pb.Action:
+        """An action in a list or a watch: with its approvals for people, the record for agents."""
+        return person_action_pb(record, self.protocol.approvals_required(record.tool)) if people else action_pb(record)
+
+
+def _seconds(ts: Timestamp) -> float:
+    """A Timestamp as Unix seconds."""
+    return ts.seconds + ts.nanos / 1e9

@@ -10,11 +10,11 @@ from typing import Any
 import grpc
 
 from effectgate.gateway.core import LimitsDesk, Operations
-from effectgate.gateway.model import InvalidRequest
+from effectgate.gateway.model import ActionRecord, InvalidRequest
 from effectgate.gateway.observability import audit_log, limits_log
 from effectgate.gateway.rpc.auth import current_principal
 from effectgate.gateway.rpc.limits import Limits
-from effectgate.gateway.rpc.wire import PB_TO_STATE, action_pb, grant_pb
+from effectgate.gateway.rpc.wire import PB_TO_STATE, grant_pb, person_action_pb
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc as pb_grpc
 
@@ -26,6 +26,10 @@ class OperatorService(pb_grpc.OperatorServicer):
         self.operations = operations
         self.limits = limits
         self.desk = desk
+
+    def _shown(self, record: ActionRecord) -> pb.Action:
+        """The action as the operator who acted sees it: with its approvals (rpc/wire.py)."""
+        return person_action_pb(record, self.operations.protocol.approvals_required(record.tool))
 
     def _check(self, action_id: str, note: str) -> None:
         if not action_id:
@@ -44,7 +48,7 @@ class OperatorService(pb_grpc.OperatorServicer):
             who.tenant, request.action_id, resolution, who.name, request.note, request.external_id
         )
         audit_log.operator_act("reconcile", who.name, request.note, record)
-        return action_pb(record)
+        return self._shown(record)
 
     async def Approve(self, request: pb.ApproveRequest, context: Context) -> pb.Action:
         who = current_principal()
@@ -60,20 +64,20 @@ class OperatorService(pb_grpc.OperatorServicer):
         )
         if counted:  # a repeat by the same principal is answered, not recorded again
             audit_log.operator_act("approve", who.name, request.note, record)
-        return action_pb(record)
+        return self._shown(record)
 
     async def Deny(self, request: pb.DenyRequest, context: Context) -> pb.Action:
         who = current_principal()
         self._check(request.action_id, request.note)
         record = await self.operations.deny(who.tenant, request.action_id, who.name, request.note)
-        return action_pb(audit_log.operator_act("deny", who.name, request.note, record))
+        return self._shown(audit_log.operator_act("deny", who.name, request.note, record))
 
     async def GrantBypass(self, request: pb.GrantBypassRequest, context: Context) -> pb.Action:
         who = current_principal()
         self._check(request.action_id, request.note)
         record = await self.operations.grant_bypass(who.tenant, request.action_id, who.name, request.note)
         audit_log.operator_act("grant_bypass", who.name, request.note, record)
-        return action_pb(record)
+        return self._shown(record)
 
     async def GrantLimit(self, request: pb.GrantLimitRequest, context: Context) -> pb.GrantLimitResponse:
         who = current_principal()

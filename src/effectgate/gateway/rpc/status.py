@@ -14,6 +14,7 @@ from effectgate.gateway.core import IllegalTransition
 from effectgate.gateway.model import (
     ActionNotFound,
     AlreadyExecuted,
+    DataRefused,
     GatewayError,
     GatewayUnavailable,
     InFlight,
@@ -38,6 +39,7 @@ CODES: list[tuple[type[GatewayError], int]] = [
     (AlreadyExecuted, code_pb2.ALREADY_EXISTS),
     (InFlight, code_pb2.ABORTED),
     (PolicyConflict, code_pb2.FAILED_PRECONDITION),
+    (DataRefused, code_pb2.FAILED_PRECONDITION),
     (GatewayUnavailable, code_pb2.UNAVAILABLE),
     (ProviderRateLimited, code_pb2.UNAVAILABLE),
     (LimitExceeded, code_pb2.RESOURCE_EXHAUSTED),

@@ -7,7 +7,16 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.model import ActionEvent, ActionRecord, LimitGrant, NextStep, State, ToolUsage, provider_key
+from effectgate.gateway.model import (
+    ActionEvent,
+    ActionRecord,
+    LimitGrant,
+    NextStep,
+    State,
+    ToolUsage,
+    TrailEvent,
+    provider_key,
+)
 from effectgate.v1 import gateway_pb2 as pb
 
 STATE_TO_PB = {
@@ -107,20 +116,28 @@ def action_pb(record: ActionRecord) -> pb.Action:
     return action
 
 
-def detailed_action_pb(
-    record: ActionRecord, payload: dict[str, Any], approvals_required: int, settled_at: float | None
-) -> pb.Action:
-    """The action as people see it (operators, observers): `action_pb` plus the masked payload,
-    its times (`settled_at` from its story) and its approvals."""
+def person_action_pb(record: ActionRecord, approvals_required: int) -> pb.Action:
+    """The action as every answer to a person shows it (Approve, Deny, Reconcile, GrantBypass,
+    ListActions, WatchActions, GetAction): `action_pb` plus when it was sent and its approvals,
+    how many its tool asks (`approvals_required`), who gave them, under which policy version."""
     action = action_pb(record)
-    action.payload.CopyFrom(struct(payload))
     if record.dispatched_at is not None:
         action.dispatched_at.CopyFrom(timestamp(record.dispatched_at))
-    if settled_at is not None:
-        action.settled_at.CopyFrom(timestamp(settled_at))
     action.policy_version = record.policy_version
     action.approved_by.extend(record.approvals)
     action.approvals_required = approvals_required
+    return action
+
+
+def detailed_action_pb(
+    record: ActionRecord, payload: dict[str, Any], approvals_required: int, settled_at: float | None
+) -> pb.Action:
+    """One action as people see it (GetAction): `person_action_pb` plus the masked payload and
+    when it settled (`settled_at`, from its story)."""
+    action = person_action_pb(record, approvals_required)
+    action.payload.CopyFrom(struct(payload))
+    if settled_at is not None:
+        action.settled_at.CopyFrom(timestamp(settled_at))
     return action
 
 
@@ -133,6 +150,21 @@ def event_pb(event: ActionEvent) -> pb.ActionEvent:
         principal=event.principal,
         note=event.note,
         detail=struct(event.detail),
+    )
+
+
+def trail_event_pb(row: TrailEvent) -> pb.TrailEvent:
+    """An event of the audit trail with its chain link and the detail's stored text."""
+    return pb.TrailEvent(
+        event=event_pb(row.event),
+        action_id=row.event.action_id,
+        tenant=row.tenant,
+        tool=row.tool,
+        position=row.n,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+        detail_json=row.detail_json,
+        at_seconds=row.event.at,
     )
 
 

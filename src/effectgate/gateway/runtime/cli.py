@@ -60,6 +60,8 @@ async def check(config_path: str, probe: bool = False) -> int:
     )
     for line in probed:
         print(line)
+    if not probe and config.adapters:
+        print("credentials: not checked; `effectgate check --probe` makes one harmless read per adapter")
     for problem in window_problems:
         print(f"window: WARNING: {problem}")
         logging.getLogger("effectgate.check").warning("%s", problem)
@@ -107,6 +109,15 @@ def version_line() -> str:
     return f"effectgate {gateway} (client {admin_cli.client_version()})"
 
 
+def fatal(line: str, log_format: str) -> None:
+    """The one line a refused start ends with: plain text on a terminal, an ERROR record under
+    `--log-format json` (a collector filtering on severity must see the gateway did not start)."""
+    if log_format == "json":
+        logging.getLogger("effectgate").error("%s", line)
+    else:
+        print(line, file=sys.stderr)
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return redact(text, resolved_secrets())
@@ -150,10 +161,23 @@ def main(argv: list[str] | None = None) -> int:
         parents=[common],
     )
     migrate_cmd.add_argument("--config", required=True, help="path of the TOML config")
-    audit_cmd = commands.add_parser("audit", help="drift audit: the providers' records against the gateway's")
-    audit_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    audit_cmd = commands.add_parser(
+        "audit", help="drift audit: the providers' records against the gateway's (`audit verify`: the event chain)"
+    )
+    audit_cmd.add_argument("--config", help="path of the TOML config (required)")
     audit_cmd.add_argument("--since", default="24h", help="how far back to look (default 24h)")
-    audit_cmd.add_argument("-o", "--output", choices=("text", "json"), default="text", help="a summary or JSON")
+    audit_cmd.add_argument(
+        "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table", help="as the other commands print"
+    )
+    audit_commands = audit_cmd.add_subparsers(dest="audit_command")
+    verify_cmd = audit_commands.add_parser(
+        "verify", help="walk the audit trail's hash chain; name the first broken row (exit 1)"
+    )
+    verify_cmd.add_argument("--config", default=argparse.SUPPRESS, help="path of the TOML config")
+    verify_cmd.add_argument(
+        "--since", dest="verify_since", default="", help="only rows from this long ago on (default: the whole chain)"
+    )
+    verify_cmd.add_argument("-o", "--output", dest="verify_output", choices=("table", "json", "yaml"), default="table")
     for name in sorted(plugin_names()):
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands, parents=[common])
@@ -176,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
 
             return asyncio.run(run_migrate(args.config))
         if args.command == "audit":
+            if not args.config:
+                parser.error("audit: the following arguments are required: --config")
+            if args.audit_command == "verify":
+                from effectgate.gateway.runtime.chain_verify import run_verify
+
+                return asyncio.run(run_verify(args.config, args.verify_since, args.verify_output))
             from effectgate.gateway.runtime.audit import run_audit
 
             return asyncio.run(run_audit(args.config, args.since, args.output))
@@ -183,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, StartupFailed) as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"effectgate: {_one_line(exc)}", file=sys.stderr)
+        fatal(f"effectgate: {_one_line(exc)}", args.log_format)
         return EXIT_STARTUP
     except KeyboardInterrupt:
         return 130

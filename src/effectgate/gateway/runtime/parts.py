@@ -22,16 +22,38 @@ def build_adapters(config: Config) -> dict[str, Adapter]:
     for name in sorted(config.adapters):
         try:
             built[name] = build_adapter(name, config.adapters[name])
-        except (ConfigError, ValueError, TypeError) as exc:
+        except ConfigError as exc:
+            # The table once, in TOML's words: `[adapters.stripe] api_bse: unknown key`.
+            key = exc.key or ""
+            reason = exc.reason.removeprefix(f"adapters.{name}.").removeprefix(f"adapters.{name}: ")
+            where = f"[adapters.{name}] {key}:" if key else f"[adapters.{name}]"
+            raise ConfigError(f"{config.source}: {where} {reason}") from exc
+        except (ValueError, TypeError) as exc:
             message = str(exc).removeprefix(f"adapters.{name}: ").removeprefix(f"{name}: ")
             raise ConfigError(f"{config.source}: [adapters.{name}] {message}") from exc
     return built
 
 
+def credentials_setting(name: str, table: Mapping[str, object]) -> str:
+    """Where `[adapters.NAME]` takes its secrets from, in the file's words:
+    `[adapters.stripe] api_key_env = "STRIPE_API_KEY"` (the `<key>_env` / `<key>_file` keys)."""
+    named = [
+        f"{key} = {value!r}".replace("'", '"')
+        for key, value in sorted(table.items())
+        if key.endswith(("_env", "_file")) and isinstance(value, str) and "webhook" not in key
+    ]
+    return f"[adapters.{name}] {', '.join(named)}" if named else f"[adapters.{name}]"
+
+
 def bind_tools(config: Config, adapters: Mapping[str, Adapter], lags: LagBook | None = None) -> dict[str, BoundTool]:
     """The configured tools, each with its limits compiled: a rule that does not compile or a
     field the payload does not have is a ConfigError naming the tool (one line)."""
-    tools = {name: BoundTool(tool, adapters[tool.adapter], lags) for name, tool in config.tools.items()}
+    tools = {
+        name: BoundTool(
+            tool, adapters[tool.adapter], lags, credentials_setting(tool.adapter, config.adapters[tool.adapter])
+        )
+        for name, tool in config.tools.items()
+    }
     for name, tool in tools.items():
         try:
             tool.policy  # noqa: B018 (compiles it)

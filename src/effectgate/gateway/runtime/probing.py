@@ -8,8 +8,10 @@ import asyncio
 from collections.abc import Mapping
 
 from effectgate.adapters import Adapter, AdapterError
+from effectgate.adapters.base import CredentialsRefused
 from effectgate.adapters.capabilities import ProbesCredentials
 from effectgate.gateway.config import Config, ConfigError
+from effectgate.gateway.runtime.parts import credentials_setting
 
 PROBE_TIMEOUT = 30.0
 
@@ -25,6 +27,12 @@ async def probe_adapters(config: Config, adapters: Mapping[str, Adapter]) -> lis
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
                 what = await adapter.probe()
+        except CredentialsRefused as exc:
+            where = credentials_setting(name, config.adapters[name])
+            raise ConfigError(
+                f"{config.source}: [adapters.{name}] probe failed: {exc.message}: the provider refused the key "
+                f"set by {where}"
+            ) from None
         except AdapterError as exc:
             raise ConfigError(f"{config.source}: [adapters.{name}] probe failed: {exc.message}") from None
         except TimeoutError:

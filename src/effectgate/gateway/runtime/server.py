@@ -46,8 +46,9 @@ from effectgate.gateway.core import (
     Operations,
     ProviderReports,
     ToolSet,
+    Waits,
 )
-from effectgate.gateway.intake import WebhookIntake
+from effectgate.gateway.intake import WebhookIntake, adapter_tenants
 from effectgate.gateway.observability import provider_metrics
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.runtime.listener import Certificates, credentials, listen
@@ -214,6 +215,7 @@ class Gateway:
     # The webhook listener ([webhooks]) and its port; None and 0 when not configured.
     webhooks: WebhookIntake | None = None
     webhook_port: int = 0
+    waits: Waits | None = None
 
     @classmethod
     async def start(
@@ -265,7 +267,7 @@ class Gateway:
     ) -> Gateway:
         lags = LagBook(config.consistency)
         bound = bind_tools(config, adapters, lags)
-        tools = ToolSet(bound)
+        tools = ToolSet(bound, adapters)
         await lags.load(store, (t.lag_key for t in bound.values()))
         for problem in window_problems(bound, lags):
             log.warning("%s", problem)
@@ -317,10 +319,11 @@ class Gateway:
         )
         admission = Admission(auth)
         desk = LimitsDesk(store, tools, clock)
+        waits = Waits(protocol)
         admission.register(
             server,
             gateway_pb2_grpc.add_EffectGatewayServicer_to_server,
-            EffectGatewayService(protocol, limits, clock, desk),
+            EffectGatewayService(protocol, limits, clock, desk, waits),
         )
         operations = Operations(protocol)
         admission.register(
@@ -346,7 +349,8 @@ class Gateway:
         )
         intake = None
         if config.webhooks is not None:
-            intake = WebhookIntake(ProviderReports(protocol, store, tools), adapters, config.webhooks)
+            reports = ProviderReports(protocol, store, tools, adapter_tenants(config))
+            intake = WebhookIntake(reports, adapters, config.webhooks)
         background.start()
         try:
             await server.start()
@@ -373,6 +377,7 @@ class Gateway:
             certificates,
             intake,
             webhook_port,
+            waits,
         )
 
     async def stop(self) -> None:
@@ -382,6 +387,8 @@ class Gateway:
         if self.webhooks is not None:
             await self.webhooks.stop()
         grace = self.config.shutdown_grace
+        if self.waits is not None:  # waiting calls answer now instead of holding the grace period
+            self.waits.release()
         await self.server.stop(grace)
         await self.protocol.drain(grace)
         await self.background.stop()

@@ -18,6 +18,8 @@ from effectgate.gateway.observability import IDENTITY, identify, json_line, mask
 from effectgate.gateway.runtime.listener import credentials
 from effectgate.gateway.runtime.parts import build_adapters, close_adapters, open_configured_store
 from effectgate.gateway.runtime.probes import ProbeServer
+from effectgate.gateway.runtime.process import run as run_loop
+from effectgate.gateway.runtime.process import settle_heap
 from effectgate.gateway.runtime.server import Gateway
 from effectgate.gateway.runtime.waiting import WaitingRoom, open_store
 from effectgate.gateway.store import StoreError
@@ -109,6 +111,7 @@ async def serve(options: ServeOptions) -> int:
             probes.close()
         raise store_failure(config, exc) from exc
     if gateway is not None:
+        settle_heap()  # start-up is done: what is alive now lives as long as the process
         if probes is not None:
             probes.ready = gateway.ready_state
         loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(gateway.reload(options.config_path)))
@@ -180,6 +183,6 @@ async def start(
 
 def run(options: ServeOptions) -> int:
     try:
-        return asyncio.run(serve(options))
+        return run_loop(serve(options))
     finally:
         sys.stdout.flush()

@@ -2,25 +2,41 @@
 
 from __future__ import annotations
 
-from effectgate.gateway.store.accounting import denial
-from effectgate.gateway.store.base import SchemaBehind, Store, StoreError, StoreRefused, StoreUnavailable, Usage
+from effectgate.gateway.store.accounting import beyond, denial
+from effectgate.gateway.store.base import (
+    SchemaBehind,
+    Store,
+    StoreDataRefused,
+    StoreError,
+    StoreRefused,
+    StoreTextRefused,
+    StoreUnavailable,
+    Usage,
+)
 from effectgate.gateway.store.clock import StoreClock, skew_problem
 from effectgate.gateway.store.registry import open_store
 from effectgate.gateway.store.rows import decode_cursor, encode_cursor
+from effectgate.gateway.store.trail.check import Verdict
+from effectgate.gateway.store.trail.check import verify as verify_chain
 from effectgate.gateway.store.urls import redact_url
 
 __all__ = [
     "SchemaBehind",
     "Store",
     "StoreClock",
+    "StoreDataRefused",
     "StoreError",
     "StoreRefused",
+    "StoreTextRefused",
     "StoreUnavailable",
     "Usage",
+    "Verdict",
+    "beyond",
     "decode_cursor",
     "denial",
     "encode_cursor",
     "open_store",
     "redact_url",
     "skew_problem",
+    "verify_chain",
 ]

@@ -5,22 +5,26 @@ backend runs the whole script in one transaction (`SqlStore._transact`) and roll
 script raises. So the claim's insert and its reservation commit together or not at all.
 
 Serialisation: a reservation adds to each of its counter rows with one conditional upsert,
-`INSERT … ON CONFLICT DO UPDATE … WHERE effects + 1 <= cap AND spent + amount <= cap RETURNING`.
+`INSERT … ON CONFLICT DO UPDATE … WHERE effects + 1 <= cap AND spent + amount <= cap RETURNING`
+(written as differences, so that no sum can overflow 64 bits: every counter stays within
+`MAX_COUNT`, a forced one's too).
 On PostgreSQL the upsert row-locks the counter until commit, so concurrent reservers of one
 (tenant, tool, currency, bucket) queue on that row and each sees the previous one's sum (READ
 COMMITTED re-evaluates the WHERE on the newest version): no advisory lock, no SERIALIZABLE retry
 loop, and replicas serialise through the database. SQLite has one writer. Every transaction locks
-the action row first, then its counters in key order, so no two wait on each other in a cycle.
+the action row first, then its counters in key order, then its tenant's event-chain head
+(trail/chain.py: the story is written last), so no two wait on each other in a cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from effectgate.gateway.model import (
+    MAX_COUNT,
     ActionEvent,
     Bucket,
     BudgetExceeded,
@@ -30,15 +34,14 @@ from effectgate.gateway.model import (
     Reservation,
     State,
 )
-from effectgate.gateway.store.story import StorySql, event_values
+from effectgate.gateway.store.story import Script
 
 if TYPE_CHECKING:
     from effectgate.gateway.store.sql import Dialect
 
-Row = Sequence[Any]
-Script = Generator[tuple[str, Sequence[Any]], list[Row], Any]
-# An uncapped bucket's cap in the conditional upsert (the columns are signed 64-bit).
-UNCAPPED = (1 << 63) - 1
+# An uncapped bucket's cap in the conditional upsert, a forced one's included: no counter goes
+# past MAX_COUNT (2^62), so no sum of the signed 64-bit columns can overflow.
+UNCAPPED = MAX_COUNT
 
 
 class AccountingStatements:
@@ -49,7 +52,8 @@ class AccountingStatements:
             "INSERT INTO limit_counters (tenant, tool, currency, bucket, effects, spent) VALUES (?, ?, ?, ?, 1, ?)"
             " ON CONFLICT (tenant, tool, currency, bucket) DO UPDATE SET"
             " effects = limit_counters.effects + 1, spent = limit_counters.spent + excluded.spent"
-            " WHERE limit_counters.effects + 1 <= ? AND limit_counters.spent + excluded.spent <= ?"
+            # As `effects + 1 <= cap AND spent + amount <= cap`, without a sum that could overflow.
+            " WHERE limit_counters.effects < ? AND excluded.spent <= ? - limit_counters.spent"
             " RETURNING effects, spent"
         )
         # Parameters: spent, then the key.
@@ -83,7 +87,6 @@ class AccountingStatements:
             " AND expires_at > ? RETURNING principal, note, granted_at"
         )
         self.forced = d.render("UPDATE reservations SET forced = 1 WHERE action_id = ? AND generation = ?")
-        self.insert_event = d.render(StorySql.insert_event)
 
 
 def reserve(
@@ -93,7 +96,10 @@ def reserve(
     reservation's own row goes first: a counter row stays locked from its upsert to the commit,
     so the upserts come last, in key order. A bucket it does not fit takes the action's limit
     grant, if an operator gave one: from there on the reservation is counted without the check,
-    and the grant's use is written in the action's story (in the state `state`)."""
+    and the grant's use is an entry of the action's story (in the state `state`): the script
+    answers those entries, which the caller writes last (the chain's head is the last lock a
+    transaction takes, store/trail/chain.py)."""
+    grants: list[ActionEvent] = []
     r = r.ordered()
     lines = "\n".join(f"{b.currency}\t{b.amount}\t{b.key}" for b in r.buckets)
     row = (action_id, generation, r.tenant, r.tool, r.currency, r.amount, lines, int(r.forced), r.at)
@@ -107,6 +113,8 @@ def reserve(
                 continue
             found = yield q.counter, (r.tenant, r.tool, bucket.currency, bucket.key)
             effects, spent = (int(found[0][0]), int(found[0][1])) if found else (0, 0)
+            if forced:  # not even a grant fits: the counter would pass MAX_COUNT
+                raise beyond(r, bucket, effects, spent)
             refusal = denial(r, bucket, effects, spent)
         taken = yield q.take_grant, (r.at, action_id, r.tenant, r.at)
         if not taken:
@@ -117,9 +125,12 @@ def reserve(
             principal, note, granted_at = taken[0]
             figures = {k: v for k, v in refusal.figures.items() if k != "action_id"}
             detail = {"reason": refusal.reason, "granted_at": float(granted_at), "figures": figures}
-            entry = ActionEvent(action_id, r.at, "limit_grant", state, str(principal), str(note), detail)
-            yield q.insert_event, event_values(entry)
-        yield q.add, _add_params(r, bucket, forced)
+            grants.append(ActionEvent(action_id, r.at, "limit_grant", state, str(principal), str(note), detail))
+        added = yield q.add, _add_params(r, bucket, forced)
+        if not added:  # the grant is not taken: this transaction is rolled back
+            found = yield q.counter, (r.tenant, r.tool, bucket.currency, bucket.key)
+            raise beyond(r, bucket, int(found[0][0]), int(found[0][1]))
+    return grants
 
 
 def counters_before(q: AccountingStatements, r: Reservation, wanted: Sequence[tuple[str, str]]) -> Script:
@@ -164,16 +175,19 @@ def hold(
     q: AccountingStatements, action_id: str, generation: int, r: Reservation, state: State | None = None
 ) -> Script:
     """Makes sure the generation holds a reservation: a dispatch out of NOT_FOUND (released) takes
-    one again in the current window, a generation with none (a bypass) takes its first."""
+    one again in the current window, a generation with none (a bypass) takes its first. Answers
+    the story entries of the grants it took (see `reserve`)."""
     found = yield q.held, (action_id, generation)
     if found and int(found[0][0]):
-        return False
+        return []
     if found:
         yield q.forget, (action_id, generation)
     # None held before (a bypass's new generation, an action claimed before limits were set): it
     # is counted as it stands; one released before is checked again, in today's window.
-    yield from reserve(q, action_id, generation, r if found else dataclasses.replace(r, forced=True), state)
-    return True
+    grants: list[ActionEvent] = yield from reserve(
+        q, action_id, generation, r if found else dataclasses.replace(r, forced=True), state
+    )
+    return grants
 
 
 def _alone(r: Reservation, bucket: Bucket) -> LimitExceeded | None:
@@ -219,6 +233,25 @@ def denial(r: Reservation, bucket: Bucket, effects: int, spent: int) -> LimitExc
     return BudgetExceeded(
         f"{where}: an amount of {r.amount} {r.currency} does not fit the budget of {cap} {r.currency} for "
         f"{scope} ({spent} spent, {left} left){resets}; nothing was sent",
+        figures,
+    )
+
+
+def beyond(r: Reservation, bucket: Bucket, effects: int, spent: int) -> LimitExceeded:
+    """A reservation that would take a counter past MAX_COUNT, where no cap and no grant helps."""
+    where = f"tool {r.tool!r} for tenant {r.tenant!r}"
+    figures = {
+        "tool": r.tool,
+        "limit": "max_count",
+        "max_count": str(MAX_COUNT),
+        "currency": r.currency,
+        "effects": str(effects),
+        "spent": str(spent),
+        "amount": str(r.amount),
+    }
+    return BudgetExceeded(
+        f"{where}: an amount of {r.amount} {r.currency} would take the counter {bucket.key} past "
+        f"{MAX_COUNT} ({spent} spent, {effects} effects), the most any counter holds; nothing was sent",
         figures,
     )
 

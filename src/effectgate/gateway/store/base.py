@@ -13,7 +13,21 @@ import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from effectgate.gateway.model import ActionEvent, ActionRecord, LimitGrant, ListQuery, Page, Reservation, Ruling
+from effectgate.gateway.model import (
+    ActionEvent,
+    ActionRecord,
+    ChainEnds,
+    DataRefused,
+    EventPage,
+    EventQuery,
+    InvalidRequest,
+    LimitGrant,
+    ListQuery,
+    Page,
+    Reservation,
+    Ruling,
+    TrailEvent,
+)
 from effectgate.gateway.store.evidence import ProviderLog
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
@@ -26,6 +40,16 @@ class StoreError(Exception):
 
 class StoreUnavailable(StoreError):
     """The store cannot be read or written durably now. Nothing may be sent to a provider."""
+
+
+class StoreDataRefused(StoreError, DataRefused):
+    """The store refused the data for good (a number past its range, a constraint violation that
+    is not the protocol's own): not an outage, answered FAILED_PRECONDITION and never retried."""
+
+
+class StoreTextRefused(StoreError, InvalidRequest):
+    """The store cannot hold a character of some text (PostgreSQL text and NUL): INVALID_ARGUMENT.
+    The RPC edge refuses such text first, naming the field; this is the store's own word."""
 
 
 class StoreRefused(StoreError):
@@ -119,6 +143,29 @@ class Store(ProviderLog, ABC):
     async def probe(self, now: float) -> None:
         """The readiness probe: durably writes a heartbeat (`now`) into a table of its own,
         touching no action. Raises StoreUnavailable when the store cannot be written."""
+
+    # -- the audit trail (store/trail/): a store that keeps it overrides all five -----
+
+    async def events(self, query: EventQuery) -> EventPage:
+        """One tenant's events in chain order after `query.after` (a token of a previous page),
+        filtered; raises ValueError on a token it did not make."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    async def chain_ends(self) -> builtins.list[ChainEnds]:
+        """Every tenant's chain head and anchor."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    async def chain_rows(self, tenant: str, after_n: int, limit: int) -> builtins.list[TrailEvent]:
+        """Up to `limit` chained rows of `tenant` after position `after_n`, in chain order."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    async def chain_first_since(self, tenant: str, since: float) -> TrailEvent | None:
+        """The first chained row of `tenant` written at or after `since`."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    async def unchained_events(self) -> int:
+        """How many event rows were written before the chain began (migration 0009)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
 
     # -- limits (docs/limits.md): a store that keeps them overrides all five ----------------------
 

@@ -10,6 +10,7 @@ Versions:
 - 2: the same keys plus `"schema_version": 2`. Readers accept any version up to `SCHEMA_VERSION`
   and refuse a newer one (written by a newer gateway) instead of silently dropping its fields.
 - 3: adds `policy_version` and `approvals` (what an approval binds to, who approved).
+- 4: adds `adapter` (the adapter instance that dispatched the current attempt).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from effectgate.adapters.base import Observation, Outcome, Receipt
 from effectgate.gateway.model import ActionRecord, NextStep, State
 from effectgate.gateway.store.base import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # ASCII: a lone surrogate in a provider's JSON survives as an escape instead of failing the write.
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -71,6 +72,7 @@ def encode(r: ActionRecord) -> str:
             "attempt_ended_at": r.attempt_ended_at,
             "policy_version": r.policy_version,
             "approvals": list(r.approvals),
+            "adapter": r.adapter,
         }
     )
 
@@ -117,6 +119,7 @@ def decode(body: str | bytes) -> ActionRecord:
         attempt_ended_at=_optional_float(d.get("attempt_ended_at")),
         policy_version=d.get("policy_version", ""),
         approvals=tuple(d.get("approvals", ())),
+        adapter=d.get("adapter", ""),
     )
 
 

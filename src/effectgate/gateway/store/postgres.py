@@ -19,19 +19,23 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from effectgate.gateway.store import schema
-from effectgate.gateway.store.accounting import AccountingStatements, Script
+from effectgate.gateway.store.accounting import AccountingStatements
 from effectgate.gateway.store.base import SchemaBehind, StoreRefused, StoreUnavailable
-from effectgate.gateway.store.sql import POSTGRES, Row, SqlStore, Statements
+from effectgate.gateway.store.faults import postgres_error
+from effectgate.gateway.store.sql import POSTGRES, SqlStore, Statements
+from effectgate.gateway.store.story import Row, Script
 from effectgate.gateway.store.urls import redact_url
 
 # Transaction-scoped advisory lock key that serialises migrations across replicas ("effect").
 _MIGRATION_LOCK = 0x656666656374
-# Errors that mean "the database cannot serve us now"; all become StoreUnavailable.
-# InternalClientError: asyncpg's protocol state after the server cut the connection mid-call.
+# Errors of a statement or a connection; store/faults.py names each: an outage (StoreUnavailable)
+# or data refused for good. InternalClientError: asyncpg's protocol state after the server cut
+# the connection mid-call.
 _IO_ERRORS = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,
+    OverflowError,
     OSError,
     TimeoutError,
 )
@@ -146,8 +150,7 @@ class PostgresStore(SqlStore):
             async with self._pool.acquire(timeout=self._connect_timeout) as conn:
                 yield conn
         except _IO_ERRORS as exc:
-            # The message names the error class only: server text can quote row data.
-            raise StoreUnavailable(f"PostgreSQL unavailable: {type(exc).__name__}") from exc
+            raise postgres_error(exc) from exc
 
     async def clock(self) -> float | None:
         # clock_timestamp(), not now(): now() is the start of the transaction.

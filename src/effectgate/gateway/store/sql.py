@@ -35,12 +35,12 @@ from effectgate.gateway.model import (
     State,
 )
 from effectgate.gateway.store import accounting, rows
-from effectgate.gateway.store.accounting import AccountingStatements, Script
+from effectgate.gateway.store.accounting import AccountingStatements
 from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
 from effectgate.gateway.store.evidence import SqlProviderLog
-from effectgate.gateway.store.story import StorySql, event_of, event_values
-
-Row = Sequence[Any]
+from effectgate.gateway.store.story import Row, Script, StorySql, event_of
+from effectgate.gateway.store.trail import chain
+from effectgate.gateway.store.trail.reads import SqlTrail
 
 
 def _literals(states: frozenset[State]) -> str:
@@ -124,12 +124,18 @@ class Statements:
         # CTE) runs `doomed` and two deletes in one transaction instead (sqlite.py).
         purge = StorySql.purge_logged if d.numbered else "DELETE FROM actions WHERE action_id IN ({})".format
         self.purge = purge(self.doomed)
-        # The story (story.py): events, and the change with its event in one statement.
-        self.insert_event = d.render(StorySql.insert_event)
+        # The story (story.py) in its chain (trail/chain.py): events, and on PostgreSQL the change with
+        # its event in one statement. SQLite: the tenants of the doomed, the story before the chain.
+        self.chain = chain.ChainStatements(d.numbered, d.render)
+        self.prune = chain.PruneStatements(d.render)
         self.history = d.render(StorySql.history)
         self.awaiting = d.render(StorySql.awaiting)
-        self.insert_logged = d.render(StorySql.logged_insert(insert))
-        self.update_logged = d.render(StorySql.logged_update(update))
+        self.insert_logged = d.render(chain.logged_insert(insert))
+        self.update_logged = d.render(chain.logged_update(update))
+        self.doomed_tenants = d.render(
+            "SELECT action_id, tenant FROM actions WHERE tool = ? AND created_at < ?"
+            f" AND state IN ({_TERMINAL}) LIMIT ?"
+        )
         # Parameters: now. The probe's own row (migration 0004), never an action.
         self.probe = d.render(
             "INSERT INTO probes (name, probed_at) VALUES ('readiness', ?)"
@@ -159,7 +165,7 @@ class Statements:
         return self.dialect.render(sql), params
 
 
-class SqlStore(SqlProviderLog, Store):
+class SqlStore(SqlTrail, SqlProviderLog, Store):
     """The `Store` primitives on top of four hooks that run one statement each."""
 
     statements: Statements
@@ -209,9 +215,9 @@ class SqlStore(SqlProviderLog, Store):
     ) -> Script:
         q = self.statements
         if (yield q.insert, rows.values(record)):
-            if ruling is None and event is not None:
-                yield q.insert_event, event_values(event)
-            yield from accounting.reserve(
+            # The story goes last: the chain's head is the last row a transaction locks.
+            story = [event] if ruling is None and event is not None else []
+            story += yield from accounting.reserve(
                 self.accounting, record.action_id, record.generation, reservation, record.state
             )
             if ruling is not None:
@@ -223,7 +229,9 @@ class SqlStore(SqlProviderLog, Store):
                     yield q.update_returning, (*row[1:5], *row[6:], held.action_id, held.fence)
                     record, event = held, ruling.held_event
                 if event is not None:
-                    yield q.insert_event, event_values(event)
+                    story.append(event)
+            for entry in story:
+                yield from chain.append(q.chain, entry, record.tenant, record.tool)
             return record, True
         found = yield q.get, (record.action_id,)
         if not found:
@@ -248,12 +256,16 @@ class SqlStore(SqlProviderLog, Store):
         params = (*row[1:5], *row[6:], record.action_id, record.fence)
         if not (yield self.statements.update_returning, params):
             return False
-        if event is not None:
-            yield self.statements.insert_event, event_values(event)
+        story = [] if event is None else [event]
         if release:
             yield from accounting.release(self.accounting, record.action_id, record.generation)
         if hold is not None:
-            yield from accounting.hold(self.accounting, record.action_id, record.generation, hold, record.state)
+            story += yield from accounting.hold(
+                self.accounting, record.action_id, record.generation, hold, record.state
+            )
+        # The story goes last: the chain's head is the last row a transaction locks.
+        for entry in story:
+            yield from chain.append(self.statements.chain, entry, record.tenant, record.tool)
         return True
 
     async def release_reservation(self, action_id: str, generation: int) -> bool:
@@ -266,14 +278,16 @@ class SqlStore(SqlProviderLog, Store):
     async def grant_limit(self, grant: LimitGrant) -> None:
         await self._transact(accounting.grant(self.accounting, grant))
 
-    async def _insert_logged(self, row: Sequence[Any], event: Sequence[Any]) -> bool:
-        """Inserts the row and, if inserted, its event, in one transaction (here: one statement;
-        a backend without data-modifying CTEs overrides this)."""
-        return bool(await self._write_rows(self.statements.insert_logged, (*row, *event[1:])))
+    async def _insert_logged(self, record: ActionRecord, event: ActionEvent) -> bool:
+        """Inserts the record and, if inserted, its event in its chain, in one transaction (here:
+        one statement; a backend without data-modifying CTEs overrides this)."""
+        logged = chain.logged_params(event, record.tenant, record.tool)
+        return bool(await self._write_rows(self.statements.insert_logged, (*rows.values(record), *logged)))
 
-    async def _update_logged(self, params: Sequence[Any], event: Sequence[Any]) -> bool:
+    async def _update_logged(self, record: ActionRecord, event: ActionEvent) -> bool:
         """The fenced update and, if it wrote, its event, in one transaction (see `_insert_logged`)."""
-        found = await self._write_rows(self.statements.update_logged, (*params, *event[1:]))
+        logged = chain.logged_params(event, record.tenant, record.tool)
+        found = await self._write_rows(self.statements.update_logged, (*update_params(record), *logged))
         return bool(found) and int(found[0][0]) == 1
 
     async def insert_if_absent(
@@ -284,7 +298,7 @@ class SqlStore(SqlProviderLog, Store):
         # A row purged between the conflict and the read is simply retried.
         for _ in range(3):
             if event is not None:
-                if await self._insert_logged(row, event_values(event)):
+                if await self._insert_logged(record, event):
                     return record, True
             elif await self._write_rows(q.insert, row):
                 return record, True
@@ -308,11 +322,9 @@ class SqlStore(SqlProviderLog, Store):
         return rows.record(found[0]) if found else None
 
     async def update(self, record: ActionRecord, event: ActionEvent | None = None) -> bool:
-        row = rows.values(record)
-        params = (*row[1:5], *row[6:], record.action_id, record.fence)
         if event is not None:
-            return await self._update_logged(params, event_values(event))
-        return await self._write_count(self.statements.update, params) == 1
+            return await self._update_logged(record, event)
+        return await self._write_count(self.statements.update, update_params(record)) == 1
 
     async def history(self, action_id: str) -> list[ActionEvent]:
         return [event_of(r) for r in await self._read(self.statements.history, (action_id,))]
@@ -343,7 +355,15 @@ class SqlStore(SqlProviderLog, Store):
         if limit <= 0:
             return 0
         found = await self._write_rows(self.statements.purge, (tool, before, limit))
-        return int(found[0][0]) if found else 0
+        for tenant, _ in found:
+            await self._transact(chain.prune(self.statements.prune, str(tenant)))
+        return sum(int(count) for _, count in found)
 
     async def probe(self, now: float) -> None:
         await self._write_count(self.statements.probe, (now,))
+
+
+def update_params(record: ActionRecord) -> tuple[Any, ...]:
+    """The parameters of the fenced update: the columns after action_id and fence, then those two."""
+    row = rows.values(record)
+    return (*row[1:5], *row[6:], record.action_id, record.fence)

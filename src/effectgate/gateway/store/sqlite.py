@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
-from effectgate.gateway.store import schema
-from effectgate.gateway.store.accounting import AccountingStatements, Script
+from effectgate.gateway.model import ActionEvent, ActionRecord
+from effectgate.gateway.store import rows, schema
+from effectgate.gateway.store.accounting import AccountingStatements
 from effectgate.gateway.store.base import SchemaBehind, StoreUnavailable
-from effectgate.gateway.store.sql import SQLITE, Row, SqlStore, Statements
-from effectgate.gateway.store.sqlite_io import Readers, Writer, unavailable
+from effectgate.gateway.store.sql import SQLITE, SqlStore, Statements, update_params
+from effectgate.gateway.store.sqlite_io import Readers, Writer, read_error
+from effectgate.gateway.store.story import Row, Script
+from effectgate.gateway.store.trail import chain
 
 SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 READERS = 2
@@ -143,8 +146,8 @@ class SqliteStore(SqlStore):
             raise StoreUnavailable("store is not open")
         try:
             return await self._readers.read(lambda c: c.execute(sql, params).fetchall())
-        except sqlite3.Error as exc:
-            raise unavailable("read failed", exc) from exc
+        except (sqlite3.Error, OverflowError) as exc:
+            raise read_error(exc) from exc
 
     async def _read_by_key(self, sql: str, params: Sequence[Any]) -> list[Row]:
         """A primary-key lookup runs right here on the event loop: a few microseconds, where a
@@ -169,60 +172,70 @@ class SqliteStore(SqlStore):
     async def _write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         await self._transaction(lambda c: c.executemany(sql, params))
 
-    # SQLite has no data-modifying CTEs: the event is a second statement of the same transaction
-    # (the same group commit: no extra fsync). Both only run statements, so the writer may run
-    # them again and needs no savepoint for them in a batch (sqlite_io.Writer).
+    # SQLite has no data-modifying CTEs: the event (with its chain's head, trail/chain.py) is more
+    # statements of the same transaction (the same group commit: no extra fsync). They only run
+    # statements, so the writer may run them again and needs no savepoint for them in a batch
+    # (sqlite_io.Writer).
 
-    async def _insert_logged(self, row: Sequence[Any], event: Sequence[Any]) -> bool:
+    async def _insert_logged(self, record: ActionRecord, event: ActionEvent) -> bool:
         q = self.statements
+        row = rows.values(record)
 
         def insert(c: sqlite3.Connection) -> bool:
             if not c.execute(q.insert, row).fetchall():
                 return False
-            c.execute(q.insert_event, event)
+            _run(c, chain.append(q.chain, event, record.tenant, record.tool))
             return True
 
         return await self._transaction(insert, rerunnable=True)
 
-    async def _update_logged(self, params: Sequence[Any], event: Sequence[Any]) -> bool:
+    async def _update_logged(self, record: ActionRecord, event: ActionEvent) -> bool:
         q = self.statements
+        params = update_params(record)
 
         def update(c: sqlite3.Connection) -> bool:
             if c.execute(q.update, params).rowcount != 1:
                 return False
-            c.execute(q.insert_event, event)
+            _run(c, chain.append(q.chain, event, record.tenant, record.tool))
             return True
 
         return await self._transaction(update, rerunnable=True)
 
     async def purge(self, tool: str, before: float, limit: int = 1000) -> int:
+        """The doomed actions and their events written before the chain began; then each of their
+        tenants' chain prefix whose actions are all gone (chain.prune), in one transaction."""
         if limit <= 0:
             return 0
         q = self.statements
 
         def purge(c: sqlite3.Connection) -> int:
-            doomed = [(action_id,) for (action_id,) in c.execute(q.doomed, (tool, before, limit))]
-            c.executemany("DELETE FROM action_events WHERE action_id = ?", doomed)
-            c.executemany("DELETE FROM actions WHERE action_id = ?", doomed)
+            doomed = c.execute(q.doomed_tenants, (tool, before, limit)).fetchall()
+            ids = [(action_id,) for action_id, _ in doomed]
+            c.executemany("DELETE FROM action_events WHERE n = 0 AND action_id = ?", ids)
+            c.executemany("DELETE FROM actions WHERE action_id = ?", ids)
+            for tenant in sorted({str(t) for _, t in doomed}):
+                _run(c, chain.prune(q.prune, tenant))
             return len(doomed)
 
         return await self._transaction(purge)
 
     async def _transact(self, script: Script) -> Any:
-        def run(conn: sqlite3.Connection) -> Any:
-            try:
-                statement = next(script)
-                while True:
-                    statement = script.send(conn.execute(*statement).fetchall())
-            except StopIteration as done:
-                return done.value
-
-        return await self._transaction(run)
+        return await self._transaction(lambda conn: _run(conn, script))
 
     @property
     def commits(self) -> tuple[int, int]:
         """(commits, transactions) made by this store's writer: how well group commit batches."""
         return (0, 0) if self._writer is None else (self._writer.batches, self._writer.transactions)
+
+
+def _run(conn: sqlite3.Connection, script: Script) -> Any:
+    """Runs a script's statements on `conn` (in the caller's transaction); its value."""
+    try:
+        statement = next(script)
+        while True:
+            statement = script.send(conn.execute(*statement).fetchall())
+    except StopIteration as done:
+        return done.value
 
 
 def _create_private(path: Path) -> None:

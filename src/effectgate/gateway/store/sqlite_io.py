@@ -30,7 +30,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from effectgate.gateway.store.base import StoreUnavailable
+from effectgate.gateway.store.base import StoreError, StoreUnavailable
+from effectgate.gateway.store.faults import sqlite_error
 
 T = TypeVar("T")
 Connect = Callable[[], sqlite3.Connection]
@@ -48,10 +49,18 @@ def unavailable(what: str, exc: sqlite3.Error) -> StoreUnavailable:
     return error
 
 
-def _write_error(exc: sqlite3.Error) -> StoreUnavailable:
-    """Busy past the timeout means the write never started (another process holds the lock)."""
+def _write_error(exc: Exception) -> BaseException:
+    """A statement's failure named by what it is (store/faults.py); busy past the timeout means
+    the write never started (another process holds the lock). Anything else (a limit's refusal
+    raised by a script) is the caller's own."""
+    if not isinstance(exc, sqlite3.Error | OverflowError):
+        return exc
     busy = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return unavailable("store cannot start a write" if busy else "write failed", exc)
+    return sqlite_error("store cannot start a write" if busy else "write failed", exc)
+
+
+def read_error(exc: sqlite3.Error | OverflowError) -> StoreError:
+    return sqlite_error("read failed", exc)
 
 
 class Writer:
@@ -143,7 +152,7 @@ class Writer:
                     conn.execute("RELEASE tx")
                 outcomes.append((future, result, None))
             except Exception as exc:
-                error = unavailable("write failed", exc) if isinstance(exc, sqlite3.Error) else exc
+                error = _write_error(exc)
                 if not conn.in_transaction:
                     # SQLite rolled the whole transaction back (I/O error, disk full, ...):
                     # every write of this batch is lost, so every caller fails.
@@ -192,7 +201,7 @@ class Writer:
             if self._conn.in_transaction:  # a failure inside fn after its statement: undo it all
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
-            outcome = (future, None, _write_error(exc) if isinstance(exc, sqlite3.Error) else exc)
+            outcome = (future, None, _write_error(exc))
         else:
             self.batches += 1
             self.transactions += 1

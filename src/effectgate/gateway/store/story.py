@@ -2,21 +2,24 @@
 migration 0005, the approval queue, the change feed), once for every SQL backend.
 
 An event row is written in the same transaction as the action's change it tells: PostgreSQL in
-one statement (a data-modifying CTE: still one round trip), SQLite as a second statement of the
-writer's transaction (the same group commit, so no extra fsync). Retention deletes an action's
-events with the action, in one transaction.
+one statement (a data-modifying CTE: still one round trip), SQLite as further statements of the
+writer's transaction (the same group commit, so no extra fsync), and linked into its tenant's
+hash chain (trail/chain.py). Retention deletes an action's events when they are a prefix of that chain.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from effectgate.gateway.model import ActionEvent, ListQuery, State
 from effectgate.gateway.store import rows
 from effectgate.gateway.store.base import decode_cursor
 
+Row = Sequence[Any]
+# A script (store/accounting.py): yields `(sql, params)`, is sent each statement's rows, answers a value.
+Script = Generator[tuple[str, Sequence[Any]], list[Row], Any]
 EVENT_COLUMNS = "action_id, at, kind, state, principal, note, detail"
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 AWAITING = State.AWAITING_APPROVAL.value
@@ -52,8 +55,6 @@ def event_of(row: Sequence[Any]) -> ActionEvent:
 class StorySql:
     """The statements, written with `?` (the dialect renders them)."""
 
-    # Parameters: the event's columns.
-    insert_event = f"INSERT INTO action_events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
     # Parameters: action_id.
     history = f"SELECT seq, {EVENT_COLUMNS} FROM action_events WHERE action_id = ? ORDER BY seq"
     # Parameters: tool, created before, limit. Served by the partial index of migration 0005.
@@ -61,33 +62,16 @@ class StorySql:
         f"SELECT {rows.SELECTED} FROM actions WHERE state = '{AWAITING}' AND tool = ? AND created_at < ?"
         " ORDER BY created_at, action_id LIMIT ?"
     )
-    # PostgreSQL: the event in the same statement as the change (parameters: the change's, then
-    # the event's columns after action_id). A change that writes nothing writes no event.
-    _EVENT_FROM = (
-        f"INSERT INTO action_events ({EVENT_COLUMNS}) SELECT action_id, ?::double precision, ?::text,"
-        " ?::text, ?::text, ?::text, ?::text FROM changed"
-    )
-
-    @classmethod
-    def logged_insert(cls, insert: str) -> str:
-        """`insert ... RETURNING action_id` with its event, returning the inserted id (or nothing)."""
-        return f"WITH changed AS ({insert}), logged AS ({cls._EVENT_FROM}) SELECT action_id FROM changed"
-
-    @classmethod
-    def logged_update(cls, update: str) -> str:
-        """`update` with its event, returning the number of rows changed."""
-        return (
-            f"WITH changed AS ({update} RETURNING action_id), logged AS ({cls._EVENT_FROM})"
-            " SELECT count(*) FROM changed"
-        )
 
     @staticmethod
     def purge_logged(select_doomed: str) -> str:
-        """PostgreSQL: deletes the doomed actions and their events in one statement."""
+        """PostgreSQL: deletes the doomed actions and their events written before the chain
+        began (n = 0) in one statement, answering (tenant, count) of what it deleted; their
+        chained events go when they are a prefix of the chain (`chain.prune`)."""
         return (
-            f"WITH gone AS (DELETE FROM actions WHERE action_id IN ({select_doomed}) RETURNING action_id),"
-            " story AS (DELETE FROM action_events WHERE action_id IN (SELECT action_id FROM gone))"
-            " SELECT count(*) FROM gone"
+            f"WITH gone AS (DELETE FROM actions WHERE action_id IN ({select_doomed}) RETURNING action_id, tenant),"
+            " story AS (DELETE FROM action_events WHERE n = 0 AND action_id IN (SELECT action_id FROM gone))"
+            " SELECT tenant, count(*) FROM gone GROUP BY tenant"
         )
 
     @staticmethod

@@ -23,79 +23,92 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65\x66\x66\x65\x63tgate/v1/gateway.proto\x12\reffectgate.v1\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n\nRunContext\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07step_id\x18\x02 \x01(\t\x12\x15\n\rparent_run_id\x18\x03 \x01(\t\x12\r\n\x05\x61gent\x18\x04 \x01(\t\"\xa6\x01\n\x0e\x45xecuteRequest\x12*\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x19.effectgate.v1.RunContext\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\x12%\n\x07payload\x18\x04 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x0e\n\x06\x62ypass\x18\x06 \x01(\x08\"J\n\x0f\x45xecuteResponse\x12%\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x15.effectgate.v1.Action\x12\x10\n\x08replayed\x18\x02 \x01(\x08\"W\n\rVerifyRequest\x12\x13\n\taction_id\x18\x01 \x01(\tH\x00\x12\'\n\x03ref\x18\x02 \x01(\x0b\x32\x18.effectgate.v1.ActionRefH\x00\x42\x08\n\x06target\"T\n\tActionRef\x12*\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x19.effectgate.v1.RunContext\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\"h\n\x0eVerifyResponse\x12%\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x15.effectgate.v1.Action\x12/\n\x0bobservation\x18\x02 \x01(\x0b\x32\x1a.effectgate.v1.Observation\"%\n\x10GetActionRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\"\x84\x01\n\x12ListActionsRequest\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0c\n\x04tool\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"V\n\x13ListActionsResponse\x12&\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32\x15.effectgate.v1.Action\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"x\n\x10ReconcileRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12.\n\nresolution\x18\x02 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\x13\n\x0b\x65xternal_id\x18\x04 \x01(\t\"^\n\x0e\x41pproveRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x03 \x01(\t\x12\x16\n\x0epolicy_version\x18\x04 \x01(\t\".\n\x0b\x44\x65nyRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\",\n\x17GetActionHistoryRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\"F\n\x18GetActionHistoryResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.effectgate.v1.ActionEvent\"\xc5\x01\n\x0b\x41\x63tionEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12&\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12\x0c\n\x04note\x18\x06 \x01(\t\x12\'\n\x06\x64\x65tail\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\"n\n\x13WatchActionsRequest\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x04 \x01(\t\"M\n\x14WatchActionsResponse\x12%\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x15.effectgate.v1.Action\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\"0\n\x10GetLimitsRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"=\n\x11GetLimitsResponse\x12(\n\x05tools\x18\x01 \x03(\x0b\x32\x19.effectgate.v1.ToolLimits\"\xa5\x01\n\nToolLimits\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x30\n\x0cwindow_start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x06limits\x18\x04 \x03(\x0b\x32\x17.effectgate.v1.LimitUse\"d\n\x08LimitUse\x12\r\n\x05limit\x18\x01 \x01(\t\x12\x10\n\x08\x63urrency\x18\x02 \x01(\t\x12\x0b\n\x03\x63\x61p\x18\x03 \x01(\x03\x12\x0c\n\x04used\x18\x04 \x01(\x03\x12\x0c\n\x04left\x18\x05 \x01(\x03\x12\x0e\n\x06run_id\x18\x06 \x01(\t\"4\n\x11GrantLimitRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\"\xa8\x01\n\x12GrantLimitResponse\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\x12.\n\ngranted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"5\n\x12GrantBypassRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\"\x8c\x01\n\x07Receipt\x12\x13\n\x0b\x65xternal_id\x18\x01 \x01(\t\x12\x1b\n\x13provider_request_id\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa4\x01\n\x0bObservation\x12\x32\n\x07outcome\x18\x01 \x01(\x0e\x32!.effectgate.v1.ObservationOutcome\x12)\n\x08\x65vidence\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"\x94\x06\n\x06\x41\x63tion\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12*\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x19.effectgate.v1.RunContext\x12\x0c\n\x04tool\x18\x04 \x01(\t\x12\r\n\x05scope\x18\x05 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x06 \x01(\t\x12)\n\x05state\x18\x07 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\'\n\x07receipt\x18\t \x01(\x0b\x32\x16.effectgate.v1.Receipt\x12/\n\x0bobservation\x18\n \x01(\x0b\x32\x1a.effectgate.v1.Observation\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rnext_check_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0ctool_call_id\x18\x0f \x01(\t\x12\x12\n\ngeneration\x18\x10 \x01(\x03\x12*\n\tnext_step\x18\x11 \x01(\x0e\x32\x17.effectgate.v1.NextStep\x12\x14\n\x0cprovider_key\x18\x12 \x01(\t\x12\r\n\x05notes\x18\x13 \x03(\t\x12(\n\x07payload\x18\x14 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\rdispatched_at\x18\x15 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nsettled_at\x18\x16 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0epolicy_version\x18\x17 \x01(\t\x12\x13\n\x0b\x61pproved_by\x18\x18 \x03(\t\x12\x1a\n\x12\x61pprovals_required\x18\x19 \x01(\x05*\xf3\x01\n\x0b\x45\x66\x66\x65\x63tState\x12\x1c\n\x18\x45\x46\x46\x45\x43T_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45\x46\x46\x45\x43T_STATE_PLANNED\x10\x01\x12\x1b\n\x17\x45\x46\x46\x45\x43T_STATE_DISPATCHED\x10\x02\x12\x1a\n\x16\x45\x46\x46\x45\x43T_STATE_CONFIRMED\x10\x03\x12\x19\n\x15\x45\x46\x46\x45\x43T_STATE_REJECTED\x10\x04\x12\x1a\n\x16\x45\x46\x46\x45\x43T_STATE_NOT_FOUND\x10\x05\x12\x18\n\x14\x45\x46\x46\x45\x43T_STATE_UNKNOWN\x10\x06\x12\"\n\x1e\x45\x46\x46\x45\x43T_STATE_AWAITING_APPROVAL\x10\x07*\xa0\x01\n\x12ObservationOutcome\x12#\n\x1fOBSERVATION_OUTCOME_UNSPECIFIED\x10\x00\x12!\n\x1dOBSERVATION_OUTCOME_CONFIRMED\x10\x01\x12!\n\x1dOBSERVATION_OUTCOME_NOT_FOUND\x10\x02\x12\x1f\n\x1bOBSERVATION_OUTCOME_UNKNOWN\x10\x03*\x97\x01\n\x08NextStep\x12\x19\n\x15NEXT_STEP_UNSPECIFIED\x10\x00\x12\x12\n\x0eNEXT_STEP_NONE\x10\x01\x12\x15\n\x11NEXT_STEP_RECHECK\x10\x02\x12\x16\n\x12NEXT_STEP_OPERATOR\x10\x03\x12\x16\n\x12NEXT_STEP_DISPATCH\x10\x04\x12\x15\n\x11NEXT_STEP_APPROVE\x10\x05\x32\xcb\x04\n\rEffectGateway\x12H\n\x07\x45xecute\x12\x1d.effectgate.v1.ExecuteRequest\x1a\x1e.effectgate.v1.ExecuteResponse\x12\x45\n\x06Verify\x12\x1c.effectgate.v1.VerifyRequest\x1a\x1d.effectgate.v1.VerifyResponse\x12\x43\n\tGetAction\x12\x1f.effectgate.v1.GetActionRequest\x1a\x15.effectgate.v1.Action\x12T\n\x0bListActions\x12!.effectgate.v1.ListActionsRequest\x1a\".effectgate.v1.ListActionsResponse\x12\x63\n\x10GetActionHistory\x12&.effectgate.v1.GetActionHistoryRequest\x1a\'.effectgate.v1.GetActionHistoryResponse\x12Y\n\x0cWatchActions\x12\".effectgate.v1.WatchActionsRequest\x1a#.effectgate.v1.WatchActionsResponse0\x01\x12N\n\tGetLimits\x12\x1f.effectgate.v1.GetLimitsRequest\x1a .effectgate.v1.GetLimitsResponse2\xe7\x02\n\x08Operator\x12\x43\n\tReconcile\x12\x1f.effectgate.v1.ReconcileRequest\x1a\x15.effectgate.v1.Action\x12?\n\x07\x41pprove\x12\x1d.effectgate.v1.ApproveRequest\x1a\x15.effectgate.v1.Action\x12\x39\n\x04\x44\x65ny\x12\x1a.effectgate.v1.DenyRequest\x1a\x15.effectgate.v1.Action\x12G\n\x0bGrantBypass\x12!.effectgate.v1.GrantBypassRequest\x1a\x15.effectgate.v1.Action\x12Q\n\nGrantLimit\x12 .effectgate.v1.GrantLimitRequest\x1a!.effectgate.v1.GrantLimitResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65\x66\x66\x65\x63tgate/v1/gateway.proto\x12\reffectgate.v1\x1a\x19google/protobuf/any.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n\nRunContext\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07step_id\x18\x02 \x01(\t\x12\x15\n\rparent_run_id\x18\x03 \x01(\t\x12\r\n\x05\x61gent\x18\x04 \x01(\t\"\xa6\x01\n\x0e\x45xecuteRequest\x12*\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x19.effectgate.v1.RunContext\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\x12%\n\x07payload\x18\x04 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x0e\n\x06\x62ypass\x18\x06 \x01(\x08\"J\n\x0f\x45xecuteResponse\x12%\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x15.effectgate.v1.Action\x12\x10\n\x08replayed\x18\x02 \x01(\x08\"W\n\rVerifyRequest\x12\x13\n\taction_id\x18\x01 \x01(\tH\x00\x12\'\n\x03ref\x18\x02 \x01(\x0b\x32\x18.effectgate.v1.ActionRefH\x00\x42\x08\n\x06target\"T\n\tActionRef\x12*\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x19.effectgate.v1.RunContext\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\"h\n\x0eVerifyResponse\x12%\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x15.effectgate.v1.Action\x12/\n\x0bobservation\x18\x02 \x01(\x0b\x32\x1a.effectgate.v1.Observation\"%\n\x10GetActionRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\"\x84\x01\n\x12ListActionsRequest\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0c\n\x04tool\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"V\n\x13ListActionsResponse\x12&\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32\x15.effectgate.v1.Action\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"x\n\x10ReconcileRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12.\n\nresolution\x18\x02 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\x13\n\x0b\x65xternal_id\x18\x04 \x01(\t\"^\n\x0e\x41pproveRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x03 \x01(\t\x12\x16\n\x0epolicy_version\x18\x04 \x01(\t\".\n\x0b\x44\x65nyRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\",\n\x17GetActionHistoryRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\"F\n\x18GetActionHistoryResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.effectgate.v1.ActionEvent\"\xc5\x01\n\x0b\x41\x63tionEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12&\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12\x0c\n\x04note\x18\x06 \x01(\t\x12\'\n\x06\x64\x65tail\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xbf\x01\n\x11ListEventsRequest\x12)\n\x05since\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tprincipal\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04tool\x18\x05 \x01(\t\x12\x11\n\tpage_size\x18\x06 \x01(\x05\x12\x12\n\npage_token\x18\x07 \x01(\t\"X\n\x12ListEventsResponse\x12)\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x19.effectgate.v1.TrailEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xc4\x01\n\nTrailEvent\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1a.effectgate.v1.ActionEvent\x12\x11\n\taction_id\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\x0c\n\x04tool\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x03\x12\x11\n\tprev_hash\x18\x06 \x01(\t\x12\x0c\n\x04hash\x18\x07 \x01(\t\x12\x13\n\x0b\x64\x65tail_json\x18\x08 \x01(\t\x12\x12\n\nat_seconds\x18\t \x01(\x01\"n\n\x13WatchActionsRequest\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x04 \x01(\t\"M\n\x14WatchActionsResponse\x12%\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x15.effectgate.v1.Action\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\"{\n\x11WaitActionRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\'\n\x05until\x18\x02 \x01(\x0e\x32\x18.effectgate.v1.WaitUntil\x12*\n\x07timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"L\n\x12WaitActionResponse\x12%\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x15.effectgate.v1.Action\x12\x0f\n\x07reached\x18\x02 \x01(\x08\"0\n\x10GetLimitsRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"=\n\x11GetLimitsResponse\x12(\n\x05tools\x18\x01 \x03(\x0b\x32\x19.effectgate.v1.ToolLimits\"\xa5\x01\n\nToolLimits\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x30\n\x0cwindow_start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x06limits\x18\x04 \x03(\x0b\x32\x17.effectgate.v1.LimitUse\"d\n\x08LimitUse\x12\r\n\x05limit\x18\x01 \x01(\t\x12\x10\n\x08\x63urrency\x18\x02 \x01(\t\x12\x0b\n\x03\x63\x61p\x18\x03 \x01(\x03\x12\x0c\n\x04used\x18\x04 \x01(\x03\x12\x0c\n\x04left\x18\x05 \x01(\x03\x12\x0e\n\x06run_id\x18\x06 \x01(\t\"4\n\x11GrantLimitRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\"\xa8\x01\n\x12GrantLimitResponse\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\x12.\n\ngranted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"5\n\x12GrantBypassRequest\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\"\x8c\x01\n\x07Receipt\x12\x13\n\x0b\x65xternal_id\x18\x01 \x01(\t\x12\x1b\n\x13provider_request_id\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa4\x01\n\x0bObservation\x12\x32\n\x07outcome\x18\x01 \x01(\x0e\x32!.effectgate.v1.ObservationOutcome\x12)\n\x08\x65vidence\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"\x94\x06\n\x06\x41\x63tion\x12\x11\n\taction_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12*\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x19.effectgate.v1.RunContext\x12\x0c\n\x04tool\x18\x04 \x01(\t\x12\r\n\x05scope\x18\x05 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x06 \x01(\t\x12)\n\x05state\x18\x07 \x01(\x0e\x32\x1a.effectgate.v1.EffectState\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\'\n\x07receipt\x18\t \x01(\x0b\x32\x16.effectgate.v1.Receipt\x12/\n\x0bobservation\x18\n \x01(\x0b\x32\x1a.effectgate.v1.Observation\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rnext_check_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0ctool_call_id\x18\x0f \x01(\t\x12\x12\n\ngeneration\x18\x10 \x01(\x03\x12*\n\tnext_step\x18\x11 \x01(\x0e\x32\x17.effectgate.v1.NextStep\x12\x14\n\x0cprovider_key\x18\x12 \x01(\t\x12\r\n\x05notes\x18\x13 \x03(\t\x12(\n\x07payload\x18\x14 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\rdispatched_at\x18\x15 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nsettled_at\x18\x16 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0epolicy_version\x18\x17 \x01(\t\x12\x13\n\x0b\x61pproved_by\x18\x18 \x03(\t\x12\x1a\n\x12\x61pprovals_required\x18\x19 \x01(\x05*W\n\tWaitUntil\x12\x1a\n\x16WAIT_UNTIL_UNSPECIFIED\x10\x00\x12\x16\n\x12WAIT_UNTIL_DECIDED\x10\x01\x12\x16\n\x12WAIT_UNTIL_SETTLED\x10\x02*\xf3\x01\n\x0b\x45\x66\x66\x65\x63tState\x12\x1c\n\x18\x45\x46\x46\x45\x43T_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45\x46\x46\x45\x43T_STATE_PLANNED\x10\x01\x12\x1b\n\x17\x45\x46\x46\x45\x43T_STATE_DISPATCHED\x10\x02\x12\x1a\n\x16\x45\x46\x46\x45\x43T_STATE_CONFIRMED\x10\x03\x12\x19\n\x15\x45\x46\x46\x45\x43T_STATE_REJECTED\x10\x04\x12\x1a\n\x16\x45\x46\x46\x45\x43T_STATE_NOT_FOUND\x10\x05\x12\x18\n\x14\x45\x46\x46\x45\x43T_STATE_UNKNOWN\x10\x06\x12\"\n\x1e\x45\x46\x46\x45\x43T_STATE_AWAITING_APPROVAL\x10\x07*\xa0\x01\n\x12ObservationOutcome\x12#\n\x1fOBSERVATION_OUTCOME_UNSPECIFIED\x10\x00\x12!\n\x1dOBSERVATION_OUTCOME_CONFIRMED\x10\x01\x12!\n\x1dOBSERVATION_OUTCOME_NOT_FOUND\x10\x02\x12\x1f\n\x1bOBSERVATION_OUTCOME_UNKNOWN\x10\x03*\x97\x01\n\x08NextStep\x12\x19\n\x15NEXT_STEP_UNSPECIFIED\x10\x00\x12\x12\n\x0eNEXT_STEP_NONE\x10\x01\x12\x15\n\x11NEXT_STEP_RECHECK\x10\x02\x12\x16\n\x12NEXT_STEP_OPERATOR\x10\x03\x12\x16\n\x12NEXT_STEP_DISPATCH\x10\x04\x12\x15\n\x11NEXT_STEP_APPROVE\x10\x05\x32\xf1\x05\n\rEffectGateway\x12H\n\x07\x45xecute\x12\x1d.effectgate.v1.ExecuteRequest\x1a\x1e.effectgate.v1.ExecuteResponse\x12\x45\n\x06Verify\x12\x1c.effectgate.v1.VerifyRequest\x1a\x1d.effectgate.v1.VerifyResponse\x12\x43\n\tGetAction\x12\x1f.effectgate.v1.GetActionRequest\x1a\x15.effectgate.v1.Action\x12T\n\x0bListActions\x12!.effectgate.v1.ListActionsRequest\x1a\".effectgate.v1.ListActionsResponse\x12\x63\n\x10GetActionHistory\x12&.effectgate.v1.GetActionHistoryRequest\x1a\'.effectgate.v1.GetActionHistoryResponse\x12Y\n\x0cWatchActions\x12\".effectgate.v1.WatchActionsRequest\x1a#.effectgate.v1.WatchActionsResponse0\x01\x12N\n\tGetLimits\x12\x1f.effectgate.v1.GetLimitsRequest\x1a .effectgate.v1.GetLimitsResponse\x12Q\n\nWaitAction\x12 .effectgate.v1.WaitActionRequest\x1a!.effectgate.v1.WaitActionResponse\x12Q\n\nListEvents\x12 .effectgate.v1.ListEventsRequest\x1a!.effectgate.v1.ListEventsResponse2\xe7\x02\n\x08Operator\x12\x43\n\tReconcile\x12\x1f.effectgate.v1.ReconcileRequest\x1a\x15.effectgate.v1.Action\x12?\n\x07\x41pprove\x12\x1d.effectgate.v1.ApproveRequest\x1a\x15.effectgate.v1.Action\x12\x39\n\x04\x44\x65ny\x12\x1a.effectgate.v1.DenyRequest\x1a\x15.effectgate.v1.Action\x12G\n\x0bGrantBypass\x12!.effectgate.v1.GrantBypassRequest\x1a\x15.effectgate.v1.Action\x12Q\n\nGrantLimit\x12 .effectgate.v1.GrantLimitRequest\x1a!.effectgate.v1.GrantLimitResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'effectgate.v1.gateway_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EFFECTSTATE']._serialized_start=3549
-  _globals['_EFFECTSTATE']._serialized_end=3792
-  _globals['_OBSERVATIONOUTCOME']._serialized_start=3795
-  _globals['_OBSERVATIONOUTCOME']._serialized_end=3955
-  _globals['_NEXTSTEP']._serialized_start=3958
-  _globals['_NEXTSTEP']._serialized_end=4109
-  _globals['_RUNCONTEXT']._serialized_start=136
-  _globals['_RUNCONTEXT']._serialized_end=219
-  _globals['_EXECUTEREQUEST']._serialized_start=222
-  _globals['_EXECUTEREQUEST']._serialized_end=388
-  _globals['_EXECUTERESPONSE']._serialized_start=390
-  _globals['_EXECUTERESPONSE']._serialized_end=464
-  _globals['_VERIFYREQUEST']._serialized_start=466
-  _globals['_VERIFYREQUEST']._serialized_end=553
-  _globals['_ACTIONREF']._serialized_start=555
-  _globals['_ACTIONREF']._serialized_end=639
-  _globals['_VERIFYRESPONSE']._serialized_start=641
-  _globals['_VERIFYRESPONSE']._serialized_end=745
-  _globals['_GETACTIONREQUEST']._serialized_start=747
-  _globals['_GETACTIONREQUEST']._serialized_end=784
-  _globals['_LISTACTIONSREQUEST']._serialized_start=787
-  _globals['_LISTACTIONSREQUEST']._serialized_end=919
-  _globals['_LISTACTIONSRESPONSE']._serialized_start=921
-  _globals['_LISTACTIONSRESPONSE']._serialized_end=1007
-  _globals['_RECONCILEREQUEST']._serialized_start=1009
-  _globals['_RECONCILEREQUEST']._serialized_end=1129
-  _globals['_APPROVEREQUEST']._serialized_start=1131
-  _globals['_APPROVEREQUEST']._serialized_end=1225
-  _globals['_DENYREQUEST']._serialized_start=1227
-  _globals['_DENYREQUEST']._serialized_end=1273
-  _globals['_GETACTIONHISTORYREQUEST']._serialized_start=1275
-  _globals['_GETACTIONHISTORYREQUEST']._serialized_end=1319
-  _globals['_GETACTIONHISTORYRESPONSE']._serialized_start=1321
-  _globals['_GETACTIONHISTORYRESPONSE']._serialized_end=1391
-  _globals['_ACTIONEVENT']._serialized_start=1394
-  _globals['_ACTIONEVENT']._serialized_end=1591
-  _globals['_WATCHACTIONSREQUEST']._serialized_start=1593
-  _globals['_WATCHACTIONSREQUEST']._serialized_end=1703
-  _globals['_WATCHACTIONSRESPONSE']._serialized_start=1705
-  _globals['_WATCHACTIONSRESPONSE']._serialized_end=1782
-  _globals['_GETLIMITSREQUEST']._serialized_start=1784
-  _globals['_GETLIMITSREQUEST']._serialized_end=1832
-  _globals['_GETLIMITSRESPONSE']._serialized_start=1834
-  _globals['_GETLIMITSRESPONSE']._serialized_end=1895
-  _globals['_TOOLLIMITS']._serialized_start=1898
-  _globals['_TOOLLIMITS']._serialized_end=2063
-  _globals['_LIMITUSE']._serialized_start=2065
-  _globals['_LIMITUSE']._serialized_end=2165
-  _globals['_GRANTLIMITREQUEST']._serialized_start=2167
-  _globals['_GRANTLIMITREQUEST']._serialized_end=2219
-  _globals['_GRANTLIMITRESPONSE']._serialized_start=2222
-  _globals['_GRANTLIMITRESPONSE']._serialized_end=2390
-  _globals['_GRANTBYPASSREQUEST']._serialized_start=2392
-  _globals['_GRANTBYPASSREQUEST']._serialized_end=2445
-  _globals['_RECEIPT']._serialized_start=2448
-  _globals['_RECEIPT']._serialized_end=2588
-  _globals['_OBSERVATION']._serialized_start=2591
-  _globals['_OBSERVATION']._serialized_end=2755
-  _globals['_ACTION']._serialized_start=2758
-  _globals['_ACTION']._serialized_end=3546
-  _globals['_EFFECTGATEWAY']._serialized_start=4112
-  _globals['_EFFECTGATEWAY']._serialized_end=4699
-  _globals['_OPERATOR']._serialized_start=4702
-  _globals['_OPERATOR']._serialized_end=5061
+  _globals['_WAITUNTIL']._serialized_start=4266
+  _globals['_WAITUNTIL']._serialized_end=4353
+  _globals['_EFFECTSTATE']._serialized_start=4356
+  _globals['_EFFECTSTATE']._serialized_end=4599
+  _globals['_OBSERVATIONOUTCOME']._serialized_start=4602
+  _globals['_OBSERVATIONOUTCOME']._serialized_end=4762
+  _globals['_NEXTSTEP']._serialized_start=4765
+  _globals['_NEXTSTEP']._serialized_end=4916
+  _globals['_RUNCONTEXT']._serialized_start=168
+  _globals['_RUNCONTEXT']._serialized_end=251
+  _globals['_EXECUTEREQUEST']._serialized_start=254
+  _globals['_EXECUTEREQUEST']._serialized_end=420
+  _globals['_EXECUTERESPONSE']._serialized_start=422
+  _globals['_EXECUTERESPONSE']._serialized_end=496
+  _globals['_VERIFYREQUEST']._serialized_start=498
+  _globals['_VERIFYREQUEST']._serialized_end=585
+  _globals['_ACTIONREF']._serialized_start=587
+  _globals['_ACTIONREF']._serialized_end=671
+  _globals['_VERIFYRESPONSE']._serialized_start=673
+  _globals['_VERIFYRESPONSE']._serialized_end=777
+  _globals['_GETACTIONREQUEST']._serialized_start=779
+  _globals['_GETACTIONREQUEST']._serialized_end=816
+  _globals['_LISTACTIONSREQUEST']._serialized_start=819
+  _globals['_LISTACTIONSREQUEST']._serialized_end=951
+  _globals['_LISTACTIONSRESPONSE']._serialized_start=953
+  _globals['_LISTACTIONSRESPONSE']._serialized_end=1039
+  _globals['_RECONCILEREQUEST']._serialized_start=1041
+  _globals['_RECONCILEREQUEST']._serialized_end=1161
+  _globals['_APPROVEREQUEST']._serialized_start=1163
+  _globals['_APPROVEREQUEST']._serialized_end=1257
+  _globals['_DENYREQUEST']._serialized_start=1259
+  _globals['_DENYREQUEST']._serialized_end=1305
+  _globals['_GETACTIONHISTORYREQUEST']._serialized_start=1307
+  _globals['_GETACTIONHISTORYREQUEST']._serialized_end=1351
+  _globals['_GETACTIONHISTORYRESPONSE']._serialized_start=1353
+  _globals['_GETACTIONHISTORYRESPONSE']._serialized_end=1423
+  _globals['_ACTIONEVENT']._serialized_start=1426
+  _globals['_ACTIONEVENT']._serialized_end=1623
+  _globals['_LISTEVENTSREQUEST']._serialized_start=1626
+  _globals['_LISTEVENTSREQUEST']._serialized_end=1817
+  _globals['_LISTEVENTSRESPONSE']._serialized_start=1819
+  _globals['_LISTEVENTSRESPONSE']._serialized_end=1907
+  _globals['_TRAILEVENT']._serialized_start=1910
+  _globals['_TRAILEVENT']._serialized_end=2106
+  _globals['_WATCHACTIONSREQUEST']._serialized_start=2108
+  _globals['_WATCHACTIONSREQUEST']._serialized_end=2218
+  _globals['_WATCHACTIONSRESPONSE']._serialized_start=2220
+  _globals['_WATCHACTIONSRESPONSE']._serialized_end=2297
+  _globals['_WAITACTIONREQUEST']._serialized_start=2299
+  _globals['_WAITACTIONREQUEST']._serialized_end=2422
+  _globals['_WAITACTIONRESPONSE']._serialized_start=2424
+  _globals['_WAITACTIONRESPONSE']._serialized_end=2500
+  _globals['_GETLIMITSREQUEST']._serialized_start=2502
+  _globals['_GETLIMITSREQUEST']._serialized_end=2550
+  _globals['_GETLIMITSRESPONSE']._serialized_start=2552
+  _globals['_GETLIMITSRESPONSE']._serialized_end=2613
+  _globals['_TOOLLIMITS']._serialized_start=2616
+  _globals['_TOOLLIMITS']._serialized_end=2781
+  _globals['_LIMITUSE']._serialized_start=2783
+  _globals['_LIMITUSE']._serialized_end=2883
+  _globals['_GRANTLIMITREQUEST']._serialized_start=2885
+  _globals['_GRANTLIMITREQUEST']._serialized_end=2937
+  _globals['_GRANTLIMITRESPONSE']._serialized_start=2940
+  _globals['_GRANTLIMITRESPONSE']._serialized_end=3108
+  _globals['_GRANTBYPASSREQUEST']._serialized_start=3110
+  _globals['_GRANTBYPASSREQUEST']._serialized_end=3163
+  _globals['_RECEIPT']._serialized_start=3166
+  _globals['_RECEIPT']._serialized_end=3306
+  _globals['_OBSERVATION']._serialized_start=3309
+  _globals['_OBSERVATION']._serialized_end=3473
+  _globals['_ACTION']._serialized_start=3476
+  _globals['_ACTION']._serialized_end=4264
+  _globals['_EFFECTGATEWAY']._serialized_start=4919
+  _globals['_EFFECTGATEWAY']._serialized_end=5672
+  _globals['_OPERATOR']._serialized_start=5675
+  _globals['_OPERATOR']._serialized_end=6034
 # @@protoc_insertion_point(module_scope)

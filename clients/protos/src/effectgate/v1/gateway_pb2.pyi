@@ -8,6 +8,7 @@ The names in this file are normative (see docs/protocol.md); extend, never renam
 from collections import abc as _abc
 from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -23,6 +24,34 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _WaitUntil:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _WaitUntilEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WaitUntil.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    WAIT_UNTIL_UNSPECIFIED: _WaitUntil.ValueType  # 0
+    """WAIT_UNTIL_DECIDED."""
+    WAIT_UNTIL_DECIDED: _WaitUntil.ValueType  # 1
+    """The action is no longer AWAITING_APPROVAL: approved (it goes on), denied or expired."""
+    WAIT_UNTIL_SETTLED: _WaitUntil.ValueType  # 2
+    """The drive stopped with an outcome, as an Execute would answer it: CONFIRMED or REJECTED
+    (settled), NOT_FOUND (an Execute sends it again) or UNKNOWN (the gateway or a person checks).
+    """
+
+class WaitUntil(_WaitUntil, metaclass=_WaitUntilEnumTypeWrapper):
+    """What a WaitAction waits for."""
+
+WAIT_UNTIL_UNSPECIFIED: WaitUntil.ValueType  # 0
+"""WAIT_UNTIL_DECIDED."""
+WAIT_UNTIL_DECIDED: WaitUntil.ValueType  # 1
+"""The action is no longer AWAITING_APPROVAL: approved (it goes on), denied or expired."""
+WAIT_UNTIL_SETTLED: WaitUntil.ValueType  # 2
+"""The drive stopped with an outcome, as an Execute would answer it: CONFIRMED or REJECTED
+(settled), NOT_FOUND (an Execute sends it again) or UNKNOWN (the gateway or a person checks).
+"""
+Global___WaitUntil: _TypeAlias = WaitUntil  # noqa: Y015
 
 class _EffectState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -524,6 +553,129 @@ class ActionEvent(_message.Message):
 Global___ActionEvent: _TypeAlias = ActionEvent  # noqa: Y015
 
 @_typing.final
+class ListEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TOOL_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    principal: _builtins.str
+    """Only events of this principal (an operator's name), this kind (claim, approve, ...) or tool."""
+    kind: _builtins.str
+    tool: _builtins.str
+    page_size: _builtins.int
+    """At most this many events (0: 100; at most 1000)."""
+    page_token: _builtins.str
+    """Continue after this token (a ListEventsResponse.next_page_token); empty: from the start."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Only events at or after `since` and before `until` (unset: unbounded)."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        principal: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        tool: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "page_size", b"page_size", "page_token", b"page_token", "principal", b"principal", "since", b"since", "tool", b"tool", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEventsRequest: _TypeAlias = ListEventsRequest  # noqa: Y015
+
+@_typing.final
+class ListEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """The token after the last event; on an empty page, the token asked with (poll with it to
+    follow the trail).
+    """
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___TrailEvent]: ...
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___TrailEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEventsResponse: _TypeAlias = ListEventsResponse  # noqa: Y015
+
+@_typing.final
+class TrailEvent(_message.Message):
+    """An event as the audit trail holds it: the story's entry, whose it is, and its link in the
+    tenant's hash chain: hash = hex(SHA-256(prev_hash + canonical)), canonical being the compact,
+    key-sorted, ASCII JSON of action_id, at (seconds, a float), detail (detail_json, the text),
+    kind, note, principal, state (its name without the prefix), tenant and tool.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    TOOL_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    PREV_HASH_FIELD_NUMBER: _builtins.int
+    HASH_FIELD_NUMBER: _builtins.int
+    DETAIL_JSON_FIELD_NUMBER: _builtins.int
+    AT_SECONDS_FIELD_NUMBER: _builtins.int
+    action_id: _builtins.str
+    tenant: _builtins.str
+    tool: _builtins.str
+    position: _builtins.int
+    """The position in the tenant's chain (1, 2, ...); 0 for an event written before the chain."""
+    prev_hash: _builtins.str
+    hash: _builtins.str
+    detail_json: _builtins.str
+    """The detail as stored, the exact text the hash covers (event.detail is it decoded)."""
+    at_seconds: _builtins.float
+    """The event's time as stored (the hash covers this float; event.at rounds it to microseconds)."""
+    @_builtins.property
+    def event(self) -> Global___ActionEvent: ...
+    def __init__(
+        self,
+        *,
+        event: Global___ActionEvent | None = ...,
+        action_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        tool: _builtins.str = ...,
+        position: _builtins.int = ...,
+        prev_hash: _builtins.str = ...,
+        hash: _builtins.str = ...,
+        detail_json: _builtins.str = ...,
+        at_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "at_seconds", b"at_seconds", "detail_json", b"detail_json", "event", b"event", "hash", b"hash", "position", b"position", "prev_hash", b"prev_hash", "tenant", b"tenant", "tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrailEvent: _TypeAlias = TrailEvent  # noqa: Y015
+
+@_typing.final
 class WatchActionsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -577,6 +729,62 @@ class WatchActionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchActionsResponse: _TypeAlias = WatchActionsResponse  # noqa: Y015
+
+@_typing.final
+class WaitActionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
+    action_id: _builtins.str
+    until: Global___WaitUntil.ValueType
+    @_builtins.property
+    def timeout(self) -> _duration_pb2.Duration:
+        """How long to wait at most: unset means 30 s, more than 300 s is 300 s; a shorter call deadline
+        wins (the answer then comes just before it, never DEADLINE_EXCEEDED).
+        """
+
+    def __init__(
+        self,
+        *,
+        action_id: _builtins.str = ...,
+        until: Global___WaitUntil.ValueType = ...,
+        timeout: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["timeout", b"timeout"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "timeout", b"timeout", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaitActionRequest: _TypeAlias = WaitActionRequest  # noqa: Y015
+
+@_typing.final
+class WaitActionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_FIELD_NUMBER: _builtins.int
+    REACHED_FIELD_NUMBER: _builtins.int
+    reached: _builtins.bool
+    """True when the action reached what was waited for; false when the time ran out first."""
+    @_builtins.property
+    def action(self) -> Global___Action:
+        """The action as it is when the wait ends."""
+
+    def __init__(
+        self,
+        *,
+        action: Global___Action | None = ...,
+        reached: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "reached", b"reached"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaitActionResponse: _TypeAlias = WaitActionResponse  # noqa: Y015
 
 @_typing.final
 class GetLimitsRequest(_message.Message):

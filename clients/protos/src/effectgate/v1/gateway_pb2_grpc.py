@@ -70,6 +70,16 @@ class EffectGatewayStub:
                 request_serializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsRequest.SerializeToString,
                 response_deserializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsResponse.FromString,
                 _registered_method=True)
+        self.WaitAction = channel.unary_unary(
+                '/effectgate.v1.EffectGateway/WaitAction',
+                request_serializer=effectgate_dot_v1_dot_gateway__pb2.WaitActionRequest.SerializeToString,
+                response_deserializer=effectgate_dot_v1_dot_gateway__pb2.WaitActionResponse.FromString,
+                _registered_method=True)
+        self.ListEvents = channel.unary_unary(
+                '/effectgate.v1.EffectGateway/ListEvents',
+                request_serializer=effectgate_dot_v1_dot_gateway__pb2.ListEventsRequest.SerializeToString,
+                response_deserializer=effectgate_dot_v1_dot_gateway__pb2.ListEventsResponse.FromString,
+                _registered_method=True)
 
 
 class EffectGatewayServicer:
@@ -128,6 +138,28 @@ class EffectGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitAction(self, request, context):
+        """Waits, server-side, until the action stops waiting for a person (WAIT_UNTIL_DECIDED) or is
+        settled (WAIT_UNTIL_SETTLED), or until the timeout passes: what an agent blocked on an
+        approval calls instead of calling Execute again and again. Fed by the change feed that
+        WatchActions reads, so a decision made on any replica ends it; it writes nothing.
+        Roles: agent, operator, observer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEvents(self, request, context):
+        """The audit trail: every action event of the caller's tenant, across actions, in the order of
+        the tenant's hash chain, filtered and paged by an opaque token; each event with its link in
+        the chain (docs/security.md). Following a tenant's trail (a SIEM) is polling with the last
+        next_page_token: a row never commits behind a token already handed out.
+        Roles: operator, observer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EffectGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -165,6 +197,16 @@ def add_EffectGatewayServicer_to_server(servicer, server):
                     servicer.GetLimits,
                     request_deserializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsRequest.FromString,
                     response_serializer=effectgate_dot_v1_dot_gateway__pb2.GetLimitsResponse.SerializeToString,
+            ),
+            'WaitAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitAction,
+                    request_deserializer=effectgate_dot_v1_dot_gateway__pb2.WaitActionRequest.FromString,
+                    response_serializer=effectgate_dot_v1_dot_gateway__pb2.WaitActionResponse.SerializeToString,
+            ),
+            'ListEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEvents,
+                    request_deserializer=effectgate_dot_v1_dot_gateway__pb2.ListEventsRequest.FromString,
+                    response_serializer=effectgate_dot_v1_dot_gateway__pb2.ListEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -357,6 +399,60 @@ class EffectGateway:
             '/effectgate.v1.EffectGateway/GetLimits',
             effectgate_dot_v1_dot_gateway__pb2.GetLimitsRequest.SerializeToString,
             effectgate_dot_v1_dot_gateway__pb2.GetLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/effectgate.v1.EffectGateway/WaitAction',
+            effectgate_dot_v1_dot_gateway__pb2.WaitActionRequest.SerializeToString,
+            effectgate_dot_v1_dot_gateway__pb2.WaitActionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/effectgate.v1.EffectGateway/ListEvents',
+            effectgate_dot_v1_dot_gateway__pb2.ListEventsRequest.SerializeToString,
+            effectgate_dot_v1_dot_gateway__pb2.ListEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,20 @@ class EffectGatewayStub:
     """Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
     when asked) has used and what is left. Roles: operator, observer.
     """
+    WaitAction: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.WaitActionRequest, _gateway_pb2.WaitActionResponse]
+    """Waits, server-side, until the action stops waiting for a person (WAIT_UNTIL_DECIDED) or is
+    settled (WAIT_UNTIL_SETTLED), or until the timeout passes: what an agent blocked on an
+    approval calls instead of calling Execute again and again. Fed by the change feed that
+    WatchActions reads, so a decision made on any replica ends it; it writes nothing.
+    Roles: agent, operator, observer.
+    """
+    ListEvents: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEventsRequest, _gateway_pb2.ListEventsResponse]
+    """The audit trail: every action event of the caller's tenant, across actions, in the order of
+    the tenant's hash chain, filtered and paged by an opaque token; each event with its link in
+    the chain (docs/security.md). Following a tenant's trail (a SIEM) is polling with the last
+    next_page_token: a row never commits behind a token already handed out.
+    Roles: operator, observer.
+    """
 
 @_typing.type_check_only
 class EffectGatewayAsyncStub(EffectGatewayStub):
@@ -82,6 +96,20 @@ class EffectGatewayAsyncStub(EffectGatewayStub):
     GetLimits: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetLimitsRequest, _gateway_pb2.GetLimitsResponse]  # type: ignore[assignment]
     """Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
     when asked) has used and what is left. Roles: operator, observer.
+    """
+    WaitAction: _aio.UnaryUnaryMultiCallable[_gateway_pb2.WaitActionRequest, _gateway_pb2.WaitActionResponse]  # type: ignore[assignment]
+    """Waits, server-side, until the action stops waiting for a person (WAIT_UNTIL_DECIDED) or is
+    settled (WAIT_UNTIL_SETTLED), or until the timeout passes: what an agent blocked on an
+    approval calls instead of calling Execute again and again. Fed by the change feed that
+    WatchActions reads, so a decision made on any replica ends it; it writes nothing.
+    Roles: agent, operator, observer.
+    """
+    ListEvents: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEventsRequest, _gateway_pb2.ListEventsResponse]  # type: ignore[assignment]
+    """The audit trail: every action event of the caller's tenant, across actions, in the order of
+    the tenant's hash chain, filtered and paged by an opaque token; each event with its link in
+    the chain (docs/security.md). Following a tenant's trail (a SIEM) is polling with the last
+    next_page_token: a row never commits behind a token already handed out.
+    Roles: operator, observer.
     """
 
 class EffectGatewayServicer(metaclass=_abc_1.ABCMeta):
@@ -148,6 +176,32 @@ class EffectGatewayServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_pb2.GetLimitsResponse, _abc.Awaitable[_gateway_pb2.GetLimitsResponse]]:
         """Each tool's limits for the caller's tenant: the caps, what the current window (and a run,
         when asked) has used and what is left. Roles: operator, observer.
+        """
+
+    @_abc_1.abstractmethod
+    def WaitAction(
+        self,
+        request: _gateway_pb2.WaitActionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.WaitActionResponse, _abc.Awaitable[_gateway_pb2.WaitActionResponse]]:
+        """Waits, server-side, until the action stops waiting for a person (WAIT_UNTIL_DECIDED) or is
+        settled (WAIT_UNTIL_SETTLED), or until the timeout passes: what an agent blocked on an
+        approval calls instead of calling Execute again and again. Fed by the change feed that
+        WatchActions reads, so a decision made on any replica ends it; it writes nothing.
+        Roles: agent, operator, observer.
+        """
+
+    @_abc_1.abstractmethod
+    def ListEvents(
+        self,
+        request: _gateway_pb2.ListEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListEventsResponse, _abc.Awaitable[_gateway_pb2.ListEventsResponse]]:
+        """The audit trail: every action event of the caller's tenant, across actions, in the order of
+        the tenant's hash chain, filtered and paged by an opaque token; each event with its link in
+        the chain (docs/security.md). Following a tenant's trail (a SIEM) is polling with the last
+        next_page_token: a row never commits behind a token already handed out.
+        Roles: operator, observer.
         """
 
 def add_EffectGatewayServicer_to_server(servicer: EffectGatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

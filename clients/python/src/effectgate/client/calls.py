@@ -9,13 +9,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import Message
 
 from effectgate.client.context import RunContext, current
 from effectgate.v1 import gateway_pb2 as pb
 
 T = TypeVar("T")
+
+# What a wait waits for (WaitAction's `until`).
+UNTIL = {"decided": pb.WAIT_UNTIL_DECIDED, "settled": pb.WAIT_UNTIL_SETTLED}
+# The call's own deadline is the wait's plus this: the gateway answers (reached or not) before it.
+WAIT_SLACK = 10.0
 
 # Operator resolutions: what a person established about an UNKNOWN action.
 RESOLUTIONS = {
@@ -125,10 +130,50 @@ def history(action_id: str, *, timeout: float | None = None) -> Call[pb.GetActio
     return Call("GetActionHistory", pb.GetActionHistoryRequest(action_id=action_id), timeout)
 
 
+def events(
+    *,
+    since: float = 0.0,
+    until: float = 0.0,
+    principal: str = "",
+    kind: str = "",
+    tool: str = "",
+    page_size: int = 100,
+    page_token: str = "",
+    timeout: float | None = None,
+) -> Call[pb.ListEventsResponse]:
+    """One page of your tenant's audit trail: every action's events, in the order of the tenant's
+    hash chain, each with its link (roles: operator, observer). `since`/`until`: Unix seconds (0:
+    unbounded). Pass the answer's `next_page_token` for the next page; an empty page answers the
+    token it was asked with, so polling with it follows the trail."""
+    request = pb.ListEventsRequest(
+        principal=principal, kind=kind, tool=tool, page_size=page_size, page_token=page_token
+    )
+    if since:
+        request.since.FromNanoseconds(int(since * 1e9))
+    if until:
+        request.until.FromNanoseconds(int(until * 1e9))
+    return Call("ListEvents", request, timeout)
+
+
 def limits(tool: str = "", *, run_id: str = "", timeout: float | None = None) -> Call[pb.GetLimitsResponse]:
     """Each tool's limits for your tenant (or `tool`'s): the caps, what the current window has used
     and what is left; with `run_id`, that run's use of the per-run caps (roles: operator, observer)."""
     return Call("GetLimits", pb.GetLimitsRequest(tool=tool, run_id=run_id), timeout)
+
+
+def wait(action_id: str, *, until: str = "decided", timeout: float = 30.0) -> Call[pb.WaitActionResponse]:
+    """Waits on the gateway until the action is `until` ("decided": no longer waiting for a
+    person; "settled": CONFIRMED, REJECTED, NOT_FOUND or UNKNOWN, what an Execute answers) or
+    `timeout` seconds (at most 300) have passed. The answer's `reached` says which, its `action`
+    is the action then. Writes nothing: safe to call again, from any replica."""
+    if until not in UNTIL:
+        raise ValueError(f"until must be one of {', '.join(UNTIL)}, not {until!r}")
+    if timeout < 0:
+        raise ValueError("timeout must not be negative")
+    span = duration_pb2.Duration()
+    span.FromNanoseconds(int(timeout * 1e9))
+    request = pb.WaitActionRequest(action_id=action_id, until=UNTIL[until], timeout=span)
+    return Call("WaitAction", request, min(timeout, 300.0) + WAIT_SLACK)
 
 
 def watch_request(*, state: int = 0, tool: str = "", run_id: str = "", cursor: str = "") -> pb.WatchActionsRequest:

@@ -88,4 +88,6 @@ def _read(path: str) -> bytes | None:
 
 
 # Bigger than the gateway's default message limit, so a full page always fits.
-CHANNEL_OPTIONS = (("grpc.max_receive_message_length", 8 << 20),)
+# round_robin: with a name that resolves to several replicas (a headless Kubernetes Service) the
+# calls spread over all of them; with one address it behaves as the default pick_first.
+CHANNEL_OPTIONS = (("grpc.max_receive_message_length", 8 << 20), ("grpc.lb_policy_name", "round_robin"))

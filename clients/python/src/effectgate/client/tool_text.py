@@ -29,7 +29,11 @@ def describe(answer: gateway_pb2.ExecuteResponse) -> str:
     elif state == "REJECTED":
         advice = "The provider refused; nothing happened. Tell the user; do not retry with other arguments."
     elif state == "AWAITING_APPROVAL":
-        advice = "Waiting for a human approval; nothing was sent yet."
+        advice = (
+            "Waiting for a person to approve it; nothing was sent yet. Do not retry with other arguments "
+            "and do not use another tool for the same purpose: call this tool again in the same step later "
+            "to get the outcome."
+        )
     else:
         advice = (
             "Not proven yet: do not retry with other arguments and do not use another tool for the same "

@@ -8,8 +8,7 @@ from typing import Any
 import httpx
 
 from effectgate_lab.chaos.model import Episode, Told
-from effectgate_lab.chaos.scenarios import Scenario
-from effectgate_lab.simulators.server import SimulatorServer
+from effectgate_lab.chaos.scenarios import Provider, Scenario
 
 # Answers that say "refused, nothing done" (a 409 or 429 says "try again").
 DEFINITIVE = frozenset({400, 401, 402, 403, 404, 422})
@@ -21,7 +20,7 @@ class Run:
 
     episode: Episode
     scenario: Scenario
-    sim: SimulatorServer
+    sim: Provider
     http: httpx.AsyncClient
     lag: float  # the provider's lag, which every method is told
     t0: float = 0.0
@@ -54,6 +53,8 @@ class Method:
     name: str = ""
     # effectgate's window mode ("" or "auto", `--window`); other methods ignore it.
     window: str = ""
+    # effectgate's tools with `unique = "scope"` (one action per business object); others ignore it.
+    unique = False
     kills = 0  # kill -9s of the gateway during the cell
 
     async def open(self, runs: list[Run], crash: bool) -> None:

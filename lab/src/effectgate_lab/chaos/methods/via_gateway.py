@@ -25,8 +25,8 @@ from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.chaos.methods.method import Answer, Method, Run
 from effectgate_lab.chaos.model import Told
 from effectgate_lab.chaos.process import ChildGateway, free_port
+from effectgate_lab.chaos.scenarios import Provider
 from effectgate_lab.simulators.faults import FaultPlan
-from effectgate_lab.simulators.server import SimulatorServer
 
 CALL_TIMEOUT = 4.0
 SETTLE_BUDGET = 12.0  # how long the reconciler gets once the faults stopped
@@ -37,7 +37,15 @@ RECONNECT = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 500),
 ]
+# The simulators apply a write when it arrives, never after its connection closed: the bound
+# on how long they keep processing is their event loop's lag, not the adapters' default minute.
+KEEPS_PROCESSING = 1.0
 PATIENCE = 15.0  # how long the runtime keeps trying to reach a restarting gateway
+
+
+def attempt_timeout(run: Run) -> float:
+    """1.5 s for the HTTP providers (their calls time out at 2 s); an MCP call's time likewise."""
+    return run.scenario.call_timeout - 0.5
 
 
 def tool_name(run: Run) -> str:
@@ -53,19 +61,24 @@ AUTO: dict[str, object] = {"sample_every": 1, "min_samples": MIN_SAMPLES, "floor
 
 
 def gateway_doc(
-    runs: list[Run], store_url: str, port: int, *, auto: bool = False, warmup_url: str = ""
+    runs: list[Run], store_url: str, port: int, *, auto: bool = False, warmup_url: str = "", unique: bool = False
 ) -> dict[str, Any]:
     adapters, tools = {}, {}
     learn = {"lag_key": f"chaos-{runs[0].scenario.name}"} if auto else {}
+    # One action per (tenant, tool, scope): the tool is the episode's own, the scope its object.
+    limits = {"limits": {"unique": "scope"}} if unique else {}
+    attempt = attempt_timeout(runs[0])
     for run in runs:
         adapters[f"a{run.episode.seed}"] = run.scenario.adapter(run.sim.base_url, run.wait)
         tools[tool_name(run)] = {
             "adapter": f"a{run.episode.seed}",
             "consistency_window": "auto" if auto else run.wait,
-            "attempt_timeout": 1.5,
-            "deadline": 3.0,
+            "attempt_timeout": attempt,
+            "deadline": 2 * attempt,
             "max_attempts": 3,
+            "keeps_processing": KEEPS_PROCESSING,
             **learn,
+            **limits,
         }
     if warmup_url:
         adapters["warmup"] = runs[0].scenario.adapter(warmup_url, runs[0].wait)
@@ -76,7 +89,7 @@ def gateway_doc(
         "server": {"listen": f"127.0.0.1:{port}", "shutdown_grace": 1.0},
         "store": {"url": store_url},
         "gateway": {
-            "lease_ttl": 2.0,
+            "lease_ttl": attempt + 0.5,
             "reconcile_interval": 0.2,
             "recheck_min": 0.2,
             "recheck_max": 1.0,
@@ -95,7 +108,7 @@ class ViaGateway(Method):
         self.crasher: asyncio.Task[None] | None = None
         self.kills = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._warmup: SimulatorServer | None = None
+        self._warmup: Provider | None = None
 
     async def open(self, runs: list[Run], crash: bool) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
@@ -104,7 +117,12 @@ class ViaGateway(Method):
             port = free_port()
             warmup_url = await self._start_warmup(runs) if self.window == "auto" else ""
             doc = gateway_doc(
-                runs, f"sqlite:///{self._tmp.name}/effects.db", port, auto=bool(warmup_url), warmup_url=warmup_url
+                runs,
+                f"sqlite:///{self._tmp.name}/effects.db",
+                port,
+                auto=bool(warmup_url),
+                warmup_url=warmup_url,
+                unique=self.unique,
             )
             self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
             try:
@@ -203,7 +221,7 @@ class ViaGateway(Method):
             scope=run.scenario.scope(typed),
             tool_call_id=call_id,
             context=RunContext(run_id=run.episode.run_id, step_id=step, agent=agent),
-            timeout=CALL_TIMEOUT,
+            timeout=max(CALL_TIMEOUT, 2 * attempt_timeout(run) + 1),
         )
 
     async def _retrying(

@@ -86,6 +86,64 @@ def _sweep(results: Sequence[Result]) -> list[str]:
     return ["- Lag sweep (wait or window ÷ lag), ratios where a method duplicated: " + "; ".join(out) + "."]
 
 
+def _unique_scope(results: Sequence[Result]) -> list[str]:
+    """effectgate with `unique = "scope"` against itself without, on the same fault streams."""
+    runs = part(results, "unique_scope")
+    if not runs:
+        return []
+    mine = {r["behaviour"]: r for r in summarize(runs, ("behaviour",))}
+    before = {
+        r["behaviour"]: r
+        for r in summarize(part(results, "behaviours"), ("behaviour", "method"))
+        if r["method"] == "effectgate"
+    }
+    cells = []
+    for behaviour, r in mine.items():
+        was = before.get(behaviour)
+        cells.append(
+            f"`{behaviour}` {r['duplicates']}/{r['episodes']} duplicates, {r['false_success']} false successes"
+            + (f" (without it {was['duplicates']}/{was['episodes']})" if was else "")
+        )
+    return [
+        '- effectgate with `unique = "scope"` on its tools (one action per business object): ' + "; ".join(cells) + "."
+    ]
+
+
+def _sweep_auto(results: Sequence[Result]) -> list[str]:
+    """effectgate's learned window against its fixed one, ratio by ratio, on the same streams."""
+    runs = part(results, "sweep_auto")
+    if not runs:
+        return []
+    fixed = {
+        r["margin"]: r for r in summarize(sweep_runs(results), ("margin", "method")) if r["method"] == "effectgate"
+    }
+    cells = []
+    for r in summarize(runs, ("margin",)):
+        was = fixed.get(r["margin"])
+        cells.append(
+            f"{r['margin']:g} x lag {r['duplicates']}/{r['episodes']} duplicates, {r['false_success']} false successes"
+            + (f" (window fixed at it: {was['duplicates']}/{was['episodes']})" if was else "")
+        )
+    return [
+        '- Lag sweep with `consistency_window = "auto"` (the ratio is only the declared window): '
+        + "; ".join(cells)
+        + "."
+    ]
+
+
+def _mcp(results: Sequence[Result]) -> list[str]:
+    runs = part(results, "mcp")
+    if not runs:
+        return []
+    rows = _by_method(runs)
+    n = next(iter(rows.values()))["episodes"]
+    return [
+        f"- Through an MCP upstream without keys (`mcp_create_issue`, 3 levels; {n} episodes per method), duplicates: "
+        + "; ".join(f"{m} {fmt_rate(rows[m], 'duplicates')}" for m in methods_in(runs))
+        + f"; effectgate false successes {rows['effectgate']['false_success'] if 'effectgate' in rows else '—'}."
+    ]
+
+
 def _effectgate_duplicates(results: Sequence[Result]) -> list[str]:
     """Every cell where effectgate itself duplicated, so no reader has to find them."""
     mine = [r for r in results if r.method == "effectgate"]
@@ -117,6 +175,9 @@ def summary(results: Sequence[Result], meta: dict[str, Any]) -> str:
         *_behaviours(results),
         *_conditions(results),
         *_sweep(results),
+        *_unique_scope(results),
+        *_sweep_auto(results),
+        *_mcp(results),
         *_effectgate_duplicates(results),
         *_faults_off(results, meta),
     ]

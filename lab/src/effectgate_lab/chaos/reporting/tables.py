@@ -49,8 +49,9 @@ def meta_line(meta: dict[str, Any], results: Sequence[Result]) -> str:
     )
 
 
-def headline(results: Sequence[Result]) -> str:
-    rows = summarize(part(results, "headline"), ("level", "scenario", "method"))
+def headline(results: Sequence[Result], name: str = "headline") -> str:
+    """One row per level, task and method; `study` is the published figure where there is one."""
+    rows = summarize(part(results, name), ("level", "scenario", "method"))
     lines = []
     for row in rows:
         study = STUDY.get((row["scenario"], row["level"]), {}).get(row["method"])
@@ -60,7 +61,7 @@ def headline(results: Sequence[Result]) -> str:
                 row["scenario"],
                 row["method"],
                 fmt_rate(row, "duplicates"),
-                "—" if study is None else f"{study}%",
+                *(["—" if study is None else f"{study}%"] if name == "headline" else []),
                 fmt_rate(row, "success_at_fault_stop", counts=False),
                 fmt_rate(row, "success_final", counts=False),
                 fmt_count(row, "false_success"),
@@ -74,7 +75,7 @@ def headline(results: Sequence[Result]) -> str:
         "task",
         "method",
         "duplicates (95% CI)",
-        "study",
+        *(["study"] if name == "headline" else []),
         "success at fault stop",
         "success after reconcile",
         "false success",
@@ -137,23 +138,35 @@ def fault_kinds(results: Sequence[Result]) -> str:
     return table(("first write's fault", "episodes", *methods), lines)
 
 
+UNIQUE = 'effectgate, unique = "scope"'
+AUTO = 'effectgate, window "auto"'
+
+
+def _labelled(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return "—"
+    f, b = r["duplicates_fault_caused"], r["duplicates_behaviour_caused"]
+    return fmt_count(r, "duplicates") + (f" ({f}f + {b}b)" if r["duplicates"] else "")
+
+
 def behaviours(results: Sequence[Result]) -> str:
+    """The behaviours part, and beside it effectgate with `unique = "scope"` (part unique_scope:
+    the same level, tasks and fault streams) where that part ran the behaviour."""
     runs = part(results, "behaviours")
     methods = methods_in(runs)
     rows = summarize(runs, ("scenario", "behaviour", "method"))
     cell = {(r["scenario"], r["behaviour"], r["method"]): r for r in rows}
+    unique = {
+        (r["scenario"], r["behaviour"]): r for r in summarize(part(results, "unique_scope"), ("scenario", "behaviour"))
+    }
     lines = []
     for scenario, behaviour in dict.fromkeys((r["scenario"], r["behaviour"]) for r in rows):
         out = [scenario, behaviour, str(cell[(scenario, behaviour, methods[0])]["episodes"])]
-        for m in methods:
-            r = cell.get((scenario, behaviour, m))
-            if r is None:
-                out.append("—")
-                continue
-            f, b = r["duplicates_fault_caused"], r["duplicates_behaviour_caused"]
-            out.append(fmt_count(r, "duplicates") + (f" ({f}f + {b}b)" if r["duplicates"] else ""))
+        out += [_labelled(cell.get((scenario, behaviour, m))) for m in methods]
+        if unique:
+            out.append(_labelled(unique.get((scenario, behaviour))))
         lines.append(out)
-    return table(("task", "behaviour", "episodes", *methods), lines)
+    return table(("task", "behaviour", "episodes", *methods, *([UNIQUE] if unique else [])), lines)
 
 
 def conditions(results: Sequence[Result]) -> str:
@@ -198,19 +211,27 @@ def sweep_runs(results: Sequence[Result]) -> list[Result]:
 
 
 def sweep(results: Sequence[Result]) -> str:
+    """Every method at each ratio of its wait or window to the lag, and beside them effectgate
+    with a learned window (part sweep_auto: the same level, tasks and fault streams), where the
+    ratio is only the window it declares until it has learned one."""
     runs = sweep_runs(results)
     methods = methods_in(runs)
     rows = summarize(runs, ("margin", "method"))
     cell = {(r["margin"], r["method"]): r for r in rows}
+    auto = {r["margin"]: r for r in summarize(part(results, "sweep_auto"), ("margin",))}
     lines = []
-    for margin in sorted({r["margin"] for r in rows}):
-        n = next(cell[(margin, m)]["episodes"] for m in methods if (margin, m) in cell)
+    for margin in sorted({r["margin"] for r in rows} | set(auto)):
+        n = next((cell[(margin, m)]["episodes"] for m in methods if (margin, m) in cell), 0) or auto[margin]["episodes"]
         out = [f"{margin:g}", str(n)]
-        for m in methods:
-            r = cell.get((margin, m))
+        for r in [*(cell.get((margin, m)) for m in methods), *([auto.get(margin)] if auto else [])]:
             out.append("—" if r is None else f"{fmt_count(r, 'duplicates')} dup, {r['unknown_final']} unk")
         lines.append(out)
-    return table(("wait or window ÷ lag", "episodes", *methods), lines)
+    return table(("wait or window ÷ lag", "episodes", *methods, *([AUTO] if auto else [])), lines)
+
+
+def mcp(results: Sequence[Result]) -> str:
+    """The study's setting through an MCP upstream without keys (part mcp)."""
+    return headline(results, "mcp")
 
 
 TABLES: dict[str, Callable[[Sequence[Result]], str]] = {
@@ -220,4 +241,5 @@ TABLES: dict[str, Callable[[Sequence[Result]], str]] = {
     "behaviours": behaviours,
     "conditions": conditions,
     "sweep": sweep,
+    "mcp": mcp,
 }

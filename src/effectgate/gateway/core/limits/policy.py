@@ -12,7 +12,16 @@ from google.protobuf.message import Message
 
 from effectgate.gateway.config import ToolLimits, Unique
 from effectgate.gateway.core.limits.rules import USAGE_VARIABLES, Rule, RuleError
-from effectgate.gateway.model import ActionIdentity, Bucket, InvalidRequest, Reservation, keys
+from effectgate.gateway.core.text import unstorable
+from effectgate.gateway.model import (
+    MAX_COUNT,
+    ActionIdentity,
+    Bucket,
+    BudgetExceeded,
+    InvalidRequest,
+    Reservation,
+    keys,
+)
 
 # Bidirectional control characters (the "Trojan Source" set): text that reads one way and runs another.
 BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -67,9 +76,10 @@ class ToolPolicy:
     # -- before anything is stored ---------------------------------------------------------------
 
     def check(self, identity: ActionIdentity, payload: Message) -> None:
-        """The payload bounds: INVALID_ARGUMENT naming each field out of bounds."""
+        """The payload bounds: INVALID_ARGUMENT naming each field out of bounds (and each text
+        field a store cannot hold, whatever the tool's limits)."""
         limits = self.limits
-        violations: list[tuple[str, str]] = []
+        violations = unstorable(payload, "payload.")
         if (limits.scope == "required" or limits.unique is Unique.SCOPE) and not identity.scope.strip():
             violations.append(("scope", f"tool {self.tool!r} needs a scope (the business object the effect is about)"))
         if limits.max_amount is not None:
@@ -81,8 +91,28 @@ class ToolPolicy:
         for name in limits.no_bidi:
             if BIDI.search(getattr(payload, name)):
                 violations.append((f"payload.{name}", "contains bidirectional control characters"))
+        counted = self.amount(payload) if limits.budget or limits.run_budget else 0
+        if counted < 0:  # a negative charge would give budget back
+            violations.append((f"payload.{self._amount_field}", f"{counted} is negative; a budget counts amounts >= 0"))
         if violations:
             raise InvalidRequest(violations)
+        if counted > MAX_COUNT:
+            raise self._past_count(counted, self.currency(payload))
+
+    def _past_count(self, amount: int, currency: str) -> BudgetExceeded:
+        """An amount no budget can ever hold (counters stop at MAX_COUNT): refused before anything
+        is stored, and no limit grant lets it through."""
+        return BudgetExceeded(
+            f"tool {self.tool!r}: an amount of {amount} {currency} is more than any budget counts "
+            f"({MAX_COUNT}, the most a counter holds); no limit grant lets it through; nothing was sent",
+            {
+                "tool": self.tool,
+                "limit": "max_count",
+                "max_count": str(MAX_COUNT),
+                "currency": currency,
+                "amount": str(amount),
+            },
+        )
 
     def action_id(self, identity: ActionIdentity) -> str:
         if self.limits.unique is Unique.SCOPE:

@@ -13,11 +13,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import celpy
 from celpy.adapter import json_to_cel
-from celpy.celparser import CELParseError
 from celpy.celtypes import BoolType
 from lark import Token, Tree
+
+from effectgate.cel import RuleError as RuleError
+from effectgate.cel import compile_rule
 
 log = logging.getLogger("effectgate.limits")
 
@@ -38,20 +39,10 @@ VARIABLES = (
 USAGE_VARIABLES = frozenset({"budget_left", "effects_left", "run_spent", "run_effects"})
 
 
-class RuleError(ValueError):
-    """A rule that cannot be used: the message is one line naming the rule and why."""
-
-
 class Rule:
     def __init__(self, source: str, payload_fields: Iterable[str]) -> None:
         self.source = source
-        env = celpy.Environment()
-        try:
-            tree = env.compile(source)
-        except CELParseError as exc:
-            column = getattr(exc, "column", None)
-            where = f" at column {column}" if column else ""
-            raise RuleError(f"{source!r} does not compile: syntax error{where}") from None
+        env, tree = compile_rule(source)
         fields = set(payload_fields)
         self.names = _names(tree)
         for name in sorted(self.names):

@@ -45,6 +45,8 @@ class Decisions:
                 return record  # the same principal again: idempotent, counts once
             if record.state is not State.AWAITING_APPROVAL:
                 raise _not_waiting(record)
+            if self._overdue(record):
+                raise _not_waiting(record, "its approval_ttl has passed: it expires, nothing is sent")
             if fingerprint and fingerprint != record.fingerprint:
                 raise PolicyConflict(
                     f"action {record.action_id} has payload {record.fingerprint}, not {fingerprint}: "
@@ -65,12 +67,31 @@ class Decisions:
                 )
             return None
 
-        return await self._decide(
-            tenant,
-            action_id,
-            check,
-            lambda record: t.Approve(who=who, note=note, policy_version=self.protocol.tool(record.tool).policy_version),
-        )
+        try:
+            return await self._decide(
+                tenant,
+                action_id,
+                check,
+                lambda record: t.Approve(
+                    who=who, note=note, policy_version=self.protocol.tool(record.tool).policy_version
+                ),
+            )
+        except PolicyConflict:
+            # A click after the TTL is refused even before the expiry job's next pass (found by
+            # the stateful model): expire the action now, so the agent reads REJECTED at once.
+            record = await self.protocol.get(tenant, action_id)
+            ttl = self._ttl(record)
+            if ttl is not None and record.state is State.AWAITING_APPROVAL and self._overdue(record):
+                await self._expire(record, ttl)
+            raise
+
+    def _ttl(self, record: ActionRecord) -> float | None:
+        return self.protocol.tool(record.tool).config.approval_ttl
+
+    def _overdue(self, record: ActionRecord) -> bool:
+        """Waited longer than its tool's approval_ttl (the expiry job's own test)."""
+        ttl = self._ttl(record)
+        return ttl is not None and record.created_at < self.protocol.now() - ttl
 
     async def deny(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
         if not note.strip():
@@ -134,8 +155,9 @@ class Decisions:
         return await self.protocol.commit(leased, event_of(leased)), True
 
 
-def _not_waiting(record: ActionRecord) -> PolicyConflict:
+def _not_waiting(record: ActionRecord, why: str = "") -> PolicyConflict:
+    state = why or f"is {record.state.value}"
     return PolicyConflict(
-        f"action {record.action_id} is {record.state.value}; only actions awaiting approval are decided",
+        f"action {record.action_id} {state}; only actions awaiting approval are decided",
         reason="NOT_AWAITING_APPROVAL",
     )

@@ -17,7 +17,7 @@ client dedups by action id and updated_at); within one watch, once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from typing import Any
 
@@ -72,7 +72,7 @@ class Watch:
         self._position = self._floor
         return encode_cursor(*self._floor)
 
-    async def changes(self) -> AsyncIterator[Change]:
+    async def changes(self) -> AsyncGenerator[Change, None]:
         while True:
             for change in await self._poll():
                 yield change

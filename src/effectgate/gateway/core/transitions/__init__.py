@@ -37,7 +37,7 @@ from effectgate.gateway.core.events import (
     RefusedBeforeActing,
     UseBypass,
 )
-from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, window_end, window_start
+from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, absence_provable_at, provider_done_by
 from effectgate.gateway.core.transitions.records import create, released, stamped
 from effectgate.gateway.core.transitions.steps import RESOLUTIONS, apply
 from effectgate.gateway.core.transitions.table import EDGES, TABLE, IllegalTransition, allows, mermaid
@@ -67,12 +67,12 @@ __all__ = [
     "Refused",
     "RefusedBeforeActing",
     "UseBypass",
+    "absence_provable_at",
     "allows",
     "apply",
     "create",
     "mermaid",
+    "provider_done_by",
     "released",
     "stamped",
-    "window_end",
-    "window_start",
 ]

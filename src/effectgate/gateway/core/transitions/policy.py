@@ -1,6 +1,8 @@
-"""What the transitions know of the tool, its provider and the gateway (`Policy`), and the
-consistency window it sets on a record (`window_start`, `window_end`: the steps and `moves` both
-read it)."""
+"""What the transitions know of the tool, its provider and the gateway (`Policy`), and the one
+rule of when absence may be proved (`absence_provable_at`; `provider_done_by` is where its
+consistency window starts). Every path that can record NOT_FOUND from a read goes through it: the
+driver's read-backs, Verify, the reconciler's drives and a webhook's failure event all apply an
+`Observed` event, whose step compares the read's sent time with `absence_provable_at`."""
 
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ class Policy:
     # One provider call's budget: after a crash, the call may have committed until this long
     # after the dispatch.
     attempt_timeout: float = 0.0
+    # How long the provider may go on applying a request after our call ended (its connection
+    # closed or timed out): the adapter's `keeps_processing`, or the tool's.
+    keeps_processing: float = 0.0
     dedups_on_key: bool = False
     # How long the provider remembers a key; None: as long as we need.
     key_retention: float | None = None
@@ -31,14 +36,19 @@ class Policy:
     approvals: int = 1
 
 
-def window_start(record: ActionRecord, policy: Policy) -> float:
-    """The latest moment the provider may have committed the last attempt: when the call ended
-    without an answer, or (that moment unknown, e.g. after a crash) the end of its budget."""
+def provider_done_by(record: ActionRecord, policy: Policy) -> float:
+    """The latest moment the provider may still apply the last attempt: when our call ended
+    (timed out, lost its answer, or was never made) or, that moment unknown (a crash, a worker
+    cut off from the store), the end of its budget `dispatched_at + attempt_timeout` — plus how
+    long the provider may go on processing after the connection closed."""
     if record.attempt_ended_at is not None:
-        return record.attempt_ended_at
-    return (record.dispatched_at or 0.0) + policy.attempt_timeout
+        ended = record.attempt_ended_at
+    else:
+        ended = (record.dispatched_at or 0.0) + policy.attempt_timeout
+    return ended + policy.keeps_processing
 
 
-def window_end(record: ActionRecord, policy: Policy) -> float:
-    """A not-found read sent from here on proves absence."""
-    return window_start(record, policy) + policy.consistency_window
+def absence_provable_at(record: ActionRecord, policy: Policy) -> float:
+    """The earliest time a `not_found` read may prove absence: the read must be *sent* at or
+    after this (a read sent earlier may be answered from state older than the effect)."""
+    return provider_done_by(record, policy) + policy.consistency_window

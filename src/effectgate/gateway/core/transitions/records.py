@@ -30,6 +30,7 @@ def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
         lease_expires_at=expires,
         trace_parent=event.trace_parent,
         policy_version=event.policy_version,
+        adapter=event.adapter,
     )
     if state is D:
         record = record.evolve(attempts=1, dispatched_at=now, reason="dispatched")

@@ -25,7 +25,7 @@ from effectgate.gateway.core.events import (
     RefusedBeforeActing,
     UseBypass,
 )
-from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, window_end, window_start
+from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, absence_provable_at, provider_done_by
 from effectgate.gateway.core.transitions.table import A, C, D, IllegalTransition, N, P, R, U, allows, check
 from effectgate.gateway.model import ActionRecord, NextStep, State
 
@@ -51,7 +51,9 @@ def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> Act
 
 
 def _dispatch(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, Dispatch)
     return record.evolve(
+        adapter=event.adapter or record.adapter,
         state=D,
         attempts=record.attempts + 1,
         dispatched_at=now,
@@ -85,6 +87,13 @@ def _refused_before_acting(record: ActionRecord, event: Event, now: float, polic
     assert isinstance(event, RefusedBeforeActing)
     # A pause the provider asked for is stored: no worker sends again before it has passed.
     not_before = None if event.retry_after is None else now + event.retry_after
+    if event.over_doubt:
+        # The earlier attempt ended before this retry was sent: counting from now errs long.
+        return record.evolve(
+            reason=f"provider refused a retry before acting: {event.message}; the earlier attempt is still in doubt",
+            attempt_ended_at=now,
+            next_check_at=not_before,
+        )
     return record.evolve(
         state=N,
         reason=f"provider refused before acting: {event.message}",
@@ -115,13 +124,14 @@ def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) ->
         )
     if obs.outcome is Outcome.NOT_FOUND:
         read_at = now if event.read_at is None else event.read_at
-        if read_at >= window_end(record, policy):
-            since = read_at - window_start(record, policy)
+        if read_at >= absence_provable_at(record, policy):
+            since = read_at - (provider_done_by(record, policy) - policy.keeps_processing)
+            wait = f"{policy.keeps_processing:g}s to finish + window {policy.consistency_window:g}s"
             return record.evolve(
                 state=N,
                 observation=obs,
                 checks=checks,
-                reason=f"not found {since:.1f}s after the attempt (window {policy.consistency_window:g}s)",
+                reason=f"not found {since:.1f}s after the attempt ended ({wait})",
                 next_step=NextStep.DISPATCH,
                 next_check_at=None,
             )
@@ -144,7 +154,7 @@ def _park(record: ActionRecord, event: Event, now: float, policy: Policy) -> Act
         state=U,
         reason="not found yet, inside the consistency window; re-checked when it closes",
         next_step=NextStep.RECHECK,
-        next_check_at=max(window_end(record, policy), now + RETRY_PAUSE),
+        next_check_at=max(absence_provable_at(record, policy), now + RETRY_PAUSE),
     )
 
 

@@ -44,7 +44,7 @@ DISPATCHED         dispatch               DISPATCHED
 DISPATCHED         not_sent               DISPATCHED
 DISPATCHED         receipt                CONFIRMED
 DISPATCHED         refused                REJECTED
-DISPATCHED         refused_before_acting  NOT_FOUND
+DISPATCHED         refused_before_acting  NOT_FOUND DISPATCHED
 DISPATCHED         ambiguous              DISPATCHED
 DISPATCHED         observed               CONFIRMED NOT_FOUND DISPATCHED UNKNOWN
 UNKNOWN            observed               CONFIRMED NOT_FOUND DISPATCHED UNKNOWN

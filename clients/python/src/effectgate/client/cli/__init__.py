@@ -1,4 +1,5 @@
-"""Operator commands: `effectgate actions|show|describe|verify|approve|deny|reconcile|grant-bypass|limits|grant-limit`.
+"""Operator commands: `effectgate actions|events|show|describe|verify|approve|deny|reconcile|grant-bypass|limits`
+and `grant-limit`.
 
 They speak to a running gateway through EffectGateClient only, over plaintext, TLS or mTLS
 (`--tls-ca`, `--tls-cert`, `--tls-key`, or EFFECTGATE_TLS_CA / _CERT / _KEY), with the target
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 COMMANDS = (
-    *("actions", "show", "describe", "verify", "approve", "deny", "reconcile", "grant-bypass"),
+    *("actions", "events", "show", "describe", "verify", "approve", "deny", "reconcile", "grant-bypass"),
     *("limits", "grant-limit"),
 )
 

@@ -23,11 +23,15 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 def duration(text: str) -> float:
     """Seconds in `90s`, `30m`, `1h30m`, `2d`, or a bare number of seconds."""
-    text = text.strip().lower()
+    text = text.strip().lower().replace(" ", "")
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if seconds < 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: a duration must not be negative")
+        return seconds
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 30m, 1h30m or 2d")
@@ -103,6 +107,16 @@ def add_commands(commands: Any, parents: Sequence[argparse.ArgumentParser] = ())
     )
     # Stop a watch after N intervals (tests).
     listing.add_argument("--watch-count", type=count, default=0, help=argparse.SUPPRESS)
+    trail = command("events", "the audit trail: every action's events, in the tenant's hash-chain order")
+    trail.add_argument("--since", type=since, default=None, help="written since: 24h, 30m, or 2026-01-31T12:00:00Z")
+    trail.add_argument("--until", type=since, default=None, help="written before: a duration ago or an RFC 3339 time")
+    trail.add_argument("--principal", default="", help="one principal (an operator's name)")
+    trail.add_argument("--kind", default="", help="one kind of event: claim, approve, deny, expire, ...")
+    trail.add_argument("--tool", default="", help="one tool")
+    trail.add_argument("--chunk-size", type=count, default=500, help="events asked for per page (default 500)")
+    trail.add_argument("-w", "--watch", action="store_true", help="then follow new events until Ctrl-C (for a SIEM)")
+    trail.add_argument("--interval", type=duration, default=2.0, help="--watch: poll every (default 2s)")
+    trail.add_argument("--watch-count", type=count, default=0, help=argparse.SUPPRESS)
     for name, help_text in (
         ("show", "every field of one action"),
         ("describe", "one action in full: every field, and what else the gateway tells about it"),

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from effectgate.client.cli import hints, limits, render, views
+from effectgate.client.cli import events, hints, limits, render, views
 from effectgate.client.cli.render import action_dict, dump, dump_line, message_dict, parse_time, printable
 from effectgate.client.client import EffectGateClient
 from effectgate.client.errors import EffectGateError, from_rpc_error
@@ -132,6 +132,25 @@ async def watched(client: EffectGateClient, args: argparse.Namespace) -> AsyncIt
         await stream.aclose()
 
 
+READERS = 8  # GetAction calls at once for a table's amounts
+
+
+async def with_payloads(client: EffectGateClient, rows: list[Row]) -> list[Row]:
+    """The rows with the payload GetAction shows people (a table's AMOUNT and TO: ListActions
+    carries no payload). An agent's token gets none, an action purged since keeps its row."""
+    gate = asyncio.Semaphore(READERS)
+
+    async def one(row: Row) -> Row:
+        async with gate:
+            try:
+                found = await client.get(row["action_id"])
+            except EffectGateError:
+                return row
+        return {**row, "payload": action_dict(found).get("payload")} if found.HasField("payload") else row
+
+    return list(await asyncio.gather(*(one(r) for r in rows)))
+
+
 async def list_actions(client: EffectGateClient, args: argparse.Namespace) -> None:
     fmt = args.output
     if not args.watch:
@@ -139,7 +158,7 @@ async def list_actions(client: EffectGateClient, args: argparse.Namespace) -> No
         if fmt in ("json", "yaml"):
             dump(rows, fmt)
         else:
-            render.show(render.table(rows, wide=fmt == "wide"))
+            render.show(render.table(await with_payloads(client, rows), wide=fmt == "wide"))
         return
     header = True
     async for rows in watched(client, args):
@@ -147,7 +166,7 @@ async def list_actions(client: EffectGateClient, args: argparse.Namespace) -> No
             for row in rows:
                 dump_line(row, fmt)
         elif rows or header:
-            render.show(render.table(rows, wide=fmt == "wide", header=header))
+            render.show(render.table(await with_payloads(client, rows), wide=fmt == "wide", header=header))
             header = False
 
 
@@ -184,6 +203,8 @@ async def _run(args: argparse.Namespace) -> None:
     async with client_for(args) as client:
         if args.command == "actions":
             await list_actions(client, args)
+        elif args.command == "events":
+            await events.list_events(client, args)
         elif args.command == "show":
             fields = action_dict(await client.get(args.action_id))
             _one(fields, views.action_sections(fields), fmt)

@@ -9,13 +9,15 @@ gateway's audit lines) and the short state names the text shows (`CONFIRMED`, ne
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 from google.protobuf import json_format
@@ -24,7 +26,12 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from effectgate.client.money_text.asks import ask_of, typed, typed_payload
+from effectgate.client.money_text.money import terminal_locale
 from effectgate.v1 import gateway_pb2 as pb
+
+if TYPE_CHECKING:
+    from babel import Locale
 
 FORMATS = ("table", "wide", "json", "yaml")
 # Enum fields and the prefix their short names drop.
@@ -34,8 +41,12 @@ _OUTCOME = "OBSERVATION_OUTCOME_"
 
 def printable(text: str) -> str:
     """Escapes control and format characters (ANSI escapes, CR, bidi overrides) so that text from
-    agents cannot move the cursor, recolour or rewrite the operator's terminal."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    agents cannot move the cursor, recolour or rewrite the operator's terminal. Spaces stay (the
+    no-break spaces of money in many locales: "10,00 $")."""
+    return "".join(
+        c if c.isprintable() or unicodedata.category(c) == "Zs" else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
 
 
 def message_dict(message: Message) -> dict[str, Any]:
@@ -65,7 +76,13 @@ def _shorten(data: Any) -> Any:
 
 
 def action_dict(action: pb.Action) -> dict[str, Any]:
-    return message_dict(action)
+    """`message_dict`, with the numbers of its Structs (payload, receipt result, evidence) typed:
+    an integer stays an integer (a Struct carries doubles), and the payload's amount, an int64
+    that proto JSON writes as a string, is an integer of minor units."""
+    data: dict[str, Any] = typed(message_dict(action))
+    if isinstance(data.get("payload"), dict):
+        data["payload"] = typed_payload(data["payload"])
+    return data
 
 
 # -- JSON and YAML ---------------------------------------------------------------------------
@@ -130,11 +147,29 @@ def parse_time(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+@functools.cache
+def reader() -> Locale:
+    """The terminal's locale for money (LC_ALL, LC_MONETARY, LANG), read once."""
+    return terminal_locale()
+
+
+def amount(action: Mapping[str, Any]) -> str:
+    """The action's amount as money ("€125.00"), from the payload GetAction shows people; "" without one."""
+    money = ask_of(action.get("payload") or {}).money
+    return money.text(reader()) if money is not None else ""
+
+
+def party(action: Mapping[str, Any]) -> str:
+    return ask_of(action.get("payload") or {}).party
+
+
 # column title -> what it shows of an action dict
 _COLUMNS: dict[str, Any] = {
     "ACTION": lambda a: a["action_id"],
     "STATE": lambda a: a["state"],
     "TOOL": lambda a: a["tool"],
+    "AMOUNT": amount,
+    "TO": party,
     "SCOPE": lambda a: a["scope"],
     "RUN": lambda a: a.get("context", {}).get("run_id", ""),
     "STEP": lambda a: a.get("context", {}).get("step_id", ""),
@@ -146,9 +181,9 @@ _COLUMNS: dict[str, Any] = {
     "RECEIPT": lambda a: a.get("receipt", {}).get("external_id", ""),
     "REASON": lambda a: a["reason"],
 }
-TABLE = ("ACTION", "STATE", "TOOL", "SCOPE", "RUN", "AGE", "RECEIPT", "REASON")
+TABLE = ("ACTION", "STATE", "TOOL", "AMOUNT", "TO", "SCOPE", "RUN", "AGE", "RECEIPT", "REASON")
 WIDE = (
-    *("ACTION", "STATE", "TOOL", "SCOPE", "RUN", "STEP", "AGENT"),
+    *("ACTION", "STATE", "TOOL", "AMOUNT", "TO", "SCOPE", "RUN", "STEP", "AGENT"),
     *("ATTEMPTS", "NEXT", "AGE", "UPDATED", "RECEIPT", "REASON"),
 )
 

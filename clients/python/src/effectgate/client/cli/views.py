@@ -13,9 +13,10 @@ from typing import Any
 
 import grpc
 
-from effectgate.client.cli.render import Section, action_dict, age, message_dict
+from effectgate.client.cli.render import Section, action_dict, age, amount, message_dict
 from effectgate.client.client import EffectGateClient
 from effectgate.client.errors import EffectGateError
+from effectgate.client.money_text.asks import ask_of, typed
 from effectgate.v1 import gateway_pb2 as pb
 
 
@@ -25,6 +26,8 @@ def when(stamp: str) -> str:
 
 def action_sections(action: dict[str, Any]) -> list[Section]:
     context = action.get("context", {})
+    ask = ask_of(action.get("payload") or {})  # people's tokens: GetAction shows them the payload
+    asked = [("Amount", amount(action)), ("To", ask.party), ("For", ask.about)] if action.get("payload") else []
     sections = [
         Section(
             "",
@@ -36,6 +39,7 @@ def action_sections(action: dict[str, Any]) -> list[Section]:
                 ("Tenant", action["tenant"]),
                 ("Tool", action["tool"]),
                 ("Scope", action["scope"]),
+                *asked,
                 ("Run", context.get("run_id", "")),
                 ("Step", context.get("step_id", "")),
                 ("Parent run", context.get("parent_run_id", "")),
@@ -107,11 +111,8 @@ async def payload_extra(client: EffectGateClient, action: pb.Action) -> Extra | 
         ("Dispatched", when(fields.get("dispatched_at", ""))),
         ("Settled", when(fields.get("settled_at", ""))),
     ]
-    return Extra(
-        "payload",
-        fields["payload"],
-        [Section("Payload (sensitive fields masked)", binding, fields["payload"], "Fields")],
-    )
+    payload = fields["payload"]
+    return Extra("payload", payload, [Section("Payload (sensitive fields masked)", binding, payload, "Fields")])
 
 
 async def history_extra(client: EffectGateClient, action: pb.Action) -> Extra | None:
@@ -123,7 +124,7 @@ async def history_extra(client: EffectGateClient, action: pb.Action) -> Extra | 
         if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED):
             return None
         raise
-    events = [message_dict(e) for e in answer.events]
+    events = [typed(message_dict(e)) for e in answer.events]  # {"attempt": 0}, never 0.0
     for event in events:
         event["seq"] = int(event["seq"])
     rows = [(_moment(e), _told(e)) for e in events]

@@ -7,15 +7,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Any, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Any, Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file effectgate/v1/gateway.proto.
  */
 export const file_effectgate_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChtlZmZlY3RnYXRlL3YxL2dhdGV3YXkucHJvdG8SDWVmZmVjdGdhdGUudjEiUwoKUnVuQ29udGV4dBIOCgZydW5faWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIVCg1wYXJlbnRfcnVuX2lkGAMgASgJEg0KBWFnZW50GAQgASgJIqYBCg5FeGVjdXRlUmVxdWVzdBIqCgdjb250ZXh0GAEgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYAiABKAkSDQoFc2NvcGUYAyABKAkSJQoHcGF5bG9hZBgEIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEg4KBmJ5cGFzcxgGIAEoCCJKCg9FeGVjdXRlUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SEAoIcmVwbGF5ZWQYAiABKAgiVwoNVmVyaWZ5UmVxdWVzdBITCglhY3Rpb25faWQYASABKAlIABInCgNyZWYYAiABKAsyGC5lZmZlY3RnYXRlLnYxLkFjdGlvblJlZkgAQggKBnRhcmdldCJUCglBY3Rpb25SZWYSKgoHY29udGV4dBgBIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAIgASgJEg0KBXNjb3BlGAMgASgJImgKDlZlcmlmeVJlc3BvbnNlEiUKBmFjdGlvbhgBIAEoCzIVLmVmZmVjdGdhdGUudjEuQWN0aW9uEi8KC29ic2VydmF0aW9uGAIgASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbiIlChBHZXRBY3Rpb25SZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCSKEAQoSTGlzdEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIOCgZydW5faWQYAiABKAkSDAoEdG9vbBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJWChNMaXN0QWN0aW9uc1Jlc3BvbnNlEiYKB2FjdGlvbnMYASADKAsyFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoQUmVjb25jaWxlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSLgoKcmVzb2x1dGlvbhgCIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSDAoEbm90ZRgDIAEoCRITCgtleHRlcm5hbF9pZBgEIAEoCSJeCg5BcHByb3ZlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCRITCgtmaW5nZXJwcmludBgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoCSIuCgtEZW55UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSIsChdHZXRBY3Rpb25IaXN0b3J5UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkiRgoYR2V0QWN0aW9uSGlzdG9yeVJlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLmVmZmVjdGdhdGUudjEuQWN0aW9uRXZlbnQixQEKC0FjdGlvbkV2ZW50EgsKA3NlcRgBIAEoAxIMCgRraW5kGAIgASgJEikKBXN0YXRlGAMgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcHJpbmNpcGFsGAUgASgJEgwKBG5vdGUYBiABKAkSJwoGZGV0YWlsGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJuChNXYXRjaEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIMCgR0b29sGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIOCgZjdXJzb3IYBCABKAkiTQoUV2F0Y2hBY3Rpb25zUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SDgoGY3Vyc29yGAIgASgJIjAKEEdldExpbWl0c1JlcXVlc3QSDAoEdG9vbBgBIAEoCRIOCgZydW5faWQYAiABKAkiPQoRR2V0TGltaXRzUmVzcG9uc2USKAoFdG9vbHMYASADKAsyGS5lZmZlY3RnYXRlLnYxLlRvb2xMaW1pdHMipQEKClRvb2xMaW1pdHMSDAoEdG9vbBgBIAEoCRIwCgx3aW5kb3dfc3RhcnQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCndpbmRvd19lbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKBmxpbWl0cxgEIAMoCzIXLmVmZmVjdGdhdGUudjEuTGltaXRVc2UiZAoITGltaXRVc2USDQoFbGltaXQYASABKAkSEAoIY3VycmVuY3kYAiABKAkSCwoDY2FwGAMgASgDEgwKBHVzZWQYBCABKAMSDAoEbGVmdBgFIAEoAxIOCgZydW5faWQYBiABKAkiNAoRR3JhbnRMaW1pdFJlcXVlc3QSEQoJYWN0aW9uX2lkGAEgASgJEgwKBG5vdGUYAiABKAkiqAEKEkdyYW50TGltaXRSZXNwb25zZRIRCglhY3Rpb25faWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgwKBG5vdGUYAyABKAkSLgoKZ3JhbnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNQoSR3JhbnRCeXBhc3NSZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCRIMCgRub3RlGAIgASgJIowBCgdSZWNlaXB0EhMKC2V4dGVybmFsX2lkGAEgASgJEhsKE3Byb3ZpZGVyX3JlcXVlc3RfaWQYAiABKAkSJwoGcmVzdWx0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipAEKC09ic2VydmF0aW9uEjIKB291dGNvbWUYASABKA4yIS5lZmZlY3RnYXRlLnYxLk9ic2VydmF0aW9uT3V0Y29tZRIpCghldmlkZW5jZRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoCYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgEIAEoCSKUBgoGQWN0aW9uEhEKCWFjdGlvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSKgoHY29udGV4dBgDIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAQgASgJEg0KBXNjb3BlGAUgASgJEhMKC2ZpbmdlcnByaW50GAYgASgJEikKBXN0YXRlGAcgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIQCghhdHRlbXB0cxgIIAEoBRInCgdyZWNlaXB0GAkgASgLMhYuZWZmZWN0Z2F0ZS52MS5SZWNlaXB0Ei8KC29ic2VydmF0aW9uGAogASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbhIOCgZyZWFzb24YCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNbmV4dF9jaGVja19hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdG9vbF9jYWxsX2lkGA8gASgJEhIKCmdlbmVyYXRpb24YECABKAMSKgoJbmV4dF9zdGVwGBEgASgOMhcuZWZmZWN0Z2F0ZS52MS5OZXh0U3RlcBIUCgxwcm92aWRlcl9rZXkYEiABKAkSDQoFbm90ZXMYEyADKAkSKAoHcGF5bG9hZBgUIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMQoNZGlzcGF0Y2hlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc2V0dGxlZF9hdBgWIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcG9saWN5X3ZlcnNpb24YFyABKAkSEwoLYXBwcm92ZWRfYnkYGCADKAkSGgoSYXBwcm92YWxzX3JlcXVpcmVkGBkgASgFKvMBCgtFZmZlY3RTdGF0ZRIcChhFRkZFQ1RfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRFRkZFQ1RfU1RBVEVfUExBTk5FRBABEhsKF0VGRkVDVF9TVEFURV9ESVNQQVRDSEVEEAISGgoWRUZGRUNUX1NUQVRFX0NPTkZJUk1FRBADEhkKFUVGRkVDVF9TVEFURV9SRUpFQ1RFRBAEEhoKFkVGRkVDVF9TVEFURV9OT1RfRk9VTkQQBRIYChRFRkZFQ1RfU1RBVEVfVU5LTk9XThAGEiIKHkVGRkVDVF9TVEFURV9BV0FJVElOR19BUFBST1ZBTBAHKqABChJPYnNlcnZhdGlvbk91dGNvbWUSIwofT0JTRVJWQVRJT05fT1VUQ09NRV9VTlNQRUNJRklFRBAAEiEKHU9CU0VSVkFUSU9OX09VVENPTUVfQ09ORklSTUVEEAESIQodT0JTRVJWQVRJT05fT1VUQ09NRV9OT1RfRk9VTkQQAhIfChtPQlNFUlZBVElPTl9PVVRDT01FX1VOS05PV04QAyqXAQoITmV4dFN0ZXASGQoVTkVYVF9TVEVQX1VOU1BFQ0lGSUVEEAASEgoOTkVYVF9TVEVQX05PTkUQARIVChFORVhUX1NURVBfUkVDSEVDSxACEhYKEk5FWFRfU1RFUF9PUEVSQVRPUhADEhYKEk5FWFRfU1RFUF9ESVNQQVRDSBAEEhUKEU5FWFRfU1RFUF9BUFBST1ZFEAUyywQKDUVmZmVjdEdhdGV3YXkSSAoHRXhlY3V0ZRIdLmVmZmVjdGdhdGUudjEuRXhlY3V0ZVJlcXVlc3QaHi5lZmZlY3RnYXRlLnYxLkV4ZWN1dGVSZXNwb25zZRJFCgZWZXJpZnkSHC5lZmZlY3RnYXRlLnYxLlZlcmlmeVJlcXVlc3QaHS5lZmZlY3RnYXRlLnYxLlZlcmlmeVJlc3BvbnNlEkMKCUdldEFjdGlvbhIfLmVmZmVjdGdhdGUudjEuR2V0QWN0aW9uUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uElQKC0xpc3RBY3Rpb25zEiEuZWZmZWN0Z2F0ZS52MS5MaXN0QWN0aW9uc1JlcXVlc3QaIi5lZmZlY3RnYXRlLnYxLkxpc3RBY3Rpb25zUmVzcG9uc2USYwoQR2V0QWN0aW9uSGlzdG9yeRImLmVmZmVjdGdhdGUudjEuR2V0QWN0aW9uSGlzdG9yeVJlcXVlc3QaJy5lZmZlY3RnYXRlLnYxLkdldEFjdGlvbkhpc3RvcnlSZXNwb25zZRJZCgxXYXRjaEFjdGlvbnMSIi5lZmZlY3RnYXRlLnYxLldhdGNoQWN0aW9uc1JlcXVlc3QaIy5lZmZlY3RnYXRlLnYxLldhdGNoQWN0aW9uc1Jlc3BvbnNlMAESTgoJR2V0TGltaXRzEh8uZWZmZWN0Z2F0ZS52MS5HZXRMaW1pdHNSZXF1ZXN0GiAuZWZmZWN0Z2F0ZS52MS5HZXRMaW1pdHNSZXNwb25zZTLnAgoIT3BlcmF0b3ISQwoJUmVjb25jaWxlEh8uZWZmZWN0Z2F0ZS52MS5SZWNvbmNpbGVSZXF1ZXN0GhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SPwoHQXBwcm92ZRIdLmVmZmVjdGdhdGUudjEuQXBwcm92ZVJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhI5CgREZW55EhouZWZmZWN0Z2F0ZS52MS5EZW55UmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uEkcKC0dyYW50QnlwYXNzEiEuZWZmZWN0Z2F0ZS52MS5HcmFudEJ5cGFzc1JlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhJRCgpHcmFudExpbWl0EiAuZWZmZWN0Z2F0ZS52MS5HcmFudExpbWl0UmVxdWVzdBohLmVmZmVjdGdhdGUudjEuR3JhbnRMaW1pdFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChtlZmZlY3RnYXRlL3YxL2dhdGV3YXkucHJvdG8SDWVmZmVjdGdhdGUudjEiUwoKUnVuQ29udGV4dBIOCgZydW5faWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIVCg1wYXJlbnRfcnVuX2lkGAMgASgJEg0KBWFnZW50GAQgASgJIqYBCg5FeGVjdXRlUmVxdWVzdBIqCgdjb250ZXh0GAEgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYAiABKAkSDQoFc2NvcGUYAyABKAkSJQoHcGF5bG9hZBgEIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEg4KBmJ5cGFzcxgGIAEoCCJKCg9FeGVjdXRlUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SEAoIcmVwbGF5ZWQYAiABKAgiVwoNVmVyaWZ5UmVxdWVzdBITCglhY3Rpb25faWQYASABKAlIABInCgNyZWYYAiABKAsyGC5lZmZlY3RnYXRlLnYxLkFjdGlvblJlZkgAQggKBnRhcmdldCJUCglBY3Rpb25SZWYSKgoHY29udGV4dBgBIAEoCzIZLmVmZmVjdGdhdGUudjEuUnVuQ29udGV4dBIMCgR0b29sGAIgASgJEg0KBXNjb3BlGAMgASgJImgKDlZlcmlmeVJlc3BvbnNlEiUKBmFjdGlvbhgBIAEoCzIVLmVmZmVjdGdhdGUudjEuQWN0aW9uEi8KC29ic2VydmF0aW9uGAIgASgLMhouZWZmZWN0Z2F0ZS52MS5PYnNlcnZhdGlvbiIlChBHZXRBY3Rpb25SZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCSKEAQoSTGlzdEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIOCgZydW5faWQYAiABKAkSDAoEdG9vbBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJWChNMaXN0QWN0aW9uc1Jlc3BvbnNlEiYKB2FjdGlvbnMYASADKAsyFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoQUmVjb25jaWxlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSLgoKcmVzb2x1dGlvbhgCIAEoDjIaLmVmZmVjdGdhdGUudjEuRWZmZWN0U3RhdGUSDAoEbm90ZRgDIAEoCRITCgtleHRlcm5hbF9pZBgEIAEoCSJeCg5BcHByb3ZlUmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCRITCgtmaW5nZXJwcmludBgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoCSIuCgtEZW55UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSIsChdHZXRBY3Rpb25IaXN0b3J5UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkiRgoYR2V0QWN0aW9uSGlzdG9yeVJlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLmVmZmVjdGdhdGUudjEuQWN0aW9uRXZlbnQixQEKC0FjdGlvbkV2ZW50EgsKA3NlcRgBIAEoAxIMCgRraW5kGAIgASgJEikKBXN0YXRlGAMgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcHJpbmNpcGFsGAUgASgJEgwKBG5vdGUYBiABKAkSJwoGZGV0YWlsGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCK/AQoRTGlzdEV2ZW50c1JlcXVlc3QSKQoFc2luY2UYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwcmluY2lwYWwYAyABKAkSDAoEa2luZBgEIAEoCRIMCgR0b29sGAUgASgJEhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJIlgKEkxpc3RFdmVudHNSZXNwb25zZRIpCgZldmVudHMYASADKAsyGS5lZmZlY3RnYXRlLnYxLlRyYWlsRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsQBCgpUcmFpbEV2ZW50EikKBWV2ZW50GAEgASgLMhouZWZmZWN0Z2F0ZS52MS5BY3Rpb25FdmVudBIRCglhY3Rpb25faWQYAiABKAkSDgoGdGVuYW50GAMgASgJEgwKBHRvb2wYBCABKAkSEAoIcG9zaXRpb24YBSABKAMSEQoJcHJldl9oYXNoGAYgASgJEgwKBGhhc2gYByABKAkSEwoLZGV0YWlsX2pzb24YCCABKAkSEgoKYXRfc2Vjb25kcxgJIAEoASJuChNXYXRjaEFjdGlvbnNSZXF1ZXN0EikKBXN0YXRlGAEgASgOMhouZWZmZWN0Z2F0ZS52MS5FZmZlY3RTdGF0ZRIMCgR0b29sGAIgASgJEg4KBnJ1bl9pZBgDIAEoCRIOCgZjdXJzb3IYBCABKAkiTQoUV2F0Y2hBY3Rpb25zUmVzcG9uc2USJQoGYWN0aW9uGAEgASgLMhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SDgoGY3Vyc29yGAIgASgJInsKEVdhaXRBY3Rpb25SZXF1ZXN0EhEKCWFjdGlvbl9pZBgBIAEoCRInCgV1bnRpbBgCIAEoDjIYLmVmZmVjdGdhdGUudjEuV2FpdFVudGlsEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iTAoSV2FpdEFjdGlvblJlc3BvbnNlEiUKBmFjdGlvbhgBIAEoCzIVLmVmZmVjdGdhdGUudjEuQWN0aW9uEg8KB3JlYWNoZWQYAiABKAgiMAoQR2V0TGltaXRzUmVxdWVzdBIMCgR0b29sGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSI9ChFHZXRMaW1pdHNSZXNwb25zZRIoCgV0b29scxgBIAMoCzIZLmVmZmVjdGdhdGUudjEuVG9vbExpbWl0cyKlAQoKVG9vbExpbWl0cxIMCgR0b29sGAEgASgJEjAKDHdpbmRvd19zdGFydBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoGbGltaXRzGAQgAygLMhcuZWZmZWN0Z2F0ZS52MS5MaW1pdFVzZSJkCghMaW1pdFVzZRINCgVsaW1pdBgBIAEoCRIQCghjdXJyZW5jeRgCIAEoCRILCgNjYXAYAyABKAMSDAoEdXNlZBgEIAEoAxIMCgRsZWZ0GAUgASgDEg4KBnJ1bl9pZBgGIAEoCSI0ChFHcmFudExpbWl0UmVxdWVzdBIRCglhY3Rpb25faWQYASABKAkSDAoEbm90ZRgCIAEoCSKoAQoSR3JhbnRMaW1pdFJlc3BvbnNlEhEKCWFjdGlvbl9pZBgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSDAoEbm90ZRgDIAEoCRIuCgpncmFudGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI1ChJHcmFudEJ5cGFzc1JlcXVlc3QSEQoJYWN0aW9uX2lkGAEgASgJEgwKBG5vdGUYAiABKAkijAEKB1JlY2VpcHQSEwoLZXh0ZXJuYWxfaWQYASABKAkSGwoTcHJvdmlkZXJfcmVxdWVzdF9pZBgCIAEoCRInCgZyZXN1bHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKkAQoLT2JzZXJ2YXRpb24SMgoHb3V0Y29tZRgBIAEoDjIhLmVmZmVjdGdhdGUudjEuT2JzZXJ2YXRpb25PdXRjb21lEikKCGV2aWRlbmNlGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGAQgASgJIpQGCgZBY3Rpb24SEQoJYWN0aW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCRIqCgdjb250ZXh0GAMgASgLMhkuZWZmZWN0Z2F0ZS52MS5SdW5Db250ZXh0EgwKBHRvb2wYBCABKAkSDQoFc2NvcGUYBSABKAkSEwoLZmluZ2VycHJpbnQYBiABKAkSKQoFc3RhdGUYByABKA4yGi5lZmZlY3RnYXRlLnYxLkVmZmVjdFN0YXRlEhAKCGF0dGVtcHRzGAggASgFEicKB3JlY2VpcHQYCSABKAsyFi5lZmZlY3RnYXRlLnYxLlJlY2VpcHQSLwoLb2JzZXJ2YXRpb24YCiABKAsyGi5lZmZlY3RnYXRlLnYxLk9ic2VydmF0aW9uEg4KBnJlYXNvbhgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1uZXh0X2NoZWNrX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b29sX2NhbGxfaWQYDyABKAkSEgoKZ2VuZXJhdGlvbhgQIAEoAxIqCgluZXh0X3N0ZXAYESABKA4yFy5lZmZlY3RnYXRlLnYxLk5leHRTdGVwEhQKDHByb3ZpZGVyX2tleRgSIAEoCRINCgVub3RlcxgTIAMoCRIoCgdwYXlsb2FkGBQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIxCg1kaXNwYXRjaGVkX2F0GBUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzZXR0bGVkX2F0GBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5wb2xpY3lfdmVyc2lvbhgXIAEoCRITCgthcHByb3ZlZF9ieRgYIAMoCRIaChJhcHByb3ZhbHNfcmVxdWlyZWQYGSABKAUqVwoJV2FpdFVudGlsEhoKFldBSVRfVU5USUxfVU5TUEVDSUZJRUQQABIWChJXQUlUX1VOVElMX0RFQ0lERUQQARIWChJXQUlUX1VOVElMX1NFVFRMRUQQAirzAQoLRWZmZWN0U3RhdGUSHAoYRUZGRUNUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoURUZGRUNUX1NUQVRFX1BMQU5ORUQQARIbChdFRkZFQ1RfU1RBVEVfRElTUEFUQ0hFRBACEhoKFkVGRkVDVF9TVEFURV9DT05GSVJNRUQQAxIZChVFRkZFQ1RfU1RBVEVfUkVKRUNURUQQBBIaChZFRkZFQ1RfU1RBVEVfTk9UX0ZPVU5EEAUSGAoURUZGRUNUX1NUQVRFX1VOS05PV04QBhIiCh5FRkZFQ1RfU1RBVEVfQVdBSVRJTkdfQVBQUk9WQUwQByqgAQoST2JzZXJ2YXRpb25PdXRjb21lEiMKH09CU0VSVkFUSU9OX09VVENPTUVfVU5TUEVDSUZJRUQQABIhCh1PQlNFUlZBVElPTl9PVVRDT01FX0NPTkZJUk1FRBABEiEKHU9CU0VSVkFUSU9OX09VVENPTUVfTk9UX0ZPVU5EEAISHwobT0JTRVJWQVRJT05fT1VUQ09NRV9VTktOT1dOEAMqlwEKCE5leHRTdGVwEhkKFU5FWFRfU1RFUF9VTlNQRUNJRklFRBAAEhIKDk5FWFRfU1RFUF9OT05FEAESFQoRTkVYVF9TVEVQX1JFQ0hFQ0sQAhIWChJORVhUX1NURVBfT1BFUkFUT1IQAxIWChJORVhUX1NURVBfRElTUEFUQ0gQBBIVChFORVhUX1NURVBfQVBQUk9WRRAFMvEFCg1FZmZlY3RHYXRld2F5EkgKB0V4ZWN1dGUSHS5lZmZlY3RnYXRlLnYxLkV4ZWN1dGVSZXF1ZXN0Gh4uZWZmZWN0Z2F0ZS52MS5FeGVjdXRlUmVzcG9uc2USRQoGVmVyaWZ5EhwuZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXF1ZXN0Gh0uZWZmZWN0Z2F0ZS52MS5WZXJpZnlSZXNwb25zZRJDCglHZXRBY3Rpb24SHy5lZmZlY3RnYXRlLnYxLkdldEFjdGlvblJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhJUCgtMaXN0QWN0aW9ucxIhLmVmZmVjdGdhdGUudjEuTGlzdEFjdGlvbnNSZXF1ZXN0GiIuZWZmZWN0Z2F0ZS52MS5MaXN0QWN0aW9uc1Jlc3BvbnNlEmMKEEdldEFjdGlvbkhpc3RvcnkSJi5lZmZlY3RnYXRlLnYxLkdldEFjdGlvbkhpc3RvcnlSZXF1ZXN0GicuZWZmZWN0Z2F0ZS52MS5HZXRBY3Rpb25IaXN0b3J5UmVzcG9uc2USWQoMV2F0Y2hBY3Rpb25zEiIuZWZmZWN0Z2F0ZS52MS5XYXRjaEFjdGlvbnNSZXF1ZXN0GiMuZWZmZWN0Z2F0ZS52MS5XYXRjaEFjdGlvbnNSZXNwb25zZTABEk4KCUdldExpbWl0cxIfLmVmZmVjdGdhdGUudjEuR2V0TGltaXRzUmVxdWVzdBogLmVmZmVjdGdhdGUudjEuR2V0TGltaXRzUmVzcG9uc2USUQoKV2FpdEFjdGlvbhIgLmVmZmVjdGdhdGUudjEuV2FpdEFjdGlvblJlcXVlc3QaIS5lZmZlY3RnYXRlLnYxLldhaXRBY3Rpb25SZXNwb25zZRJRCgpMaXN0RXZlbnRzEiAuZWZmZWN0Z2F0ZS52MS5MaXN0RXZlbnRzUmVxdWVzdBohLmVmZmVjdGdhdGUudjEuTGlzdEV2ZW50c1Jlc3BvbnNlMucCCghPcGVyYXRvchJDCglSZWNvbmNpbGUSHy5lZmZlY3RnYXRlLnYxLlJlY29uY2lsZVJlcXVlc3QaFS5lZmZlY3RnYXRlLnYxLkFjdGlvbhI/CgdBcHByb3ZlEh0uZWZmZWN0Z2F0ZS52MS5BcHByb3ZlUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uEjkKBERlbnkSGi5lZmZlY3RnYXRlLnYxLkRlbnlSZXF1ZXN0GhUuZWZmZWN0Z2F0ZS52MS5BY3Rpb24SRwoLR3JhbnRCeXBhc3MSIS5lZmZlY3RnYXRlLnYxLkdyYW50QnlwYXNzUmVxdWVzdBoVLmVmZmVjdGdhdGUudjEuQWN0aW9uElEKCkdyYW50TGltaXQSIC5lZmZlY3RnYXRlLnYxLkdyYW50TGltaXRSZXF1ZXN0GiEuZWZmZWN0Z2F0ZS52MS5HcmFudExpbWl0UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Keys the agent runtime injects. Never written by the model.
@@ -478,6 +478,154 @@ export const ActionEventSchema: GenMessage<ActionEvent> = /*@__PURE__*/
   messageDesc(file_effectgate_v1_gateway, 14);
 
 /**
+ * @generated from message effectgate.v1.ListEventsRequest
+ */
+export type ListEventsRequest = Message<"effectgate.v1.ListEventsRequest"> & {
+  /**
+   * Only events at or after `since` and before `until` (unset: unbounded).
+   *
+   * @generated from field: google.protobuf.Timestamp since = 1;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp until = 2;
+   */
+  until?: Timestamp | undefined;
+
+  /**
+   * Only events of this principal (an operator's name), this kind (claim, approve, ...) or tool.
+   *
+   * @generated from field: string principal = 3;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: string kind = 4;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: string tool = 5;
+   */
+  tool: string;
+
+  /**
+   * At most this many events (0: 100; at most 1000).
+   *
+   * @generated from field: int32 page_size = 6;
+   */
+  pageSize: number;
+
+  /**
+   * Continue after this token (a ListEventsResponse.next_page_token); empty: from the start.
+   *
+   * @generated from field: string page_token = 7;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message effectgate.v1.ListEventsRequest.
+ * Use `create(ListEventsRequestSchema)` to create a new message.
+ */
+export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 15);
+
+/**
+ * @generated from message effectgate.v1.ListEventsResponse
+ */
+export type ListEventsResponse = Message<"effectgate.v1.ListEventsResponse"> & {
+  /**
+   * @generated from field: repeated effectgate.v1.TrailEvent events = 1;
+   */
+  events: TrailEvent[];
+
+  /**
+   * The token after the last event; on an empty page, the token asked with (poll with it to
+   * follow the trail).
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message effectgate.v1.ListEventsResponse.
+ * Use `create(ListEventsResponseSchema)` to create a new message.
+ */
+export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 16);
+
+/**
+ * An event as the audit trail holds it: the story's entry, whose it is, and its link in the
+ * tenant's hash chain: hash = hex(SHA-256(prev_hash + canonical)), canonical being the compact,
+ * key-sorted, ASCII JSON of action_id, at (seconds, a float), detail (detail_json, the text),
+ * kind, note, principal, state (its name without the prefix), tenant and tool.
+ *
+ * @generated from message effectgate.v1.TrailEvent
+ */
+export type TrailEvent = Message<"effectgate.v1.TrailEvent"> & {
+  /**
+   * @generated from field: effectgate.v1.ActionEvent event = 1;
+   */
+  event?: ActionEvent | undefined;
+
+  /**
+   * @generated from field: string action_id = 2;
+   */
+  actionId: string;
+
+  /**
+   * @generated from field: string tenant = 3;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string tool = 4;
+   */
+  tool: string;
+
+  /**
+   * The position in the tenant's chain (1, 2, ...); 0 for an event written before the chain.
+   *
+   * @generated from field: int64 position = 5;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: string prev_hash = 6;
+   */
+  prevHash: string;
+
+  /**
+   * @generated from field: string hash = 7;
+   */
+  hash: string;
+
+  /**
+   * The detail as stored, the exact text the hash covers (event.detail is it decoded).
+   *
+   * @generated from field: string detail_json = 8;
+   */
+  detailJson: string;
+
+  /**
+   * The event's time as stored (the hash covers this float; event.at rounds it to microseconds).
+   *
+   * @generated from field: double at_seconds = 9;
+   */
+  atSeconds: number;
+};
+
+/**
+ * Describes the message effectgate.v1.TrailEvent.
+ * Use `create(TrailEventSchema)` to create a new message.
+ */
+export const TrailEventSchema: GenMessage<TrailEvent> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 17);
+
+/**
  * @generated from message effectgate.v1.WatchActionsRequest
  */
 export type WatchActionsRequest = Message<"effectgate.v1.WatchActionsRequest"> & {
@@ -509,7 +657,7 @@ export type WatchActionsRequest = Message<"effectgate.v1.WatchActionsRequest"> &
  * Use `create(WatchActionsRequestSchema)` to create a new message.
  */
 export const WatchActionsRequestSchema: GenMessage<WatchActionsRequest> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 15);
+  messageDesc(file_effectgate_v1_gateway, 18);
 
 /**
  * @generated from message effectgate.v1.WatchActionsResponse
@@ -535,7 +683,63 @@ export type WatchActionsResponse = Message<"effectgate.v1.WatchActionsResponse">
  * Use `create(WatchActionsResponseSchema)` to create a new message.
  */
 export const WatchActionsResponseSchema: GenMessage<WatchActionsResponse> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 16);
+  messageDesc(file_effectgate_v1_gateway, 19);
+
+/**
+ * @generated from message effectgate.v1.WaitActionRequest
+ */
+export type WaitActionRequest = Message<"effectgate.v1.WaitActionRequest"> & {
+  /**
+   * @generated from field: string action_id = 1;
+   */
+  actionId: string;
+
+  /**
+   * @generated from field: effectgate.v1.WaitUntil until = 2;
+   */
+  until: WaitUntil;
+
+  /**
+   * How long to wait at most: unset means 30 s, more than 300 s is 300 s; a shorter call deadline
+   * wins (the answer then comes just before it, never DEADLINE_EXCEEDED).
+   *
+   * @generated from field: google.protobuf.Duration timeout = 3;
+   */
+  timeout?: Duration | undefined;
+};
+
+/**
+ * Describes the message effectgate.v1.WaitActionRequest.
+ * Use `create(WaitActionRequestSchema)` to create a new message.
+ */
+export const WaitActionRequestSchema: GenMessage<WaitActionRequest> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 20);
+
+/**
+ * @generated from message effectgate.v1.WaitActionResponse
+ */
+export type WaitActionResponse = Message<"effectgate.v1.WaitActionResponse"> & {
+  /**
+   * The action as it is when the wait ends.
+   *
+   * @generated from field: effectgate.v1.Action action = 1;
+   */
+  action?: Action | undefined;
+
+  /**
+   * True when the action reached what was waited for; false when the time ran out first.
+   *
+   * @generated from field: bool reached = 2;
+   */
+  reached: boolean;
+};
+
+/**
+ * Describes the message effectgate.v1.WaitActionResponse.
+ * Use `create(WaitActionResponseSchema)` to create a new message.
+ */
+export const WaitActionResponseSchema: GenMessage<WaitActionResponse> = /*@__PURE__*/
+  messageDesc(file_effectgate_v1_gateway, 21);
 
 /**
  * @generated from message effectgate.v1.GetLimitsRequest
@@ -561,7 +765,7 @@ export type GetLimitsRequest = Message<"effectgate.v1.GetLimitsRequest"> & {
  * Use `create(GetLimitsRequestSchema)` to create a new message.
  */
 export const GetLimitsRequestSchema: GenMessage<GetLimitsRequest> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 17);
+  messageDesc(file_effectgate_v1_gateway, 22);
 
 /**
  * @generated from message effectgate.v1.GetLimitsResponse
@@ -578,7 +782,7 @@ export type GetLimitsResponse = Message<"effectgate.v1.GetLimitsResponse"> & {
  * Use `create(GetLimitsResponseSchema)` to create a new message.
  */
 export const GetLimitsResponseSchema: GenMessage<GetLimitsResponse> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 18);
+  messageDesc(file_effectgate_v1_gateway, 23);
 
 /**
  * One tool's limits and their use, for the caller's tenant.
@@ -614,7 +818,7 @@ export type ToolLimits = Message<"effectgate.v1.ToolLimits"> & {
  * Use `create(ToolLimitsSchema)` to create a new message.
  */
 export const ToolLimitsSchema: GenMessage<ToolLimits> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 19);
+  messageDesc(file_effectgate_v1_gateway, 24);
 
 /**
  * One cap: how much of it is used and what is left.
@@ -664,7 +868,7 @@ export type LimitUse = Message<"effectgate.v1.LimitUse"> & {
  * Use `create(LimitUseSchema)` to create a new message.
  */
 export const LimitUseSchema: GenMessage<LimitUse> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 20);
+  messageDesc(file_effectgate_v1_gateway, 25);
 
 /**
  * @generated from message effectgate.v1.GrantLimitRequest
@@ -691,7 +895,7 @@ export type GrantLimitRequest = Message<"effectgate.v1.GrantLimitRequest"> & {
  * Use `create(GrantLimitRequestSchema)` to create a new message.
  */
 export const GrantLimitRequestSchema: GenMessage<GrantLimitRequest> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 21);
+  messageDesc(file_effectgate_v1_gateway, 26);
 
 /**
  * @generated from message effectgate.v1.GrantLimitResponse
@@ -732,7 +936,7 @@ export type GrantLimitResponse = Message<"effectgate.v1.GrantLimitResponse"> & {
  * Use `create(GrantLimitResponseSchema)` to create a new message.
  */
 export const GrantLimitResponseSchema: GenMessage<GrantLimitResponse> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 22);
+  messageDesc(file_effectgate_v1_gateway, 27);
 
 /**
  * @generated from message effectgate.v1.GrantBypassRequest
@@ -754,7 +958,7 @@ export type GrantBypassRequest = Message<"effectgate.v1.GrantBypassRequest"> & {
  * Use `create(GrantBypassRequestSchema)` to create a new message.
  */
 export const GrantBypassRequestSchema: GenMessage<GrantBypassRequest> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 23);
+  messageDesc(file_effectgate_v1_gateway, 28);
 
 /**
  * What the provider said when it answered.
@@ -788,7 +992,7 @@ export type Receipt = Message<"effectgate.v1.Receipt"> & {
  * Use `create(ReceiptSchema)` to create a new message.
  */
 export const ReceiptSchema: GenMessage<Receipt> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 24);
+  messageDesc(file_effectgate_v1_gateway, 29);
 
 /**
  * What a read-back of the provider found.
@@ -822,7 +1026,7 @@ export type Observation = Message<"effectgate.v1.Observation"> & {
  * Use `create(ObservationSchema)` to create a new message.
  */
 export const ObservationSchema: GenMessage<Observation> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 25);
+  messageDesc(file_effectgate_v1_gateway, 30);
 
 /**
  * @generated from message effectgate.v1.Action
@@ -976,7 +1180,42 @@ export type Action = Message<"effectgate.v1.Action"> & {
  * Use `create(ActionSchema)` to create a new message.
  */
 export const ActionSchema: GenMessage<Action> = /*@__PURE__*/
-  messageDesc(file_effectgate_v1_gateway, 26);
+  messageDesc(file_effectgate_v1_gateway, 31);
+
+/**
+ * What a WaitAction waits for.
+ *
+ * @generated from enum effectgate.v1.WaitUntil
+ */
+export enum WaitUntil {
+  /**
+   * WAIT_UNTIL_DECIDED.
+   *
+   * @generated from enum value: WAIT_UNTIL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The action is no longer AWAITING_APPROVAL: approved (it goes on), denied or expired.
+   *
+   * @generated from enum value: WAIT_UNTIL_DECIDED = 1;
+   */
+  DECIDED = 1,
+
+  /**
+   * The drive stopped with an outcome, as an Execute would answer it: CONFIRMED or REJECTED
+   * (settled), NOT_FOUND (an Execute sends it again) or UNKNOWN (the gateway or a person checks).
+   *
+   * @generated from enum value: WAIT_UNTIL_SETTLED = 2;
+   */
+  SETTLED = 2,
+}
+
+/**
+ * Describes the enum effectgate.v1.WaitUntil.
+ */
+export const WaitUntilSchema: GenEnum<WaitUntil> = /*@__PURE__*/
+  enumDesc(file_effectgate_v1_gateway, 0);
 
 /**
  * @generated from enum effectgate.v1.EffectState
@@ -1027,7 +1266,7 @@ export enum EffectState {
  * Describes the enum effectgate.v1.EffectState.
  */
 export const EffectStateSchema: GenEnum<EffectState> = /*@__PURE__*/
-  enumDesc(file_effectgate_v1_gateway, 0);
+  enumDesc(file_effectgate_v1_gateway, 1);
 
 /**
  * @generated from enum effectgate.v1.ObservationOutcome
@@ -1058,7 +1297,7 @@ export enum ObservationOutcome {
  * Describes the enum effectgate.v1.ObservationOutcome.
  */
 export const ObservationOutcomeSchema: GenEnum<ObservationOutcome> = /*@__PURE__*/
-  enumDesc(file_effectgate_v1_gateway, 1);
+  enumDesc(file_effectgate_v1_gateway, 2);
 
 /**
  * What may happen next to an action that is not settled.
@@ -1111,7 +1350,7 @@ export enum NextStep {
  * Describes the enum effectgate.v1.NextStep.
  */
 export const NextStepSchema: GenEnum<NextStep> = /*@__PURE__*/
-  enumDesc(file_effectgate_v1_gateway, 2);
+  enumDesc(file_effectgate_v1_gateway, 3);
 
 /**
  * What agents call instead of the provider. Role: agent.
@@ -1190,6 +1429,34 @@ export const EffectGateway: GenService<{
     methodKind: "unary";
     input: typeof GetLimitsRequestSchema;
     output: typeof GetLimitsResponseSchema;
+  },
+  /**
+   * Waits, server-side, until the action stops waiting for a person (WAIT_UNTIL_DECIDED) or is
+   * settled (WAIT_UNTIL_SETTLED), or until the timeout passes: what an agent blocked on an
+   * approval calls instead of calling Execute again and again. Fed by the change feed that
+   * WatchActions reads, so a decision made on any replica ends it; it writes nothing.
+   * Roles: agent, operator, observer.
+   *
+   * @generated from rpc effectgate.v1.EffectGateway.WaitAction
+   */
+  waitAction: {
+    methodKind: "unary";
+    input: typeof WaitActionRequestSchema;
+    output: typeof WaitActionResponseSchema;
+  },
+  /**
+   * The audit trail: every action event of the caller's tenant, across actions, in the order of
+   * the tenant's hash chain, filtered and paged by an opaque token; each event with its link in
+   * the chain (docs/security.md). Following a tenant's trail (a SIEM) is polling with the last
+   * next_page_token: a row never commits behind a token already handed out.
+   * Roles: operator, observer.
+   *
+   * @generated from rpc effectgate.v1.EffectGateway.ListEvents
+   */
+  listEvents: {
+    methodKind: "unary";
+    input: typeof ListEventsRequestSchema;
+    output: typeof ListEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_effectgate_v1_gateway, 0);

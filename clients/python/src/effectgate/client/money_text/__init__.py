@@ -1,0 +1,1 @@
+"""Money and what an action asks for, in words a person reads (Babel for the money)."""

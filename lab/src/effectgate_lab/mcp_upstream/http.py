@@ -1,0 +1,165 @@
+"""An upstream MCP simulator over streamable HTTP on 127.0.0.1, in the test's own process.
+
+    sim = McpHttpSimulator("tracker", token="…", list_lag=0.3)
+    await sim.start()          # sim.url is http://127.0.0.1:<port>/mcp
+    sim.faults.script(["drop_after_commit", None])
+    len(sim.ledger.effects())  # the effects really made
+    await sim.restart()        # sessions are gone, the ledger stays
+    await sim.stop()
+
+A bearer token is required when `token` is set: anything else is a 401 whose body echoes what was
+presented (as careless servers do, so a client that prints bodies leaks it). `drop_after_commit`
+applies, then the answer's bytes are cut off mid-response (the client sees the connection close);
+`restart` takes the server down with the call in flight and brings a fresh one up on the port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import Generator
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from effectgate_lab.mcp_upstream.ledger import FaultScript, Ledger
+from effectgate_lab.mcp_upstream.servers import Hooks, Upstream, build_server
+
+LOOPBACK = "127.0.0.1"
+PATH = "/mcp"
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves the process's signals alone. sse_starlette finds "the" server
+    through the SIGTERM handler uvicorn installs and, once that server stops, ends every event
+    stream of the process: with several simulators in one process (the chaos harness runs one per
+    episode), stopping one made every other one's sessions fail to open."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+class _Dropped(Exception):
+    """Raised inside the ASGI send to make uvicorn cut the connection."""
+
+
+class McpHttpSimulator:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        token: str = "",
+        list_lag: float = 0.0,
+        visibility_lag: float = 1.0,
+        slow_seconds: float = 5.0,
+        faults: FaultScript | None = None,
+    ) -> None:
+        self.ledger = Ledger()
+        # Another source of faults (the chaos harness maps its seeded plan onto these).
+        self.faults = faults or FaultScript()
+        self.token = token
+        self.upstream = Upstream(
+            kind=kind,
+            ledger=self.ledger,
+            faults=self.faults,
+            hooks=Hooks(drop=self._drop, restart=self._restart),
+            list_lag=list_lag,
+            visibility_lag=visibility_lag,
+            slow_seconds=slow_seconds,
+        )
+        self.port = 0
+        self.restarts = 0
+        self._drops = 0
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}{PATH}"
+
+    def effects(self) -> list[dict[str, Any]]:
+        return self.ledger.effects()
+
+    async def start(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((LOOPBACK, self.port))
+        sock.listen(128)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        app = build_server(self.upstream).streamable_http_app(streamable_http_path=PATH, host=LOOPBACK)
+        config = uvicorn.Config(
+            self._guard(app), log_level="critical", lifespan="on", timeout_graceful_shutdown=1, access_log=False
+        )
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task
+        self._server = self._task = None
+
+    async def close(self) -> None:
+        """Stops for good: a restart a fault began is let finish first, then the server stops."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        await self.stop()
+
+    async def restart(self) -> None:
+        """Down and up again on the same port: every session is forgotten, the ledger is kept."""
+        await self.stop()
+        self.restarts += 1
+        await self.start()
+
+    async def _drop(self) -> None:
+        self._drops += 1
+
+    async def _restart(self) -> None:
+        task = asyncio.create_task(self.restart())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        await anyio.sleep_forever()  # the call dies with the server it was sent to
+
+    def _guard(self, app: ASGIApp) -> ASGIApp:
+        async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            presented = headers.get("authorization", "")
+            if self.token and presented != f"Bearer {self.token}":
+                body = json.dumps({"error": "invalid_token", "presented": presented}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+
+            async def cutting(message: Message) -> None:
+                if message["type"] == "http.response.body" and self._drops and b'"result"' in message.get("body", b""):
+                    self._drops -= 1
+                    raise _Dropped
+                await send(message)
+
+            try:
+                await app(scope, receive, cutting)
+            except* _Dropped:
+                # Returning without completing the response makes uvicorn close the connection.
+                pass
+
+        return guarded
