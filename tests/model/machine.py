@@ -21,11 +21,10 @@ import grpc
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, MultipleResults, RuleBasedStateMachine, initialize, invariant, multiple, rule
 
-from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
 from effectgate.gateway.store import open_store
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.faults import FaultPlan
-from tests.model import calls, checks
+from tests.model import calls, checks, webhooks
 from tests.model import world as w
 from tests.model.expect import Answer, Key, Logical, execute_allowed, operator_allowed
 
@@ -65,7 +64,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.all: list[Logical] = []
         self.seen: set[tuple[str, str]] = set()  # (action id, provider key) of effects seen
         self.granted: Counter[str] = Counter()  # effects past a cap, by run (and "" in total)
-        self.last_event: tuple[str, bytes] | None = None
+        self.last_event: webhooks.Delivered | None = None
         self.answers = 0
 
     async def make_store(self) -> str:
@@ -321,63 +320,10 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # -- webhooks ------------------------------------------------------------------------------
 
-    def intent_of(self, action_id: str) -> dict[str, Any] | None:
-        found = [i for i in self.world.intents() if (i.get("metadata") or {}).get(ACTION_METADATA_KEY) == action_id]
-        return found[-1] if found else None
-
-    @rule(logical=logicals, kind=st.sampled_from(("valid", "replayed", "forged", "other_adapter")), via=VIA)
+    @rule(logical=logicals, kind=st.sampled_from(webhooks.KINDS), via=VIA)
     def webhook(self, logical: Logical, kind: str, via: int) -> None:
-        if not logical.action_id:
-            return
-        adapter = w.TOOL_ADAPTER[logical.key.tool]
-        other = "stripe_b" if adapter == "stripe" else "stripe"
-        port = self.world.replica(via).webhook_port
-        intent = self.intent_of(logical.action_id)
-        event_id = f"evt_{uuid.uuid4().hex[:20]}"
-        if kind == "replayed":
-            if self.last_event is None:
-                return
-            route, body = self.last_event
-            status, answer = self.world.run(calls.deliver(self.world.http, port, route, body, w.SECRETS[route]))
-            # An applied id is refused; one about an action settled since is `ignored`; one that
-            # changed nothing was not kept and is judged again from a read (docs/webhooks.md). The
-            # invariants after this step check that none of it settled anything falsely.
-            if status == 400:
-                assert answer.get("error") == "replayed", answer
-            else:
-                assert status in (200, 503), (status, answer)
-            return
-        if kind == "valid":
-            if intent is None or intent.get("status") != "succeeded":
-                return
-            body = calls.event("payment_intent.succeeded", intent, event_id)
-            status, answer = self.world.run(calls.deliver(self.world.http, port, adapter, body, w.SECRETS[adapter]))
-            # 503: the action is leased right now (a drive is in flight); the provider retries.
-            assert status in (200, 503), (status, answer)
-            if status == 200:
-                self.last_event = (adapter, body)
-            return
-        # A lie: the effect did not happen (or did, and "failed"): forged, or signed by another adapter.
-        if intent is None:
-            lie = {
-                "id": f"pi_{uuid.uuid4().hex[:24]}",
-                "object": "payment_intent",
-                "status": "succeeded",
-                "amount": logical.amount,
-                "currency": "usd",
-                "customer": "cus_model",
-                "metadata": {ACTION_METADATA_KEY: logical.action_id},
-            }
-            body = calls.event("payment_intent.succeeded", lie, event_id)
-        else:
-            body = calls.event(
-                "payment_intent.payment_failed", {**intent, "status": "requires_payment_method"}, event_id
-            )
-        route, secret = (adapter, "whsec_attacker") if kind == "forged" else (other, w.SECRETS[other])
-        status, answer = self.world.run(calls.deliver(self.world.http, port, route, body, secret))
-        assert status < 500, (status, answer)
-        if kind == "forged":
-            assert (status, answer.get("error")) == (400, "forged"), (status, answer)
+        if logical.action_id:
+            self.last_event = webhooks.deliver(self.world, logical, kind, via, self.last_event)
 
     # -- crashes and reloads -------------------------------------------------------------------
 
