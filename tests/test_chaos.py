@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +27,16 @@ from effectgate_lab.chaos.reporting.record import document, load, results_of, sa
 from effectgate_lab.chaos.reporting.report import summarize
 from effectgate_lab.chaos.reporting.stats import mcnemar_exact, percentile, wilson
 from effectgate_lab.chaos.reporting.tables import TABLES
-from effectgate_lab.chaos.runner import BEHAVIOUR_TASKS, CRM, GATEWAY, Options, Part, default_parts, run_matrix
+from effectgate_lab.chaos.runner import (
+    BEHAVIOUR_TASKS,
+    CRM,
+    GATEWAY,
+    Options,
+    Part,
+    all_parts,
+    default_parts,
+    run_matrix,
+)
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from effectgate_lab.simulators.faults import FaultPlan
 
@@ -219,46 +227,30 @@ def test_docs_tables_are_the_committed_run(prefix: str) -> None:
     if not prefix:
         assert {r["method"] for r in doc["rows"]} == set(METHODS)
     run = RUNS[prefix].relative_to(ROOT)
-    for name in ("docs/chaos.md",):
+    for name in ("docs/chaos.md", "README.md"):
         text = (ROOT / name).read_text()
         found = docs_blocks.blocks(text, prefix)
         assert found or prefix, f"{name} embeds no chaos table"
         for block_name, body in found.items():
             assert body == block(doc, block_name), (
                 f"{name}: block {prefix}{block_name} differs from `effectgate chaos report {run}`; regenerate "
-                f"with `effectgate chaos report {run} --write docs/chaos.md --prefix '{prefix}'`"
+                f"with `effectgate chaos report {run} --write docs/chaos.md README.md --prefix '{prefix}'`"
             )
 
 
-def test_the_readme_promise_quotes_the_committed_run() -> None:
-    """The README states its promise's edges with the committed run's own figures: every episode
-    where effectgate duplicated, split into its two causes (two step ids; a window below the lag),
-    and what the two settings that close them measured on the same fault streams."""
+def test_the_readme_first_screen_states_the_committed_run() -> None:
+    """The README's first screen carries the run's figures for effectgate as shipped and its limits
+    (rendered from the committed run: the block test above keeps the text equal to the run), and
+    the figures it calls "as shipped" leave out exactly the cells that show a limit on purpose."""
+    readme = (ROOT / "README.md").read_text()
+    first_screen = "\n".join(readme.splitlines()[:40])
+    assert "<!-- chaos:readme -->" in first_screen and "**Its limits:**" in first_screen
     doc = load(RUNS[""])
-    findings = block(doc, "summary")
-    line = next(x for x in findings.splitlines() if x.startswith("- effectgate duplicated in "))
-    total, episodes = map(int, re.match(r"- effectgate duplicated in (\d+) of (\d+) episodes", line).groups())  # type: ignore[union-attr]
-    cells = re.findall(r"(\w+) (\w+) (\w+) (\w+) at ([\d.]+) x lag \((\d+)/\d+\)", line)
-    settings = ("unique_scope", "sweep_auto")
-    assert not [c for c in cells if c[0] in settings], line  # the settings' own claim: no duplicate
-    diff_steps = sum(int(n) for _p, *_, behaviour, _ratio, n in cells if behaviour == "subagents_diff_step")
-    short_window = sum(int(n) for _p, *_, behaviour, ratio, n in cells if behaviour == "single" and float(ratio) < 1)
-    assert diff_steps + short_window == total, line  # no third cause for the README to name
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    assert f"effectgate duplicated in {total} of its {episodes} episodes" in readme
-    assert f"{diff_steps} where two subagents were given different step ids" in readme
-    assert f"{short_window} where the consistency window was set below the provider's lag" in readme
+    text = block(doc, "readme")
     mine = [r for r in results_of(doc) if r.method == "effectgate"]
-    unique = [r for r in mine if r.episode.part == "unique_scope"]
-    auto = [r for r in mine if r.episode.part == "sweep_auto"]
-    diff = [r for r in unique if r.episode.behaviour == "subagents_diff_step"]
-    below = [r for r in auto if r.episode.margin < 1]
-    assert unique and auto, "the committed run has no settings cells"
-    assert (
-        f'`unique = "scope"` {sum(r.duplicate for r in unique)} of its {len(unique)} episodes '
-        f"({sum(r.duplicate for r in diff)} of {len(diff)} with subagents given different step ids)"
-    ) in readme
-    assert (
-        f'`consistency_window = "auto"` {sum(r.duplicate for r in auto)} of its {len(auto)} episodes '
-        f"({sum(r.duplicate for r in below)} of {len(below)} below the lag)"
-    ) in readme
+    parts = {p.name: p for p in all_parts()}
+    shipped = [r for r in mine if not parts[r.episode.part].expected_to_break(r.episode.behaviour, r.episode.margin)]
+    assert 0 < len(shipped) < len(mine)
+    dups = sum(r.duplicate for r in shipped)
+    assert f"**duplicates {dups} of {len(shipped)} [" in text
+    assert f"**false successes {sum(r.false_success for r in shipped)} of {len(shipped)} [" in text

@@ -22,6 +22,7 @@ from typing import Any
 
 from effectgate_lab.chaos.model import DEFAULT_LAG, LEVELS, MARGIN, METHODS, Result
 from effectgate_lab.chaos.reporting import docs_blocks
+from effectgate_lab.chaos.reporting.readme import readme
 from effectgate_lab.chaos.reporting.record import document, load, machine, results_of, save
 from effectgate_lab.chaos.reporting.summary import summary
 from effectgate_lab.chaos.reporting.tables import TABLES, meta_line
@@ -134,8 +135,10 @@ def block(doc: dict[str, Any], name: str) -> str:
         return meta_line(doc["meta"], results)
     if name == "summary":
         return summary(results, doc["meta"])
+    if name == "readme":
+        return readme(results, doc["meta"])
     if name not in TABLES:
-        raise KeyError(f"no chaos table named {name!r}; known: meta, summary, {', '.join(TABLES)}")
+        raise KeyError(f"no chaos table named {name!r}; known: meta, summary, readme, {', '.join(TABLES)}")
     return TABLES[name](results)
 
 
