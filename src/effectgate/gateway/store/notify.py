@@ -122,11 +122,13 @@ class _Statements:
             " ON CONFLICT (sink, event_id) DO NOTHING"
         )
         self.due = render(
-            f"SELECT {_COLUMNS} FROM notify_outbox WHERE failed = 0 AND next_at <= ? ORDER BY next_at, created_at LIMIT ?"
+            f"SELECT {_COLUMNS} FROM notify_outbox WHERE failed = 0 AND next_at <= ?"
+            " ORDER BY next_at, created_at LIMIT ?"
         )
         self.done = render("DELETE FROM notify_outbox WHERE sink = ? AND event_id = ?")
         self.retry = render(
-            "UPDATE notify_outbox SET attempts = ?, next_at = ?, last_error = ?, failed = ? WHERE sink = ? AND event_id = ?"
+            "UPDATE notify_outbox SET attempts = ?, next_at = ?, last_error = ?, failed = ?"
+            " WHERE sink = ? AND event_id = ?"
         )
         self.counts = render("SELECT sink, failed, count(*) FROM notify_outbox GROUP BY sink, failed")
         self.render = render
@@ -209,7 +211,8 @@ class SqlNotifyOutbox(NotifyOutbox):
         return [_row(r) for r in await self._read(sql, params)]
 
     async def notify_requeue(self, now: float, sink: str = "", event_id: str = "") -> int:
-        where, params = ["failed = 1"], [now]
+        where: list[str] = ["failed = 1"]
+        params: list[Any] = [now]
         for column, value in (("sink", sink), ("event_id", event_id)):
             if value:
                 where.append(f"{column} = ?")
