@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -70,10 +71,8 @@ class Receiver:
             if loop.time() > end:
                 raise AssertionError(f"timed out waiting for {what}; received {len(self.received)}")
             self._arrived.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), 0.2)
-            except TimeoutError:
-                pass
 
 
 def webhook_sink(url: str, **extra: Any) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from effectgate.testing.gateway import InProcessGateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from tests.notify_kit import SECRET, Receiver, until_async, webhook_sink
 
-CARD = ChargeCard(customer="cus_marta", amount=4200, currency="eur", payment_method="pm_secret_card", description="Deposit")
+CARD = ChargeCard(
+    customer="cus_marta", amount=4200, currency="eur", payment_method="pm_secret_card", description="Deposit"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -85,6 +87,7 @@ async def test_a_sink_that_is_down_gets_it_when_it_comes_back_and_execute_does_n
             answer = await gw.client.execute("charge_card", CARD, scope="order:2", context=RunContext("run-2", "pay"))
             assert answer.action.state == State.AWAITING_APPROVAL
             assert time.monotonic() - started < gw.config.notify[0].timeout  # never held by the sink
+
             # Retried while down: the row stays pending with its attempts and error.
             async def retried() -> bool:
                 rows = await gw.store.notify_rows(False, 10)
@@ -93,6 +96,8 @@ async def test_a_sink_that_is_down_gets_it_when_it_comes_back_and_execute_does_n
             await until_async(retried, "two failed attempts")
             receiver.status = 200
             await receiver.until(lambda got: len(got) >= 1, "the delivery after the sink came back")
-            assert [Webhook(SECRET).verify(r.body, r.headers)["type"] for r in receiver.received] == ["approval_waiting"]
+            assert [Webhook(SECRET).verify(r.body, r.headers)["type"] for r in receiver.received] == [
+                "approval_waiting"
+            ]
     finally:
         await receiver.stop()
