@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from effectgate.gateway.model.domain import ActionRecord
+
 # Of action events (read from the audit trail) ...
 APPROVAL_WAITING = "approval_waiting"
 APPROVAL_DECIDED = "approval_decided"
@@ -33,6 +35,8 @@ class Notice:
     at: float
     action_id: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    # The action as it was refused (a denied action is never stored): what it asked for.
+    record: ActionRecord | None = None
 
 
 @dataclass(frozen=True)

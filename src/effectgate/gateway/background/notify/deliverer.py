@@ -91,7 +91,9 @@ class Deliverer:
                 ]
                 if not wanting:
                     continue
-                record = await self.store.get(notice.action_id) if notice.action_id else None
+                record = notice.record
+                if record is None and notice.action_id:
+                    record = await self.store.get(notice.action_id)
                 note = message.of_notice(self.protocol, notice, record)
                 rows.extend(self._rows(wanting, note, notice.tenant, notice.kind, notice.at))
             await self.store.notify_post(rows)

@@ -144,9 +144,8 @@ class LimitGate:
             # One notice per action, generation and limit: an agent retrying the call is not news.
             key = f"{record.action_id}:{record.generation}:{exc.reason}"
             detail = {"reason": exc.reason, "message": str(exc), "figures": dict(exc.figures)}
-            self.on_notice(
-                Notice(LIMIT_DENIED, key, record.tenant, record.tool, self._clock(), record.action_id, detail)
-            )
+            at = self._clock()
+            self.on_notice(Notice(LIMIT_DENIED, key, record.tenant, record.tool, at, record.action_id, detail, record))
 
     def _breaker_opened(self, tool: str, why: str, at: float) -> None:
         if self.on_notice is not None:
