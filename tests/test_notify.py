@@ -67,11 +67,10 @@ async def test_an_approval_waiting_is_a_signed_webhook_with_money_and_no_masked_
             assert decided["type"] == "approval_decided"
             assert decided["data"]["decision"] == "approved" and decided["data"]["note"] == "fine by me"
             assert gw.server.notifier is not None
-            rows: list[Any] = [None]
 
             async def outbox_empty() -> bool:
-                rows[0] = await gw.store.notify_rows(None, 10)
-                return rows[0] == []
+                rows: list[Any] = await gw.store.notify_rows(None, 10)
+                return rows == []
 
             await until_async(outbox_empty, "the outbox to empty")  # taken: nothing left
     finally:
