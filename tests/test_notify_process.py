@@ -23,21 +23,27 @@ from effectgate.gateway.core import failpoints
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from effectgate_lab.chaos.config_writer import write_config
+from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import GatewayProcess, config_doc, stripe_tools
 from tests.notify_kit import SECRET, Receiver, webhook_sink
 from tests.test_crash_recovery import charge_request
+from tests.test_telemetry_metrics import by, scrape_until
 
 ENV = {"EG_NOTIFY_SECRET": SECRET}
 
 
-def notify_config(tmp_path: Path, sim: StripeSimulator, receiver: Receiver, **sink: object) -> Path:
+def notify_config(
+    tmp_path: Path, sim: StripeSimulator, receiver: Receiver, metrics_port: int = 0, **sink: object
+) -> Path:
     doc = config_doc(
         f"sqlite:///{tmp_path}/eg.db",
         gateway={"notify_interval": "0.2s"},
         **stripe_tools(sim.base_url, approval="required"),
     )
     doc["notify"] = [webhook_sink(receiver.url, **sink)]
+    if metrics_port:
+        doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics_port}"}
     return write_config(doc, tmp_path / "effectgate.toml")
 
 
@@ -102,10 +108,13 @@ async def test_a_kill_between_the_event_and_its_delivery_delivers_after_the_rest
     assert docs[0]["type"] == "approval_waiting" and docs[0]["data"]["action_id"] == action
 
 
-async def test_failed_notifications_are_listed_and_sent_again_by_the_cli(tmp_path: Path, sim: StripeSimulator) -> None:
+async def test_failed_notifications_are_listed_counted_and_sent_again_by_the_cli(
+    tmp_path: Path, sim: StripeSimulator
+) -> None:
     receiver = Receiver(status=503)
     await receiver.start()
-    config = notify_config(tmp_path, sim, receiver, max_attempts=2)
+    metrics = free_port()
+    config = notify_config(tmp_path, sim, receiver, metrics, max_attempts=2)
     gateway = GatewayProcess(config, env=ENV)
     try:
         await gateway.ready()
@@ -113,11 +122,26 @@ async def test_failed_notifications_are_listed_and_sent_again_by_the_cli(tmp_pat
         rows = await until_cli(config, "failed", bool, "a failed notification")
         assert rows[0]["attempts"] == 2 and rows[0]["last_error"] == "HTTP 503" and rows[0]["sink"] == "ops-hook"
         assert receiver.received == []
+        # Prometheus: one retry, then failed; the outbox gauge by status.
+        samples = await scrape_until(
+            metrics, lambda s: by(s, "effectgate_notify_outbox", "status").get(("failed",)) == 1, "the failed gauge"
+        )
+        outcomes = by(samples, "effectgate_notify_deliveries_total", "sink", "outcome")
+        assert outcomes == {("ops-hook", "retry"): 1, ("ops-hook", "failed"): 1}
         receiver.status = 200
         assert "1 failed notification(s) due again" in await notify_cli(config, "retry", "--sink", "ops-hook")
         await receiver.until(lambda got: len(got) >= 1, "the notification sent again")
         again = Webhook(SECRET).verify(receiver.received[0].body, receiver.received[0].headers)
         assert again["data"]["event_id"] == rows[0]["event_id"]
+        samples = await scrape_until(
+            metrics,
+            lambda s: (
+                by(s, "effectgate_notify_deliveries_total", "outcome").get(("delivered",)) == 1
+                and by(s, "effectgate_notify_outbox", "status") == {("failed",): 0, ("pending",): 0}
+            ),
+            "the delivery counted and the outbox empty",
+        )
+        assert by(samples, "effectgate_notify_latency_seconds_count", "sink") == {("ops-hook",): 1}
     finally:
         assert gateway.terminate() == 0
         await receiver.stop()

@@ -85,6 +85,8 @@ async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[s
     try:
         bind_tools(config, adapters)
         credentials(config)
+        for sink in build_sinks(config.notify, config.source).values():  # their secrets are read
+            await sink.close()
         probed = await probe_adapters(config, adapters) if probe else []
         store = open_configured_store(config)
         await store.open()
