@@ -1,4 +1,4 @@
-"""The notifications' outbox on both SQL backends (store/notify.py): the first lease sets the
+"""The notifications' outbox on both SQL backends (store/trail/outbox.py): the first lease sets the
 cursors at the chains' heads (no history replayed), one holder at a time, staging moves a cursor
 and inserts its rows in one transaction (compare-and-set: a second stager of the same range
 writes nothing), and failed rows are listed and made due again. And a gateway on each store

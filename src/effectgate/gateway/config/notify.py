@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from effectgate.gateway.config.durations import Duration
 from effectgate.gateway.config.tables import _Table
-from effectgate.gateway.model.notify import KINDS
+from effectgate.gateway.model import notify
 
 EventKind = Literal[
     "approval_waiting",
@@ -26,7 +26,7 @@ EventKind = Literal[
     "breaker_opened",
     "webhook_forgeries",
 ]
-assert set(EventKind.__args__) == set(KINDS)  # type: ignore[attr-defined]
+assert set(EventKind.__args__) == set(notify.KINDS)  # type: ignore[attr-defined]
 
 # The keys each kind reads, beyond the ones every sink has.
 KIND_KEYS: dict[str, frozenset[str]] = {
@@ -98,7 +98,7 @@ class NotifySink(_Table):
 
     @property
     def kinds(self) -> frozenset[str]:
-        return frozenset(self.events or KINDS)
+        return frozenset(self.events or notify.KINDS)
 
     def wants(self, kind: str, tool: str, tenant: str) -> bool:
         """Whether this sink is sent a notification of `kind` for `tool` in `tenant` ("": any)."""

@@ -21,8 +21,14 @@ from effectgate.gateway.core.driver import Driver, DriverSettings, policy_of
 from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.replay_cache import ReplayCache, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
-from effectgate.gateway.model import ActionNotFound, ActionRecord, ClockSkewed, GatewayUnavailable, InvalidRequest
-from effectgate.gateway.model.notify import Notice
+from effectgate.gateway.model import (
+    ActionNotFound,
+    ActionRecord,
+    ClockSkewed,
+    GatewayUnavailable,
+    InvalidRequest,
+    Notice,
+)
 from effectgate.gateway.observability import metrics
 from effectgate.gateway.store import Store, StoreUnavailable
 

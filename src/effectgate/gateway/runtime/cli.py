@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "--since", dest="verify_since", default="", help="only rows from this long ago on (default: the whole chain)"
     )
     verify_cmd.add_argument("-o", "--output", dest="verify_output", choices=("table", "json", "yaml"), default="table")
-    from effectgate.gateway.runtime import notify_cli
+    from effectgate.gateway.runtime.commands import notify as notify_cli
 
     notify_cli.add_command(commands, [common])
     for name in sorted(plugin_names()):
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return asyncio.run(run_migrate(args.config))
         if args.command == "notify":
-            from effectgate.gateway.runtime import notify_cli
+            from effectgate.gateway.runtime.commands import notify as notify_cli
 
             return asyncio.run(notify_cli.run(args))
         if args.command == "audit":

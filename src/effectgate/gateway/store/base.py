@@ -29,7 +29,7 @@ from effectgate.gateway.model import (
     TrailEvent,
 )
 from effectgate.gateway.store.evidence import ProviderLog
-from effectgate.gateway.store.notify import NotifyOutbox
+from effectgate.gateway.store.trail.outbox import NotifyOutbox
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
 Usage = tuple[str, str, int, int]

@@ -38,9 +38,9 @@ from effectgate.gateway.store import accounting, rows
 from effectgate.gateway.store.accounting import AccountingStatements
 from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
 from effectgate.gateway.store.evidence import SqlProviderLog
-from effectgate.gateway.store.notify import SqlNotifyOutbox
 from effectgate.gateway.store.story import Row, Script, StorySql, event_of
 from effectgate.gateway.store.trail import chain
+from effectgate.gateway.store.trail.outbox import SqlNotifyOutbox
 from effectgate.gateway.store.trail.reads import SqlTrail
 
 

@@ -27,8 +27,7 @@ from effectgate.gateway.background.notify import message
 from effectgate.gateway.background.notify.sinks import DeliveryFailed, Sink
 from effectgate.gateway.background.runner import Job
 from effectgate.gateway.core import Clock, EffectProtocol, failpoints
-from effectgate.gateway.model import ActionRecord, TrailEvent
-from effectgate.gateway.model.notify import UNKNOWN_PARKED, Notice, Outgoing
+from effectgate.gateway.model import ActionRecord, Notice, Outgoing, TrailEvent, notify
 from effectgate.gateway.observability import notify_metrics
 from effectgate.gateway.store import Store
 
@@ -152,7 +151,7 @@ class Deliverer:
         if not wanting:
             return []
         if (
-            kind == UNKNOWN_PARKED
+            kind == notify.UNKNOWN_PARKED
             and trail.event.kind == "observed"
             and message.parked_again(trail.event, await self.store.history(trail.event.action_id))
         ):

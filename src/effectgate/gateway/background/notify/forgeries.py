@@ -9,7 +9,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 
 from effectgate.gateway.background.notify.deliverer import Deliverer
-from effectgate.gateway.model.notify import WEBHOOK_FORGERIES, Notice
+from effectgate.gateway.model import Notice, notify
 
 
 class ForgeryWatch:
@@ -25,7 +25,7 @@ class ForgeryWatch:
         now = self._clock()
         seen = self._seen[adapter]
         seen.append(now)
-        sinks = [s for s in self._deliverer.sinks.values() if s.config.wants(WEBHOOK_FORGERIES, "", "")]
+        sinks = [s for s in self._deliverer.sinks.values() if s.config.wants(notify.WEBHOOK_FORGERIES, "", "")]
         longest = max((s.config.forgery_window for s in sinks), default=0.0)
         while seen and seen[0] <= now - longest:
             seen.popleft()
@@ -37,6 +37,6 @@ class ForgeryWatch:
                 self._alerted[(sink.name, adapter)] = now
                 detail = {"adapter": adapter, "refused": count, "window_seconds": c.forgery_window}
                 self._deliverer.post(
-                    Notice(WEBHOOK_FORGERIES, f"{sink.name}:{adapter}:{now!r}", "", "", now, detail=detail),
+                    Notice(notify.WEBHOOK_FORGERIES, f"{sink.name}:{adapter}:{now!r}", "", "", now, detail=detail),
                     only=sink.name,
                 )

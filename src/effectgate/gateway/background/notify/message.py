@@ -17,11 +17,9 @@ from typing import Any
 from urllib.parse import quote
 
 from effectgate.client.money_text.asks import ask_of, typed_payload
-from effectgate.gateway.core import EffectProtocol, masked_payload
-from effectgate.gateway.core.operators.inbox import MASK
-from effectgate.gateway.model import ActionEvent, ActionRecord, State, TrailEvent
+from effectgate.gateway.core import MASK, EffectProtocol, masked_payload
+from effectgate.gateway.model import ActionEvent, ActionRecord, Notice, State, TrailEvent
 from effectgate.gateway.model import notify as kinds
-from effectgate.gateway.model.notify import Notice
 
 _TITLES = {
     kinds.APPROVAL_WAITING: "waits for approval",

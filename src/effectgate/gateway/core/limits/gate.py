@@ -23,11 +23,12 @@ from effectgate.gateway.model import (
     Counters,
     InvalidRequest,
     LimitExceeded,
+    Notice,
     Reservation,
     Ruling,
     ScopeTaken,
+    notify,
 )
-from effectgate.gateway.model.notify import BREAKER_OPENED, LIMIT_DENIED, Notice
 from effectgate.gateway.observability import limits_log
 from effectgate.gateway.store import Store
 
@@ -145,11 +146,13 @@ class LimitGate:
             key = f"{record.action_id}:{record.generation}:{exc.reason}"
             detail = {"reason": exc.reason, "message": str(exc), "figures": dict(exc.figures)}
             at = self._clock()
-            self.on_notice(Notice(LIMIT_DENIED, key, record.tenant, record.tool, at, record.action_id, detail, record))
+            self.on_notice(
+                Notice(notify.LIMIT_DENIED, key, record.tenant, record.tool, at, record.action_id, detail, record)
+            )
 
     def _breaker_opened(self, tool: str, why: str, at: float) -> None:
         if self.on_notice is not None:
-            self.on_notice(Notice(BREAKER_OPENED, f"{tool}:{at!r}", "", tool, at, detail={"why": why}))
+            self.on_notice(Notice(notify.BREAKER_OPENED, f"{tool}:{at!r}", "", tool, at, detail={"why": why}))
 
     def provider_answered(self, tool: str, failed: bool) -> None:
         self.breakers.record(tool, failed)

@@ -18,7 +18,7 @@ from typing import Any
 from effectgate.client.cli import render
 from effectgate.gateway.config import load_config
 from effectgate.gateway.core import SystemClock
-from effectgate.gateway.model.notify import Outgoing
+from effectgate.gateway.model import Outgoing
 from effectgate.gateway.runtime.parts import open_configured_store
 
 LIMIT = 1000

@@ -16,7 +16,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from effectgate.gateway.model.notify import Outgoing
+from effectgate.gateway.model import Outgoing
 
 # A script (as store/story.py names it; base.py imports this module, so not from there).
 Script = Generator[tuple[str, Sequence[Any]], list[Any], Any]
