@@ -12,6 +12,7 @@ from email.policy import default
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from effectgate.adapters.base import AmbiguousError, NoEffectError, Observation
@@ -22,7 +23,9 @@ from effectgate.testing import ScriptedAdapter, gateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.smtp_sim import MaildirDrop, SmtpSimulator
+from tests.harness import start_gateway
 from tests.notify_kit import SECRET, Receiver, until, until_async, webhook_sink
+from tests.test_webhook_listener import listener_doc
 
 CARD = ChargeCard(customer="cus_ines", amount=125000, currency="jpy", payment_method="pm_hidden", description="Rent")
 
@@ -204,3 +207,29 @@ async def test_sighup_reload_moves_the_sinks(tmp_path: Path) -> None:
     finally:
         await first.stop()
         await second.stop()
+
+
+async def test_webhook_forgeries_over_the_threshold_are_one_notice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = await Receiver().start()
+    doc = listener_doc(tmp_path, monkeypatch)
+    doc["gateway"]["notify_interval"] = "0.1s"
+    doc["notify"] = [webhook_sink(hook.url, events=["webhook_forgeries"], forgeries=3, forgery_window="1m")]
+    live = await start_gateway(doc)
+    try:
+        url = f"http://127.0.0.1:{live.gateway.webhook_port}/webhooks/stripe"
+        async with httpx.AsyncClient(timeout=30) as client:
+            for _ in range(5):  # unsigned: refused as forged; the third crosses the threshold
+                answer = await client.post(url, content=b"{}", headers={"Content-Type": "application/json"})
+                assert answer.json() == {"error": "forged"}
+        await hook.until(lambda got: len(got) >= 1, "the forgeries notice")
+        await until_async(lambda: _empty(live.gateway), "the outbox to empty")
+    finally:
+        await live.close()
+        await hook.stop()
+    assert len(hook.received) == 1  # once per window, not once per forgery past the threshold
+    notice = hook.received[0].json
+    assert notice["type"] == "webhook_forgeries"
+    assert notice["data"]["adapter"] == "stripe" and notice["data"]["refused"] == 3
+    assert notice["data"]["link"] == "https://console.example.test/inbox"
