@@ -29,9 +29,12 @@ class Received:
 
 @dataclass
 class Receiver:
-    """POST / on 127.0.0.1; `status` answers each request (503: "down")."""
+    """POST / on 127.0.0.1; `status` answers each request (503: "down"); while `hold` is an unset
+    event, requests hang (a sink that accepts and never answers), counted in `holding`."""
 
     status: int = 200
+    hold: asyncio.Event | None = None
+    holding: int = 0
     received: list[Received] = field(default_factory=list)
     port: int = 0
     _runner: web.AppRunner | None = None
@@ -58,6 +61,9 @@ class Receiver:
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.read()
+        if self.hold is not None:
+            self.holding += 1
+            await self.hold.wait()
         if self.status >= 300:
             return web.Response(status=self.status, text="down")
         self.received.append(Received({k.lower(): v for k, v in request.headers.items()}, body))

@@ -4,6 +4,7 @@ verifier, the money as money, no masked field, a sink that is down for a while."
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ from effectgate.client import RunContext, State
 from effectgate.testing import ScriptedAdapter, gateway
 from effectgate.testing.gateway import InProcessGateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
-from tests.notify_kit import SECRET, Receiver, until_async, webhook_sink
+from tests.notify_kit import SECRET, Receiver, until, until_async, webhook_sink
 
 CARD = ChargeCard(
     customer="cus_marta", amount=4200, currency="eur", payment_method="pm_secret_card", description="Deposit"
@@ -78,25 +79,36 @@ async def test_an_approval_waiting_is_a_signed_webhook_with_money_and_no_masked_
 
 
 async def test_a_sink_that_is_down_gets_it_when_it_comes_back_and_execute_does_not_wait() -> None:
-    receiver = Receiver(status=503)
+    held = asyncio.Event()
+    receiver = Receiver(hold=held)
     await receiver.start()
     try:
         async with approving_gateway([webhook_sink(receiver.url, max_attempts=1000)]) as gw:
-            started = time.monotonic()
-            answer = await gw.client.execute("charge_card", CARD, scope="order:2", context=RunContext("run-2", "pay"))
-            assert answer.action.state == State.AWAITING_APPROVAL
-            assert time.monotonic() - started < gw.config.notify[0].timeout  # never held by the sink
+            first = await gw.client.execute("charge_card", CARD, scope="o:2", context=RunContext("run-2", "a"))
+            await until(lambda: receiver.holding >= 1, "a delivery stuck in a sink that never answers")
+            # The sink holds the deliverer's request: Execute answers anyway, from its own path.
+            second = await gw.client.execute("charge_card", CARD, scope="o:3", context=RunContext("run-2", "b"))
+            assert second.action.state == State.AWAITING_APPROVAL and first.action.state == State.AWAITING_APPROVAL
+            assert receiver.received == []
+            receiver.status, receiver.hold = 503, None  # now down and saying so
+            held.set()  # (the stuck request answers 503 too, long after the deliverer gave it up)
 
-            # Retried while down: the row stays pending with its attempts and error.
-            async def retried() -> bool:
+            async def retried() -> bool:  # retried while down, the attempts and the error kept
                 rows = await gw.store.notify_rows(False, 10)
-                return bool(rows) and rows[0].attempts >= 2 and rows[0].last_error == "HTTP 503"
+                return any(r.attempts >= 2 and r.last_error == "HTTP 503" for r in rows)
 
             await until_async(retried, "two failed attempts")
             receiver.status = 200
-            await receiver.until(lambda got: len(got) >= 1, "the delivery after the sink came back")
-            assert [Webhook(SECRET).verify(r.body, r.headers)["type"] for r in receiver.received] == [
-                "approval_waiting"
-            ]
+            await receiver.until(lambda got: len(got) >= 2, "both deliveries after the sink came back")
+            await until_async(lambda: _empty(gw), "the outbox to empty")
+        docs = [Webhook(SECRET).verify(r.body, r.headers) for r in receiver.received]
+        assert sorted(d["data"]["action_id"] for d in docs) == sorted([first.action.action_id, second.action.action_id])
+        assert [d["type"] for d in docs] == ["approval_waiting"] * 2
     finally:
+        held.set()
         await receiver.stop()
+
+
+async def _empty(gw: InProcessGateway) -> bool:
+    rows: list[Any] = await gw.store.notify_rows(None, 10)
+    return rows == []
