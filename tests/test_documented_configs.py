@@ -24,6 +24,8 @@ BASE: dict[str, Any] = {
     "adapters": {"stripe": {"api_base": "http://127.0.0.1:9", "api_key_env": "STRIPE_API_KEY"}},
     "tools": {"charge_card": {"adapter": "stripe"}},
 }
+# What a [[notify]] sink's `<key>_env` must hold to be read as one.
+NOTIFY_SECRETS = {"secret_env": "whsec_" + "ZHVtbXktbm90aWZ5LXNlY3JldA==", "url_env": "http://127.0.0.1:9/slack"}
 # Documented adapters that ship in other packages: their block must fail with this message.
 NOT_INSTALLED = {"acme": "no adapter of kind 'acme' is installed"}
 
@@ -74,6 +76,10 @@ def localize(doc: dict[str, Any], tmp_path: Path, pki: Pki, pg_url: str, env: di
                 secret = tmp_path / f"{key}.txt"
                 secret.write_text("dummy-secret\n")
                 table[key] = str(secret)
+    for sink in doc.get("notify", []):  # [[notify]]: a signing secret, a Slack URL, a password
+        for key, value in list(sink.items()):
+            if key.endswith("_env"):
+                env[str(value)] = NOTIFY_SECRETS.get(key, f"dummy-secret-{key}")
 
 
 @pytest.fixture(scope="module")

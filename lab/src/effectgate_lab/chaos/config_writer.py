@@ -39,9 +39,9 @@ def dump_config(doc: Mapping[str, Any]) -> str:
         if section in NAMED_SECTIONS:
             for name, sub in table.items():
                 lines += [f"[{section}.{json.dumps(name)}]", *_pairs(sub)]
-        elif section == "principals":
-            for principal in table:
-                lines += ["[[principals]]", *_pairs(principal)]
+        elif isinstance(table, list | tuple):  # an array of tables: [[principals]], [[notify]]
+            for item in table:
+                lines += [f"[[{section}]]", *_pairs(item)]
         else:
             lines += [f"[{section}]", *_pairs(table)]
     return "\n".join(lines) + "\n"

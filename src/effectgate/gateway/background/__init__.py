@@ -5,6 +5,7 @@ from __future__ import annotations
 from effectgate.gateway.background.clock_watch import ClockWatch
 from effectgate.gateway.background.drift import DriftReport, audit, drift_job
 from effectgate.gateway.background.expiry import expiry_job
+from effectgate.gateway.background.notify import Deliverer, ForgeryWatch, Sink, build_sinks
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
 from effectgate.gateway.background.retention import retention_job
@@ -13,13 +14,17 @@ from effectgate.gateway.background.watchers import backlog_job, limits_job
 
 __all__ = [
     "ClockWatch",
+    "Deliverer",
     "DriftReport",
+    "ForgeryWatch",
     "Job",
     "Readiness",
     "Reconciler",
     "Runner",
+    "Sink",
     "audit",
     "backlog_job",
+    "build_sinks",
     "drift_job",
     "expiry_job",
     "limits_job",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.config.limits import MAX_CAP, BreakerConfig, OnUnique, ToolLimits, Unique
+from effectgate.gateway.config.notify import NotifySink
 from effectgate.gateway.config.provider import AuditSection, ConsistencySection, WebhooksSection
 from effectgate.gateway.config.schema import (
     ROLES,
@@ -33,6 +34,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConsistencySection",
+    "NotifySink",
     "OnMismatch",
     "OnRepeat",
     "OnUnique",

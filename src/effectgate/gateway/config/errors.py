@@ -53,7 +53,8 @@ def _render(root: type[BaseModel], doc: Any, loc: tuple[int | str, ...]) -> tupl
                 break
             tp = _unwrap(tp.model_fields[part].annotation)
             node = node.get(part) if isinstance(node, dict) else None
-            if _is_model(tp) or get_origin(tp) in (dict, tuple):
+            # An array of tables (`tuple[Model, ...]`) is a table; an array of values is a key.
+            if _is_model(tp) or get_origin(tp) is dict or (get_origin(tp) is tuple and _is_model(_element(tp))):
                 table.append(part)
                 continue
             key = part + "".join(f"[{p}]" for p in loc[index + 1 :])

@@ -26,6 +26,7 @@ from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config.durations import Duration, parse_duration
 from effectgate.gateway.config.errors import describe, did_you_mean
 from effectgate.gateway.config.limits import BreakerConfig, ToolLimits
+from effectgate.gateway.config.notify import NotifySink
 from effectgate.gateway.config.provider import AuditSection, ConsistencySection, WebhooksSection
 from effectgate.gateway.config.tables import TlsConfig, _Table
 from effectgate.gateway.config.telemetry import TelemetryConfig
@@ -199,6 +200,8 @@ class GatewaySection(_Table):
     # Size limits of caller-supplied identifiers (run_id, step_id, scope, …) and operator notes.
     max_id_bytes: int = Field(default=256, ge=16, le=4096)
     max_note_bytes: int = Field(default=4096, ge=64, le=65536)
+    # How often the notifications' deliverer looks for new events and due retries ([[notify]]).
+    notify_interval: Duration = 1.0
 
 
 class Config(_Table):
@@ -214,6 +217,8 @@ class Config(_Table):
     webhooks: WebhooksSection | None = None
     consistency: ConsistencySection = ConsistencySection()
     audit: AuditSection = AuditSection()
+    # Notification sinks (docs/notifications.md).
+    notify: tuple[NotifySink, ...] = ()
     # Read and validated by `effectgate mcp` (the MCP front door); the gateway itself ignores it.
     mcp: dict[str, Any] = {}
     # The file the config came from, for error messages.
@@ -343,6 +348,30 @@ def _cross_checks(config: Config) -> list[str]:
         for name in sorted(principal.tools - set(config.tools)):
             problems.append(
                 f"{where} tools: {name!r} is not a [tools.*] table{did_you_mean(name, sorted(config.tools))}"
+            )
+    problems.extend(_notify_checks(config))
+    return problems
+
+
+def _notify_checks(config: Config) -> list[str]:
+    problems: list[str] = []
+    if config.notify and config.gateway.notify_interval <= 0:
+        problems.append("[gateway] notify_interval: must be a positive duration")
+    tools = sorted(config.tools)
+    tenants = sorted({p.tenant for p in config.principals} or {"dev"})
+    names: set[str] = set()
+    for index, sink in enumerate(config.notify, 1):
+        where = f"[[notify]] #{index} ({sink.name})"
+        if sink.name in names:
+            problems.append(f"{where} name: another [[notify]] is named {sink.name!r}")
+        names.add(sink.name)
+        problems.extend(f"{where} {problem}" for problem in sink.problems())
+        for name in sorted(sink.tools - set(tools)):
+            problems.append(f"{where} tools: {name!r} is not a [tools.*] table{did_you_mean(name, tools)}")
+        for tenant in sorted(sink.tenants - set(tenants)):
+            problems.append(
+                f"{where} tenants: {tenant!r} is no principal's tenant{did_you_mean(tenant, tenants)}"
+                f" (tenants: {', '.join(tenants)})"
             )
     return problems
 

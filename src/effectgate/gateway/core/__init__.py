@@ -5,7 +5,7 @@ from __future__ import annotations
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
-from effectgate.gateway.core.operators.inbox import Watch, masked_payload
+from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
 from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
@@ -17,6 +17,7 @@ from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
 
 __all__ = [
+    "MASK",
     "AdapterTenants",
     "Applied",
     "BoundTool",

@@ -17,6 +17,9 @@ import os
 import signal
 
 POINTS = ("after_planned", "after_dispatched", "after_provider_commit")
+# The notifications' deliverer (docs/notifications.md): a row staged and not yet sent, sent and
+# not yet removed from the outbox.
+NOTIFY_POINTS = ("before_notify", "after_notify")
 _crash_at = os.environ.get("EFFECTGATE_CRASH_AT", "")
 _pause_at = os.environ.get("EFFECTGATE_PAUSE_AT", "")
 

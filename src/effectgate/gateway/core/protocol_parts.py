@@ -21,7 +21,14 @@ from effectgate.gateway.core.driver import Driver, DriverSettings, policy_of
 from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.replay_cache import ReplayCache, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
-from effectgate.gateway.model import ActionNotFound, ActionRecord, ClockSkewed, GatewayUnavailable, InvalidRequest
+from effectgate.gateway.model import (
+    ActionNotFound,
+    ActionRecord,
+    ClockSkewed,
+    GatewayUnavailable,
+    InvalidRequest,
+    Notice,
+)
 from effectgate.gateway.observability import metrics
 from effectgate.gateway.store import Store, StoreUnavailable
 
@@ -69,6 +76,10 @@ class ProtocolParts:
         self._work_ready = asyncio.Event()
 
     # -- small verbs for the RPC layer, operators and the reconciler ------------------------------
+
+    def post_notices(self, post: Callable[[Notice], None]) -> None:
+        """Where limit denials and breaker openings go ([[notify]]); `post` must not block."""
+        self._limits.on_notice = post
 
     def refuse_if_skewed(self) -> None:
         """Raises ClockSkewed while this replica's clock is too far from the store's."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from effectgate.adapters.base import Adapter, AdapterError
 from effectgate.adapters.capabilities import ProviderEvent, ReceivesWebhooks, WebhookRejected
@@ -68,6 +68,8 @@ class WebhookIntake:
         self._settings = settings
         tls = tls_context(settings.tls) if settings.tls is not None else None
         self._server = HttpServer(self.handle, max_body=settings.max_body_bytes, tls=tls)
+        # (adapter, reason) of each refusal: the forgery watch of [[notify]] (must not block).
+        self.on_refused: Callable[[str, str], None] | None = None
 
     @property
     def routes(self) -> list[str]:
@@ -127,8 +129,9 @@ class WebhookIntake:
             provider_metrics.provider_event(name, event.kind.value)
         return Response(200, {"outcome": applied.value, "event": event.event_id})
 
-    @staticmethod
-    def _refused(name: str, reason: str, message: str, status: int = 400) -> Response:
+    def _refused(self, name: str, reason: str, message: str, status: int = 400) -> Response:
         log.warning("webhook refused on %s%s: %s (%s); nothing changed", PREFIX, name, reason, message)
         provider_metrics.webhook(name, reason)
+        if self.on_refused is not None:
+            self.on_refused(name, reason)
         return Response(status, {"error": reason})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from effectgate.gateway.model import notify
 from effectgate.gateway.model.domain import (
     DUE,
     IN_DOUBT,
@@ -51,6 +52,7 @@ from effectgate.gateway.model.limits import (
     ScopeTaken,
     ToolUsage,
 )
+from effectgate.gateway.model.notify import Notice, Outgoing
 from effectgate.gateway.model.trail import ChainBreak, ChainEnds, EventPage, EventQuery, TrailEvent
 
 __all__ = [
@@ -87,6 +89,8 @@ __all__ = [
     "LimitUse",
     "ListQuery",
     "NextStep",
+    "Notice",
+    "Outgoing",
     "Page",
     "PayloadMismatch",
     "PermissionDenied",
@@ -101,5 +105,6 @@ __all__ = [
     "ToolUsage",
     "TrailEvent",
     "Unauthenticated",
+    "notify",
     "provider_key",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from effectgate.gateway.observability import provider_metrics
+from effectgate.gateway.observability import notify_metrics, provider_metrics
 from effectgate.gateway.observability.audit_log import auth_failed, caller, set_caller
 from effectgate.gateway.observability.logging_setup import (
     IDENTITY,
@@ -39,6 +39,7 @@ __all__ = [
     "identify",
     "json_line",
     "mask_url",
+    "notify_metrics",
     "provider_metrics",
     "provider_sdk_logs",
     "redact",

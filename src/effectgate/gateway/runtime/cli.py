@@ -178,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         "--since", dest="verify_since", default="", help="only rows from this long ago on (default: the whole chain)"
     )
     verify_cmd.add_argument("-o", "--output", dest="verify_output", choices=("table", "json", "yaml"), default="table")
+    from effectgate.gateway.runtime.commands import notify as notify_cli
+
+    notify_cli.add_command(commands, [common])
     for name in sorted(plugin_names()):
         commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
     admin_cli.add_commands(commands, parents=[common])
@@ -199,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
             from effectgate.gateway.runtime.migrate import run_migrate
 
             return asyncio.run(run_migrate(args.config))
+        if args.command == "notify":
+            from effectgate.gateway.runtime.commands import notify as notify_cli
+
+            return asyncio.run(notify_cli.run(args))
         if args.command == "audit":
             if not args.config:
                 parser.error("audit: the following arguments are required: --config")

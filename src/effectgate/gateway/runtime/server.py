@@ -24,11 +24,15 @@ from grpc_reflection.v1alpha import reflection
 from effectgate.adapters.base import Adapter
 from effectgate.gateway.background import (
     ClockWatch,
+    Deliverer,
+    ForgeryWatch,
     Job,
     Readiness,
     Reconciler,
     Runner,
+    Sink,
     backlog_job,
+    build_sinks,
     drift_job,
     expiry_job,
     limits_job,
@@ -81,6 +85,8 @@ async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[s
     try:
         bind_tools(config, adapters)
         credentials(config)
+        for sink in build_sinks(config.notify, config.source).values():  # their secrets are read
+            await sink.close()
         probed = await probe_adapters(config, adapters) if probe else []
         store = open_configured_store(config)
         await store.open()
@@ -115,6 +121,7 @@ def compose_background(
     tools: Mapping[str, BoundTool] | None = None,
     desk: LimitsDesk | None = None,
     adapters: Mapping[str, Adapter] | None = None,
+    notifier: Deliverer | None = None,
 ) -> tuple[Runner, Readiness]:
     """The gateway's background jobs on one runner, and the readiness they report through."""
     reconciler = Reconciler(protocol, interval=config.reconcile_interval)
@@ -164,8 +171,29 @@ def compose_background(
                 clock=clock,
             )
         )
+    if notifier is not None:  # [[notify]]: notifications from the store, at least once
+        jobs.append(notifier.job())
     runner = Runner(clock, jobs)
     return runner, readiness
+
+
+async def _notifier(
+    config: Config, store: Store, protocol: EffectProtocol, clock: Clock, owner: str
+) -> Deliverer | None:
+    """The deliverer of the [[notify]] sinks (None: none configured), wired to the protocol's
+    limit denials and breaker openings."""
+    if not config.notify:
+        return None
+    try:
+        await store.notify_cursors()
+    except NotImplementedError:
+        raise ConfigError(
+            f"{config.source}: [[notify]] needs a store that keeps an outbox (SQLite, PostgreSQL)"
+        ) from None
+    sinks = build_sinks(config.notify, config.source)
+    notifier = Deliverer(store, protocol, sinks, clock, owner=owner, interval=config.gateway.notify_interval)
+    protocol.post_notices(notifier.post)
+    return notifier
 
 
 @dataclass
@@ -205,17 +233,40 @@ class Gateway:
                 self.certificates.replace(config)
             elif (self.certificates is None) != (config.tls is None):
                 raise ConfigError(f"{config.source}: [server.tls] is added or removed: that needs a restart")
+            sinks = self._notify_sinks(config)
             self.auth.replace(config.principals)
+            if self.notifier is not None and sinks is not None:
+                self.notifier.replace_sinks(sinks)
         except ConfigError as exc:
             log.error("reload refused, the running principals and certificates stay: %s", exc)
             return False
-        log.info("reloaded: %d principal(s)%s", len(config.principals), ", TLS certificates" if config.tls else "")
+        sinks_word = f", {len(config.notify)} notification sink(s)" if self.notifier is not None else ""
+        log.info(
+            "reloaded: %d principal(s)%s%s",
+            len(config.principals),
+            ", TLS certificates" if config.tls else "",
+            sinks_word,
+        )
         return True
+
+    def _notify_sinks(self, config: Config) -> dict[str, Sink] | None:
+        """The [[notify]] sinks of a reloaded config (None: unchanged); adding the first or
+        removing the last needs a restart (the deliverer job is made at start-up)."""
+        if self.notifier is None:
+            if config.notify:
+                raise ConfigError(f"{config.source}: [[notify]] is added: that needs a restart")
+            return None
+        if not config.notify:
+            raise ConfigError(f"{config.source}: every [[notify]] is removed: that needs a restart")
+        if tuple(s.config for s in self.notifier.sinks.values()) == config.notify:
+            return None
+        return build_sinks(config.notify, config.source)
 
     # The webhook listener ([webhooks]) and its port; None and 0 when not configured.
     webhooks: WebhookIntake | None = None
     webhook_port: int = 0
     waits: Waits | None = None
+    notifier: Deliverer | None = None
 
     @classmethod
     async def start(
@@ -334,6 +385,7 @@ class Gateway:
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         certificates = Certificates(config) if config.tls is not None else None
         port = listen(server, config, shared_port, certificates)
+        notifier = await _notifier(config, store, protocol, background_clock, owner)
         background, readiness = compose_background(
             config,
             protocol,
@@ -346,11 +398,14 @@ class Gateway:
             tools=bound,
             adapters=adapters,
             desk=desk,
+            notifier=notifier,
         )
         intake = None
         if config.webhooks is not None:
             reports = ProviderReports(protocol, store, tools, adapter_tenants(config))
             intake = WebhookIntake(reports, adapters, config.webhooks)
+            if notifier is not None:
+                intake.on_refused = ForgeryWatch(notifier, background_clock).refused
         background.start()
         try:
             await server.start()
@@ -378,6 +433,7 @@ class Gateway:
             intake,
             webhook_port,
             waits,
+            notifier,
         )
 
     async def stop(self) -> None:

@@ -29,6 +29,7 @@ from effectgate.gateway.model import (
     TrailEvent,
 )
 from effectgate.gateway.store.evidence import ProviderLog
+from effectgate.gateway.store.trail.outbox import NotifyOutbox
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
 Usage = tuple[str, str, int, int]
@@ -61,7 +62,7 @@ class SchemaBehind(StoreRefused):
     """Migrations are missing and this process may not apply them (`[store] migrate = "never"`)."""
 
 
-class Store(ProviderLog, ABC):
+class Store(ProviderLog, NotifyOutbox, ABC):
     """Durable home of action records. All times are Unix seconds (float). What providers said on
     their own (webhook events, read lags) is kept through the `ProviderLog` port (evidence.py)."""
 

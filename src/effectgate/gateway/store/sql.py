@@ -40,6 +40,7 @@ from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
 from effectgate.gateway.store.evidence import SqlProviderLog
 from effectgate.gateway.store.story import Row, Script, StorySql, event_of
 from effectgate.gateway.store.trail import chain
+from effectgate.gateway.store.trail.outbox import SqlNotifyOutbox
 from effectgate.gateway.store.trail.reads import SqlTrail
 
 
@@ -165,7 +166,7 @@ class Statements:
         return self.dialect.render(sql), params
 
 
-class SqlStore(SqlTrail, SqlProviderLog, Store):
+class SqlStore(SqlTrail, SqlProviderLog, SqlNotifyOutbox, Store):
     """The `Store` primitives on top of four hooks that run one statement each."""
 
     statements: Statements

@@ -21,8 +21,15 @@ CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
 
 class Breaker:
-    def __init__(self, tool: str, config: BreakerConfig, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        tool: str,
+        config: BreakerConfig,
+        clock: Callable[[], float],
+        on_open: Callable[[str, str, float], None] | None = None,
+    ) -> None:
         self.tool = tool
+        self._on_open = on_open
         self.config = config
         self._clock = clock
         self.state = CLOSED
@@ -68,6 +75,8 @@ class Breaker:
         self._opened_at = now
         self._failures.clear()
         self._change(OPEN, f"{why}; new actions refused for {self.config.cooldown:g}s")
+        if self._on_open is not None:
+            self._on_open(self.tool, why, now)
 
     def _change(self, state: str, why: str) -> None:
         self.state = state
@@ -78,7 +87,13 @@ class Breakers:
     """The breakers of the tools that configure one."""
 
     def __init__(self, configs: Mapping[str, BreakerConfig], clock: Callable[[], float]) -> None:
-        self._breakers = {tool: Breaker(tool, config, clock) for tool, config in configs.items()}
+        self._breakers = {tool: Breaker(tool, config, clock, self._opened) for tool, config in configs.items()}
+        # (tool, why, when) of each opening: the gate's notice ([[notify]]).
+        self.on_open: Callable[[str, str, float], None] | None = None
+
+    def _opened(self, tool: str, why: str, at: float) -> None:
+        if self.on_open is not None:
+            self.on_open(tool, why, at)
 
     def admit(self, tool: str) -> None:
         breaker = self._breakers.get(tool)

@@ -23,9 +23,11 @@ from effectgate.gateway.model import (
     Counters,
     InvalidRequest,
     LimitExceeded,
+    Notice,
     Reservation,
     Ruling,
     ScopeTaken,
+    notify,
 )
 from effectgate.gateway.observability import limits_log
 from effectgate.gateway.store import Store
@@ -40,6 +42,10 @@ class LimitGate:
         self._tools = tools
         self._clock = clock
         self.breakers = Breakers({t.name: t.config.breaker for t in tools if t.config.breaker is not None}, clock)
+        # Where limit denials and breaker openings go as notices ([[notify]]): set by the server.
+        # It must not block: it only queues (background/notify/).
+        self.on_notice: Callable[[Notice], None] | None = None
+        self.breakers.on_open = self._breaker_opened
 
     # -- the protocol ---------------------------------------------------------------------------
 
@@ -109,6 +115,7 @@ class LimitGate:
         except LimitExceeded as exc:
             limits_log.denied(record.tool, exc.reason)
             exc.figures["action_id"] = record.action_id  # what an operator's grant names
+            self._denied(record, exc)
             raise
 
     # -- the driver -------------------------------------------------------------------------------
@@ -129,8 +136,23 @@ class LimitGate:
             except LimitExceeded as exc:
                 limits_log.denied(record.tool, exc.reason)
                 exc.figures["action_id"] = record.action_id
+                self._denied(record, exc)
                 raise
         return await self._store.update(record, entry)
+
+    def _denied(self, record: ActionRecord, exc: LimitExceeded) -> None:
+        if self.on_notice is not None:
+            # One notice per action, generation and limit: an agent retrying the call is not news.
+            key = f"{record.action_id}:{record.generation}:{exc.reason}"
+            detail = {"reason": exc.reason, "message": str(exc), "figures": dict(exc.figures)}
+            at = self._clock()
+            self.on_notice(
+                Notice(notify.LIMIT_DENIED, key, record.tenant, record.tool, at, record.action_id, detail, record)
+            )
+
+    def _breaker_opened(self, tool: str, why: str, at: float) -> None:
+        if self.on_notice is not None:
+            self.on_notice(Notice(notify.BREAKER_OPENED, f"{tool}:{at!r}", "", tool, at, detail={"why": why}))
 
     def provider_answered(self, tool: str, failed: bool) -> None:
         self.breakers.record(tool, failed)
