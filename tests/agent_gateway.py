@@ -87,4 +87,4 @@ async def running_gateway(
         await process.ready()
         yield RunningGateway(process, path, sim)
     finally:
-        assert process.terminate() == 0, "".join(process.output)
+        assert await process.stop() == 0, "".join(process.output)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
-from tests import pg, slow_first, wheelhouse
+from tests import harness, pg, slow_first, wheelhouse
 from tests.harness import API_KEY
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend
 
@@ -119,3 +119,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             known[item.nodeid] = slow_first.Slow(known.get(item.nodeid, slow_first.Slow(60, "")).seconds, "wheelhouse")
     nodeids = {id(item): item.nodeid for item in items}
     items[:] = slow_first.slow_first(items, nodeids, known, int(workerinput["workercount"]))
+
+
+@pytest.fixture(autouse=True)
+def no_gateway_left_behind() -> Iterator[None]:
+    """Kills every `effectgate serve` child a test started and did not stop (a failed assertion
+    between start and stop): a live child keeps its output reader blocked, and with it the
+    worker's event loop at close — one failure would hang the whole run."""
+    yield
+    while harness.LIVE:
+        child = harness.LIVE.pop()
+        if child.proc.poll() is None:
+            child.proc.kill()
+            child.proc.wait(10)

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +128,9 @@ async def wait_for_line(
         output.append(line)
         found = re.search(pattern, line)
         if found:
-            loop.run_in_executor(None, _drain, stdout, output)
+            # A daemon thread, not the loop's executor: a loop that closes waits for its
+            # executor's threads, and this one reads until the child exits.
+            threading.Thread(target=_drain, args=(stdout, output), daemon=True).start()
             return found
     raise RuntimeError(f"{what} did not start:\n" + "".join(output))
 
@@ -137,8 +140,12 @@ def _drain(stdout: IO[str], output: list[str]) -> None:
         output.append(line)
 
 
+LIVE: set[GatewayProcess] = set()  # killed after each test by conftest's `no_gateway_left_behind`
+
+
 class GatewayProcess:
-    """`effectgate serve` in a child process; `kill()` is a real SIGKILL."""
+    """`effectgate serve` in a child process; `kill()` is a real SIGKILL, `stop()` a SIGTERM
+    awaited without blocking the loop (the drain may be waiting for a simulator on that loop)."""
 
     def __init__(
         self, config_path: Path, *, crash_at: str = "", pause_at: str = "", env: Mapping[str, str] | None = None
@@ -168,6 +175,7 @@ class GatewayProcess:
         )
         self.port = 0
         self.output: list[str] = []
+        LIVE.add(self)
 
     async def ready(self, timeout: float = 20.0) -> int:
         found = await wait_for_line(self.proc, r"serving on port (\d+)", self.output, timeout, "gateway")
@@ -187,6 +195,11 @@ class GatewayProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(20)
+
+    async def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return await self.wait_exit(timeout)
 
     async def wait_exit(self, timeout: float = 20.0) -> int:
         loop = asyncio.get_running_loop()

@@ -95,7 +95,7 @@ async def test_restart_after_kill_at_each_crash_point(tmp_path: Path, sim: Strip
         # Recovery from a claim that was never sent is a verification before attempt 2.
         assert action.attempts == (2 if point == "after_dispatched" else 1)
     finally:
-        assert survivor.terminate() == 0
+        assert await survivor.stop() == 0
 
 
 async def test_kill_while_provider_is_processing(tmp_path: Path, sim: StripeSimulator) -> None:
@@ -125,7 +125,7 @@ async def test_kill_while_provider_is_processing(tmp_path: Path, sim: StripeSimu
         assert action.state == pb.EFFECT_STATE_CONFIRMED
         assert len(sim.ledger) == 1
     finally:
-        survivor.terminate()
+        await survivor.stop()
 
 
 async def test_sigterm_lets_the_action_in_flight_finish(tmp_path: Path, sim: StripeSimulator) -> None:

@@ -102,7 +102,7 @@ async def test_migrate_as_the_owner_then_serve_as_a_role_without_ddl_rights(
                 answer = await _charge(gateway.target)
                 assert answer.action.state == pb.EFFECT_STATE_CONFIRMED, answer
             finally:
-                assert gateway.terminate() == 0, "".join(gateway.output)
+                assert await gateway.stop() == 0, "".join(gateway.output)
     # The runtime role still cannot change the schema.
     runtime = await asyncpg.connect(dsn.replace("USER", "eg_runtime"))
     try:

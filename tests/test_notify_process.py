@@ -100,7 +100,7 @@ async def test_a_kill_between_the_event_and_its_delivery_delivers_after_the_rest
         await receiver.until(lambda got: len(got) >= expected, "the delivery after the restart")
         await until_cli(config, "pending", lambda rows: rows == [], "an empty outbox")
     finally:
-        assert survivor.terminate() == 0
+        assert await survivor.stop() == 0
         await receiver.stop()
     docs = [Webhook(SECRET).verify(r.body, r.headers) for r in receiver.received]
     assert len(docs) == expected  # nothing invented, nothing lost
@@ -143,5 +143,5 @@ async def test_failed_notifications_are_listed_counted_and_sent_again_by_the_cli
         )
         assert by(samples, "effectgate_notify_latency_seconds_count", "sink") == {("ops-hook",): 1}
     finally:
-        assert gateway.terminate() == 0
+        assert await gateway.stop() == 0
         await receiver.stop()

@@ -246,7 +246,7 @@ async def test_a_crash_mid_attempt_then_the_reconciler_waits_for_the_provider(tm
                 assert settled.state == pb.EFFECT_STATE_CONFIRMED, settled
                 assert pb.EFFECT_STATE_NOT_FOUND not in await story_states(stub, invoice_action(0))
         finally:
-            survivor.terminate()
+            await survivor.stop()
         assert [e["params"]["id"] for e in sim.ledger] == ["inv_cut_0"]
     finally:
         await sim.stop()
@@ -315,8 +315,12 @@ async def test_sigterm_while_the_call_outlives_its_caller(tmp_path: Path) -> Non
         async with grpc.aio.insecure_channel(gateway.target) as channel:
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await gateway_pb2_grpc.EffectGatewayStub(channel).Execute(charge(0), timeout=0.3)
-        assert reason_of(caught.value)[0] == "IN_FLIGHT"
-        assert gateway.terminate() == 0
+        # IN_FLIGHT at the caller's deadline, or on a loaded machine the client's own deadline
+        # first: either way the caller has gone and the call goes on (the answer itself is
+        # test_the_caller_is_answered_at_its_deadline_and_verify_inside_the_bound_proves_nothing's).
+        answered = (caught.value.code(), reason_of(caught.value)[0])
+        assert answered in {(grpc.StatusCode.ABORTED, "IN_FLIGHT"), (grpc.StatusCode.DEADLINE_EXCEEDED, "")}
+        assert await gateway.stop() == 0
         again = GatewayProcess(config)
         await again.ready(timeout=60)
         try:
@@ -326,7 +330,7 @@ async def test_sigterm_while_the_call_outlives_its_caller(tmp_path: Path) -> Non
                 done = await until_state(stub, action, {pb.EFFECT_STATE_CONFIRMED, pb.EFFECT_STATE_REJECTED}, 30)
                 assert done.state == pb.EFFECT_STATE_CONFIRMED
         finally:
-            again.terminate()
+            await again.stop()
         assert len([e for e in sim.ledger if e["kind"] == "payment_intent"]) == 1
     finally:
         await sim.stop()

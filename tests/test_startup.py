@@ -232,7 +232,7 @@ async def test_a_second_gateway_on_a_used_port_exits_2_and_the_first_keeps_servi
         assert first.proc.poll() is None
         assert await asyncio.to_thread(_serving, first.target)
     finally:
-        first.terminate()
+        await first.stop()
 
 
 def test_a_port_held_by_another_program_exits_2(tmp_path: Path) -> None:
@@ -252,7 +252,7 @@ async def test_allow_plaintext_starts_with_a_warning(tmp_path: Path) -> None:
         await process.ready()
         assert any("PLAINTEXT" in line and "allow_plaintext" in line for line in process.output), process.output
     finally:
-        process.terminate()
+        await process.stop()
 
 
 def test_check_passes_on_a_good_config_without_serving(tmp_path: Path) -> None:
