@@ -14,11 +14,10 @@ from effectgate.gateway.store.base import (
     Usage,
 )
 from effectgate.gateway.store.clock import StoreClock, skew_problem
-from effectgate.gateway.store.registry import open_store
+from effectgate.gateway.store.registry import open_store, redact_url
 from effectgate.gateway.store.rows import decode_cursor, encode_cursor
 from effectgate.gateway.store.trail.check import Verdict
 from effectgate.gateway.store.trail.check import verify as verify_chain
-from effectgate.gateway.store.urls import redact_url
 
 __all__ = [
     "SchemaBehind",

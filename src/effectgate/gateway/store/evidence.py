@@ -7,9 +7,9 @@ both SQL backends share one copy of the statements.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+
+from effectgate.gateway.store.hooks import SqlHooks
 
 # Observations kept per lag key: enough for a stable p99, bounded so the table stays small.
 MAX_LAGS_PER_KEY = 2000
@@ -51,23 +51,10 @@ class _Render:
         self.render = render
 
 
-class SqlProviderLog(ProviderLog):
+class SqlProviderLog(ProviderLog, SqlHooks):
     """`ProviderLog` on the SQL core's hooks (mixed into `SqlStore`)."""
 
     _evidence: _Statements | None = None
-
-    @abstractmethod
-    def _render(self, sql: str) -> str:
-        """The statement in the backend's dialect (placeholders)."""
-
-    @abstractmethod
-    async def _read(self, sql: str, params: Sequence[Any]) -> list[Any]: ...
-
-    @abstractmethod
-    async def _write_rows(self, sql: str, params: Sequence[Any]) -> list[Any]: ...
-
-    @abstractmethod
-    async def _write_count(self, sql: str, params: Sequence[Any]) -> int: ...
 
     @property
     def _q(self) -> _Statements:

@@ -13,6 +13,7 @@ where `MyStore` is a `Store` whose `from_url` builds it from `mydb://…`. The b
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from effectgate.gateway.config import STORE_GROUP
 from effectgate.gateway.store.base import Store
@@ -64,3 +65,31 @@ def open_store(url: str) -> Store:
     scheme) with its backend's `from_url`."""
     scheme = url.split(":", 1)[0].lower()
     return store_class(scheme).from_url(url)
+
+
+# -- store URLs as they may be shown: a password never leaves the process in a log or an error.
+
+MASK = "***"
+# Query options that carry a secret (libpq's `password`, asyncpg's `sslpassword`).
+_SECRET_OPTIONS = frozenset({"password", "sslpassword", "passfile"})
+
+
+def redact_url(url: str) -> str:
+    """`url` with the password in its user info and any secret query option masked."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        userinfo, at, host = netloc.rpartition("@")
+        if at and ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:{MASK}@{host}"
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        secret_query = any(k.lower() in _SECRET_OPTIONS for k, _ in query)
+        if netloc == parts.netloc and not secret_query:
+            return url  # nothing to mask (and urlunsplit would drop the "//" of sqlite:///x)
+        if secret_query:
+            masked = [(k, MASK if k.lower() in _SECRET_OPTIONS else v) for k, v in query]
+            parts = parts._replace(query=urlencode(masked, safe="*"))
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        # Not even a URL: show nothing of it rather than risk a secret.
+        return f"<unparsable store URL, {len(url)} characters>"

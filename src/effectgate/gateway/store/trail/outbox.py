@@ -12,11 +12,11 @@ row.
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from effectgate.gateway.model import Outgoing
+from effectgate.gateway.store.hooks import SqlHooks
 
 # A script (as store/story.py names it; base.py imports this module, so not from there).
 Script = Generator[tuple[str, Sequence[Any]], list[Any], Any]
@@ -134,25 +134,10 @@ class _Statements:
         self.render = render
 
 
-class SqlNotifyOutbox(NotifyOutbox):
+class SqlNotifyOutbox(NotifyOutbox, SqlHooks):
     """`NotifyOutbox` on the SQL core's hooks (mixed into `SqlStore`)."""
 
     _notify: _Statements | None = None
-
-    @abstractmethod
-    def _render(self, sql: str) -> str: ...
-
-    @abstractmethod
-    async def _read(self, sql: str, params: Sequence[Any]) -> list[Any]: ...
-
-    @abstractmethod
-    async def _write_rows(self, sql: str, params: Sequence[Any]) -> list[Any]: ...
-
-    @abstractmethod
-    async def _write_count(self, sql: str, params: Sequence[Any]) -> int: ...
-
-    @abstractmethod
-    async def _transact(self, script: Script) -> Any: ...
 
     @property
     def _nq(self) -> _Statements:

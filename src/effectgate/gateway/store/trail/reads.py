@@ -9,11 +9,10 @@ so a follower that pages by this cursor never skips a row that commits later beh
 from __future__ import annotations
 
 import base64
-from abc import abstractmethod
-from collections.abc import Sequence
 from typing import Any
 
 from effectgate.gateway.model import ChainEnds, EventPage, EventQuery, TrailEvent
+from effectgate.gateway.store.hooks import SqlHooks
 from effectgate.gateway.store.trail.chain import TRAIL_SELECTED, trail_of
 
 MAX_PAGE = 1000
@@ -84,16 +83,10 @@ class TrailStatements:
         self.unchained = render("SELECT count(*) FROM action_events WHERE n = 0")
 
 
-class SqlTrail:
+class SqlTrail(SqlHooks):
     """The trail's reads of the `Store` port on the SQL core's hooks (mixed into `SqlStore`)."""
 
     _trail: TrailStatements | None = None
-
-    @abstractmethod
-    def _render(self, sql: str) -> str: ...
-
-    @abstractmethod
-    async def _read(self, sql: str, params: Sequence[Any]) -> list[Any]: ...
 
     @property
     def _tq(self) -> TrailStatements:
