@@ -1,20 +1,21 @@
-"""A sink that is down does not slow `Execute`: two gateways side by side in the same minutes,
+"""A sink that is down does not slow `Execute`: gateways side by side in the same minutes,
 (a) without `[[notify]]` and (b) the same config plus a webhook sink that is down for the whole
-measurement, with a backlog of notifications failing and retrying; then the sink comes up and the
-backlog is delivered (docs/benchmarks.md, docs/notifications.md).
+measurement, with a backlog of notifications failing and retrying, and (a2) a second gateway like
+(a), the control: what two like gateways differ by in the same minutes. Then the sink comes up and
+the backlog is delivered (docs/benchmarks.md, docs/notifications.md).
 
     python -m effectgate_lab.bench.notify_down [--n 1000] [--rounds 5] [--runs 3] [--json FILE]
 
 Each run starts the Stripe simulator, the receiver (down: it reads each request and never answers,
-so every attempt waits out the sink's `timeout`, the worst a down sink can do) and both gateways on
-fresh SQLite FULL files. Both are seeded with the same `--seed` actions of a tool that requires
+so every attempt waits out the sink's `timeout`, the worst a down sink can do) and the gateways on
+fresh SQLite FULL files. Each is seeded with the same `--seed` actions of a tool that requires
 approval; on (b) each makes an `approval_waiting` notification, and the run waits until all of
-them are in the outbox and the receiver has held at least two attempts. Then, at each
-concurrency, new actions and their replays of both sides run in interleaved rounds
-(`load.Interleaved`), with the gateways' CPU per call. Then the receiver comes up and the run
-waits (bounded) until it has every seeded notification, signature checked, and (b)'s outbox is
-empty. `notify_report` prints each figure's median and range over the runs, and the ratios b/a
-taken within each run.
+them are in the outbox and the receiver has held two attempts. Then, at each concurrency, new
+actions and their replays of every side run in interleaved rounds (`load.Interleaved`, the sides'
+order turned from run to run), with each gateway's CPU per call. Then the receiver comes up and
+the run waits (bounded) until it has every seeded notification, signature checked, and (b)'s
+outbox is empty. `notify_report` prints each figure's median and range over the runs, and the
+ratios b/a and a2/a taken within each run.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import sys
 import tempfile
@@ -39,7 +41,7 @@ from effectgate.gateway.store import open_store
 from effectgate.v1 import gateway_pb2
 from effectgate_lab.bench import targets
 from effectgate_lab.bench.load import Figure, Interleaved, measure
-from effectgate_lab.bench.notify_report import render, summary
+from effectgate_lab.bench.notify_report import key, render, summary
 from effectgate_lab.bench.report import machine, write_json
 from effectgate_lab.bench.run import Served, add_paths, running
 from effectgate_lab.labkit.children import Child
@@ -47,7 +49,7 @@ from effectgate_lab.labkit.children import Child
 APPROVAL_TOOL = "approve_card"  # the seed's tool: every new action waits for approval
 SECRET_ENV = "BENCH_NOTIFY_SECRET"
 SECRET = "whsec_" + base64.b64encode(b"bench-notify-secret-0123456789").decode()
-SIDES = ("a: no notify", "b: notify down")
+BASE, DOWN, CONTROL = "a: no notify", "b: notify down", "a2: no notify (control)"
 KINDS = ["approval_waiting", "approval_decided", "approval_expired", "unknown_parked"]
 
 
@@ -61,6 +63,11 @@ class Options:
     timeout: float = 2.0  # the sink's: how long each attempt hangs
     log_level: str = "INFO"  # the gateways' (the shipped default: (b) logs every failed attempt)
     delivered_within: float = 120.0  # the bound on "delivered after"
+    control: bool = True  # a third side, a second gateway like (a): the noise floor of b/a
+
+
+def sides_of(opts: Options) -> list[str]:
+    return [BASE, DOWN, CONTROL] if opts.control else [BASE, DOWN]
 
 
 class DownReceiver:
@@ -113,10 +120,8 @@ class DownReceiver:
     async def until(self, count: int, deadline: float) -> None:
         while len(self.delivered) < count and time.monotonic() < deadline:
             self._arrived.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), max(0.0, min(0.5, deadline - time.monotonic())))
-            except TimeoutError:
-                pass
 
 
 def sink(url: str, timeout: float) -> dict[str, Any]:
@@ -216,43 +221,46 @@ async def delivered_after(store_url: str, receiver: DownReceiver, n: int, within
     }
 
 
-async def one_run(opts: Options) -> dict[str, Any]:
+async def one_run(opts: Options, index: int) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="effectgate-notify-down-"))
     os.environ[targets.KEY_ENV] = targets.API_KEY
     sim = targets.simulator(workdir)
     sim_url = await sim.start()
     receiver = await DownReceiver().start()
-    urls = [f"sqlite:///{workdir}/{side[0]}.db" for side in SIDES]
+    sides = sides_of(opts)
+    urls = {side: f"sqlite:///{workdir}/{key(side)}.db" for side in sides}
+    down_url = urls[DOWN]
     figures: list[Figure] = []
     facts: dict[str, Any] = {}
     try:
-        children = [
-            gateway("a", urls[0], sim_url, workdir, [], opts.log_level),
-            gateway("b", urls[1], sim_url, workdir, [sink(receiver.url, opts.timeout)], opts.log_level),
-        ]
+        sinks = {side: [sink(receiver.url, opts.timeout)] if side == DOWN else [] for side in sides}
+        children = [gateway(key(s), urls[s], sim_url, workdir, sinks[s], opts.log_level) for s in sides]
         async with running(children) as ports:
-            gateways = [Served(p, s, c.pid) for p, s, c in zip(ports, SIDES, children, strict=True)]
+            gateways = [Served(p, s, c.pid) for p, s, c in zip(ports, sides, children, strict=True)]
             for g in gateways:
                 await seed(g.port, opts.seed)
-            pending, attempts = await backlog_failing(urls[1], receiver, opts.seed, 3 * opts.timeout + 60)
+            pending, attempts = await backlog_failing(down_url, receiver, opts.seed, 3 * opts.timeout + 60)
             facts |= {"seeded": opts.seed, "pending_before": pending, "most_attempts_before": attempts}
             held = receiver.held
-            clients = [targets.GatewayCalls(g.port) for g in gateways]
+            # The order of the sides within a round turns from run to run: no side is always first.
+            turn = index % len(gateways)
+            order = gateways[turn:] + gateways[:turn]
+            clients = [targets.GatewayCalls(g.port) for g in order]
             try:
                 for c in opts.concurrency:
-                    await interleave(clients, gateways, c, max(c, opts.n // 10), 1)  # warm-up
-                    figures.extend(await interleave(clients, gateways, c, opts.n, opts.rounds))
+                    await interleave(clients, order, c, max(c, opts.n // 10), 1)  # warm-up
+                    figures.extend(await interleave(clients, order, c, opts.n, opts.rounds))
             finally:
                 for calls in clients:
                     await calls.close()
             facts["attempts_held_during"] = receiver.held - held
-            pending, _, attempts = await outbox(urls[1])
+            pending, _, attempts = await outbox(down_url)
             facts |= {"pending_after_measuring": pending, "most_attempts_after_measuring": attempts}
-            facts["after"] = await delivered_after(urls[1], receiver, opts.seed, opts.delivered_within)
+            facts["after"] = await delivered_after(down_url, receiver, opts.seed, opts.delivered_within)
     finally:
         await receiver.stop()
         await sim.stop()
-    return {"figures": [f.to_json() for f in figures], "notify": facts}
+    return {"figures": [f.to_json() for f in figures], "notify": facts, "order": [g.setup for g in order]}
 
 
 async def interleave(
@@ -265,7 +273,7 @@ async def interleave(
 
 
 async def run(opts: Options) -> list[dict[str, Any]]:
-    return [await one_run(opts) for _ in range(opts.runs)]
+    return [await one_run(opts, i) for i in range(opts.runs)]
 
 
 def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
@@ -277,6 +285,7 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
     parser.add_argument("--seed", type=int, default=200, help="approval actions per side: (b)'s backlog")
     parser.add_argument("--timeout", type=float, default=2.0, help="the sink's timeout: each attempt hangs this long")
     parser.add_argument("--log-level", default="INFO", help="the gateways' (default INFO, as shipped)")
+    parser.add_argument("--no-control", action="store_true", help="skip the A/A control side (a second (a))")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     opts = Options(
@@ -287,6 +296,7 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
         seed=args.seed,
         timeout=args.timeout,
         log_level=args.log_level,
+        control=not args.no_control,
     )
     return opts, args.json
 
@@ -306,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
             "seed": opts.seed,
             "timeout": opts.timeout,
             "log_level": opts.log_level,
-            "sides": list(SIDES),
+            "sides": sides_of(opts),
         },
         "runs": runs,
     }

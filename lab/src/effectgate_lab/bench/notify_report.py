@@ -27,16 +27,27 @@ def delivered(run: dict[str, Any]) -> bool:
     return bool(after["delivered"] >= run["notify"]["seeded"] and after["pending_after"] == 0)
 
 
+def key(side: str) -> str:
+    """A side's short name: `b` of "b: notify down"."""
+    return side.partition(":")[0]
+
+
 def summary(doc: dict[str, Any]) -> dict[str, Any]:
-    a, b = doc["options"]["sides"]
+    """Per path and concurrency: each side's figures, and each other side's over the first's
+    (`b/a`; `a2/a` for the control: what two like gateways differ by in the same minutes)."""
+    sides = doc["options"]["sides"]
+    base = sides[0]
     runs = [r["figures"] for r in doc["runs"]]
     rows = []
     for path, c in dict.fromkeys((f["path"], f["concurrency"]) for f in runs[0]):
         row: dict[str, Any] = {"path": path, "concurrency": c}
-        for name, setup in (("a", a), ("b", b)):
-            found = [_find(r, path, setup, c) for r in runs]
-            row[name] = {k: spread(f[k] for f in found if f is not None) for k in KEYS}
-        row["b/a"] = {k: spread(_ratio(_find(r, path, b, c), _find(r, path, a, c), k) for r in runs) for k in KEYS}
+        for side in sides:
+            found = [_find(r, path, side, c) for r in runs]
+            row[key(side)] = {k: spread(f[k] for f in found if f is not None) for k in KEYS}
+        for side in sides[1:]:
+            row[f"{key(side)}/{key(base)}"] = {
+                k: spread(_ratio(_find(r, path, side, c), _find(r, path, base, c), k) for r in runs) for k in KEYS
+            }
         rows.append(row)
     return {
         "figures": rows,
@@ -55,32 +66,30 @@ def render(doc: dict[str, Any]) -> str:
     meta, opts, summ = doc["machine"], doc["options"], doc["summary"]
     start = ", ".join(f"{x:.2f}" for x in meta["load_average"])
     end = ", ".join(f"{x:.2f}" for x in meta.get("load_average_end", ()))
-    a, b = opts["sides"]
+    sides = opts["sides"]
+    a, b = sides[:2]
+    names = [key(s) for s in sides] + [f"{key(s)}/{key(a)}" for s in sides[1:]]
     lines = [
         f"commit {meta['commit']}, {meta['cores']} cores, load average {start} at start, {end} at end, {meta['at']}",
         f"{opts['runs']} runs x {opts['rounds']} interleaved rounds, {opts['n']} new actions (and their replays) "
         f"per side, concurrency and run; SQLite FULL, gateways at --log-level {opts['log_level']}",
         f"({a}) no [[notify]]; ({b}) + a webhook sink that reads and never answers (timeout {opts['timeout']:g}s), "
-        f"{opts['seed']} approval_waiting notifications failing and retrying",
-        "median [min-max] over the runs; b/a is taken within each run",
+        f"{opts['seed']} approval_waiting notifications failing and retrying"
+        + (f"; ({sides[2]}) a second gateway like (a)" if len(sides) > 2 else ""),
+        "median [min-max] over the runs; ratios are taken within each run; the sides' order in a round turns"
+        " from run to run",
         "",
-        "{:7} {:>3} {:>4} {:>20} {:>20} {:>20} {:>22}".format(
+        "{:7} {:>3} {:>5} {:>20} {:>20} {:>20} {:>22}".format(
             "path", "c", "side", "calls/s", "p50 ms", "p99 ms", "gateway CPU us/call"
         ),
     ]
     for row in summ["figures"]:
-        for name in ("a", "b"):
-            s = row[name]
+        for name in names:
+            s, fmts = row[name], (".3f",) * 4 if "/" in name else (".0f", ".2f", ".2f", ".0f")
             lines.append(
-                f"{row['path']:7} {row['concurrency']:3d} {name:>4} {_show(s['per_s'], '.0f'):>20}"
-                f" {_show(s['p50_ms'], '.2f'):>20} {_show(s['p99_ms'], '.2f'):>20}"
-                f" {_show(s['server_cpu_us'], '.0f'):>22}"
+                f"{row['path']:7} {row['concurrency']:3d} {name:>5}"
+                + "".join(f" {_show(s[k], f):>{w}}" for k, f, w in zip(KEYS, fmts, (20, 20, 20, 22), strict=True))
             )
-        r = row["b/a"]
-        lines.append(
-            f"{row['path']:7} {row['concurrency']:3d} {'b/a':>4} {_show(r['per_s'], '.3f'):>20}"
-            f" {_show(r['p50_ms'], '.3f'):>20} {_show(r['p99_ms'], '.3f'):>20} {_show(r['server_cpu_us'], '.3f'):>22}"
-        )
     lines += ["", "(b)'s backlog, per run:"]
     for i, facts in enumerate(summ["notify"], 1):
         after = facts["after"]
