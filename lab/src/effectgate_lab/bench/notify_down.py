@@ -5,6 +5,7 @@ measurement, with a backlog of notifications failing and retrying, and (a2) a se
 the backlog is delivered (docs/benchmarks.md, docs/notifications.md).
 
     python -m effectgate_lab.bench.notify_down [--n 1000] [--rounds 5] [--runs 3] [--json FILE]
+    python -m effectgate_lab.bench.notify_down --render docs/bench-notify-run.json  # print it again
 
 Each run starts the Stripe simulator, the receiver (down: it reads each request and never answers,
 so every attempt waits out the sink's `timeout`, the worst a down sink can do) and the gateways on
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -302,7 +304,11 @@ def options_from(argv: list[str] | None) -> tuple[Options, Path | None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    opts, json_path = options_from(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--render"]:  # a committed run printed again
+        print(render(json.loads(Path(argv[1]).read_text())), flush=True)
+        return
+    opts, json_path = options_from(argv)
     meta = machine()
     runs = asyncio.run(run(opts))
     meta["load_average_end"] = os.getloadavg()
