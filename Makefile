@@ -9,7 +9,7 @@ CREWAI_STAMP := $(CREWAI_VENV)/.installed
 # `make test` runs the tests on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= auto
 
-.PHONY: demo run test test-services test-ts lint proto proto-check bench chaos soak fuzz venv venv-crewai clean
+.PHONY: demo run test test-services test-ts lint proto proto-check bench bench-notify chaos soak fuzz venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,10 @@ proto-check: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m effectgate_lab.bench --json bench-results.json
+
+## bench-notify: a down [[notify]] sink with a failing backlog against no sink, side by side (docs/benchmarks.md)
+bench-notify: $(STAMP)
+	$(PY) -m effectgate_lab.bench.notify_down --json bench-notify.json
 
 chaos: $(STAMP)
 	$(VENV)/bin/effectgate chaos

@@ -60,9 +60,12 @@ def gateway(
     workers: int = 0,
     module: str = "effectgate.gateway",
     limits: dict[str, Any] | None = None,
+    tools: dict[str, dict[str, Any]] | None = None,
+    tables: dict[str, Any] | None = None,
 ) -> Child:
     """`effectgate serve` (with `--workers N` processes sharing its port when `workers`; `module`:
-    another entry, e.g. the host-clock gateway of the clock comparison; `limits`: the tool's)."""
+    another entry, e.g. the host-clock gateway of the clock comparison; `limits`: the tool's;
+    `tools`: more `[tools.*]` beside charge_card; `tables`: more top-level tables, e.g. `notify`)."""
     tool: dict[str, Any] = {"adapter": "stripe", "consistency_window": "1s"}
     if limits:
         tool["limits"] = limits
@@ -70,7 +73,8 @@ def gateway(
         "server": {"listen": f"127.0.0.1:{free_port()}"},
         "store": {"url": store_url},
         "adapters": {"stripe": {"api_base": sim_url, "api_key_env": KEY_ENV}},
-        "tools": {"charge_card": tool},
+        "tools": {"charge_card": tool, **(tools or {})},
+        **(tables or {}),
     }
     config = write_config(doc, workdir / f"{name}.toml")
     return Child(
