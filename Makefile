@@ -8,6 +8,8 @@ CREWAI_VENV := .venv-crewai
 CREWAI_STAMP := $(CREWAI_VENV)/.installed
 # `make test` runs the tests on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= auto
+# Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
+PYTEST_ARGS ?=
 
 .PHONY: demo run test test-services test-ts lint proto proto-check bench chaos soak fuzz venv venv-crewai clean
 
@@ -37,7 +39,7 @@ run: $(STAMP)
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
 test: $(STAMP) $(CREWAI_STAMP) test-services lint proto-check test-ts
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Debian's PostgreSQL and Dovecot, installed when missing (as root); the tests start their own.
 test-services:
