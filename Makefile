@@ -43,6 +43,11 @@ run: $(STAMP)
 # the generated-code check then the TypeScript tests are made; pytest starts when both are done
 # (tests use .venv-crewai and the built TypeScript client). The checks' output is one block when
 # they end (.checks.log meanwhile). Any failing step fails the target.
+# The suite starts hundreds of Python processes (gateways, CLIs, pytest's workers): each reads the
+# project's modules from bytecode written once, even where the environment says
+# PYTHONDONTWRITEBYTECODE (it then compiles every module in every process, and each pytest worker
+# rewrites every test module again: collection alone takes twice the CPU).
+test: export PYTHONDONTWRITEBYTECODE =
 test: test-services $(STAMP)
 	@( $(MAKE) --no-print-directory lint > .checks.log 2>&1; rc=$$?; cat .checks.log; \
 	   if [ $$rc -eq 0 ]; then echo "lint: passed"; else echo "lint: FAILED (exit $$rc, output above)"; fi; \
