@@ -142,8 +142,8 @@ def test_the_shell_completes_commands_and_options(tmp_path: Path) -> None:
 def hung_gateway() -> Iterator[int]:
     """A gRPC server that takes every call and never answers it (until the test ends): a CLI
     aimed at it waits for its own deadline, however slowly a loaded machine runs. (A socket that
-    is never accepted from is given up on by gRPC after its 20 s connect timeout, as UNAVAILABLE,
-    which on a loaded machine could come before the Ctrl-C the test meant to send.)"""
+    is never accepted from is given up on by gRPC after its 20 s connect timeout, as UNAVAILABLE:
+    the end of the CLI would then depend on gRPC's timer instead of the Ctrl-C.)"""
     released = threading.Event()
 
     def hang(request: bytes, context: grpc.ServicerContext) -> bytes:
