@@ -8,8 +8,10 @@ CREWAI_VENV := .venv-crewai
 CREWAI_STAMP := $(CREWAI_VENV)/.installed
 # `make test` runs the tests on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= auto
+# Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
+PYTEST_ARGS ?=
 
-.PHONY: demo run test test-services test-ts lint proto proto-check bench bench-notify chaos soak fuzz venv venv-crewai clean
+.PHONY: demo run test test-services test-ts ts-checks lint proto proto-check bench bench-notify chaos soak fuzz venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +38,29 @@ run: $(STAMP)
 	$(PY) -m effectgate_lab.dev
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
-test: $(STAMP) $(CREWAI_STAMP) test-services lint proto-check test-ts
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+# Each step is mostly one busy core (pip, mypy, npm, node), so they run side by side: after .venv,
+# lint starts and runs on beside pytest (it only reads the tree), while the CrewAI environment and
+# the generated-code check then the TypeScript tests are made; pytest starts when both are done
+# (tests use .venv-crewai and the built TypeScript client). The checks' output is one block when
+# they end (.checks.log meanwhile). Any failing step fails the target.
+# The suite starts hundreds of Python processes (gateways, CLIs, pytest's workers): each reads the
+# project's modules from bytecode written once, even where the environment says
+# PYTHONDONTWRITEBYTECODE (it then compiles every module in every process, and each pytest worker
+# rewrites every test module again: collection alone takes twice the CPU).
+test: export PYTHONDONTWRITEBYTECODE =
+test: test-services $(STAMP)
+	@( $(MAKE) --no-print-directory lint > .checks.log 2>&1; rc=$$?; cat .checks.log; \
+	   if [ $$rc -eq 0 ]; then echo "lint: passed"; else echo "lint: FAILED (exit $$rc, output above)"; fi; \
+	   exit $$rc ) & lint=$$!; \
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(CREWAI_STAMP) ts-checks \
+	  && $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; \
+	wait $$lint; lint=$$?; \
+	[ $$tests -eq 0 ] && [ $$lint -eq 0 ]
+
+# The generated-code check, then the TypeScript tests (both use clients/typescript/node_modules).
+ts-checks: $(STAMP)
+	$(MAKE) --no-print-directory proto-check
+	$(MAKE) --no-print-directory test-ts
 
 # Debian's PostgreSQL and Dovecot, installed when missing (as root); the tests start their own.
 test-services:
@@ -83,4 +106,4 @@ fuzz: $(STAMP) test-services
 	bash scripts/fuzz_model.sh $(FUZZ_MINUTES)
 
 clean:
-	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .checks.log

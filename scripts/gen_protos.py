@@ -68,6 +68,8 @@ def typescript_ready() -> bool:
         print("TypeScript generation: SKIPPED (npm not found; apt-get install npm to enable it)", file=sys.stderr)
         return False
     subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=TS_DIR, check=True)
+    # What scripts/test_typescript.sh compares to skip a second `npm ci` of the same lockfile.
+    shutil.copyfile(TS_DIR / "package-lock.json", TS_DIR / "node_modules" / ".ci-package-lock.json")
     return True
 
 

@@ -13,5 +13,10 @@ fi
 # shellcheck source=scripts/node_toolchain.sh
 source scripts/node_toolchain.sh
 cd clients/typescript
-npm ci --no-audit --no-fund --silent
+# `npm ci` once per lockfile: proto-check (scripts/gen_protos.py) may have just run it, and a second
+# one deletes and reinstalls the same node_modules.
+if ! cmp -s package-lock.json node_modules/.ci-package-lock.json; then
+  npm ci --no-audit --no-fund --silent
+  cp package-lock.json node_modules/.ci-package-lock.json
+fi
 EFFECTGATE_PYTHON="${EFFECTGATE_PYTHON:-$PWD/../../.venv/bin/python}" npm test --silent

@@ -4,6 +4,7 @@ or the server named by EFFECTGATE_TEST_PG_DSN, and a fresh database per test."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,6 +14,14 @@ from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import harness, pg, slow_first, wheelhouse
 from tests.harness import API_KEY
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend
+
+# Tests send SIGINT (Ctrl-C) to the processes they start and expect it handled. A suite started
+# in the background (`make test &`, nohup, some CI runners and tool harnesses) inherits SIGINT
+# ignored, and an ignored signal stays ignored across fork and exec: the CLI, a --watch or
+# `make run` would never see the Ctrl-C and run on to a timeout. A handled signal is reset to the
+# default in a child, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _missing(reason: str) -> None:

@@ -11,10 +11,13 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import start_gateway
 from tests.store_backends import Backend
 from tests.test_event_chain import TOKENS, auth, chained_store, charge, doc, run_cli, tamper, toml
+from tests.test_operator_cli import WATCH_WAIT
 
 
 async def test_audit_verify_command_exits_nonzero_and_names_the_row(
@@ -37,6 +40,7 @@ async def test_audit_verify_command_exits_nonzero_and_names_the_row(
         await live.close()
 
 
+@pytest.mark.timeout(360)  # the waits below are WATCH_WAIT each: room for a loaded machine
 async def test_events_command_exports_and_follows_the_trail(tmp_path: Path, sim: StripeSimulator) -> None:
     live = await start_gateway(doc(f"sqlite:///{tmp_path}/eg.db", sim))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")}
@@ -60,15 +64,15 @@ async def test_events_command_exports_and_follows_the_trail(tmp_path: Path, sim:
         )  # fmt: skip
         assert follower.stdout is not None
         try:
-            seen = [json.loads(await asyncio.wait_for(follower.stdout.readline(), 30)) for _ in rows]
+            seen = [json.loads(await asyncio.wait_for(follower.stdout.readline(), WATCH_WAIT)) for _ in rows]
             assert [s["hash"] for s in seen] == [r["hash"] for r in rows]
             later = await live.stub.Execute(charge("b"), metadata=auth("acme", "agent"))
-            line = json.loads(await asyncio.wait_for(follower.stdout.readline(), 30))
+            line = json.loads(await asyncio.wait_for(follower.stdout.readline(), WATCH_WAIT))
             assert line["action_id"] == later.action.action_id and line["position"] == len(rows) + 1
             assert line["prev_hash"] == rows[-1]["hash"]
         finally:
             follower.send_signal(signal.SIGINT)
-            await asyncio.wait_for(follower.wait(), 30)
+            await asyncio.wait_for(follower.wait(), WATCH_WAIT)
         assert follower.returncode == 0
     finally:
         await live.close()

@@ -31,6 +31,9 @@ from tests.harness import API_KEY, config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway
 from tests.test_execute import details, request
 
+# A watch prints within its --interval; the bound is for a loaded machine, where a CLI
+# process takes seconds to start and each poll waits for the CPU.
+WATCH_WAIT = 90
 TOKEN = "operator-cli-secret"
 PRINCIPALS = [
     {
@@ -290,6 +293,7 @@ async def test_limits_and_a_grant_that_lets_one_charge_through(
     assert lines[1].split()[:7] == ["charge_limited", "budget", "usd", "-", "2000", "3000", "0"]
 
 
+@pytest.mark.timeout(360)  # the waits below are WATCH_WAIT each: room for a loaded machine
 async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGateway, str]) -> None:
     _, target = served
     first = await execute(target, "w0")
@@ -300,19 +304,19 @@ async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGa
     )  # fmt: skip
     assert proc.stdout is not None
     try:
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        line = await asyncio.wait_for(proc.stdout.readline(), WATCH_WAIT)
         assert json.loads(line)["action_id"] == first.action_id  # the listing as it is
         second = await execute(target, "w1")
         # Then what is new: the stream may show the claim (DISPATCHED) before the outcome; every
         # line is about the new action, and the last one it prints is its settled state.
         seen: list[str] = []
         while not seen or seen[-1] != "CONFIRMED":
-            change = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+            change = json.loads(await asyncio.wait_for(proc.stdout.readline(), WATCH_WAIT))
             assert change["action_id"] == second.action_id, change
             seen.append(change["state"])
         assert set(seen) <= {"DISPATCHED", "CONFIRMED"}, seen
         proc.send_signal(signal.SIGINT)  # Ctrl-C ends a watch: exit 0
-        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert await asyncio.wait_for(proc.wait(), WATCH_WAIT) == 0
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -16,17 +16,15 @@ import traceback
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
-from effectgate.adapters.secrets import resolved_secrets
 from effectgate.client import cli as admin_cli
 from effectgate.client.cli.parser import Parser
-from effectgate.gateway.config import ConfigError, load_config
-from effectgate.gateway.observability import LEVELS, mask_url, redact, setup_logging
-from effectgate.gateway.runtime.serving import ServeOptions, StartupFailed
-from effectgate.gateway.runtime.serving import run as run_serve
-from effectgate.gateway.store import skew_problem
+from effectgate.gateway.observability import LEVELS, setup_logging
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2
+# The gateway's own commands load the gateway (config, store, server: most of a second of imports)
+# when they run; an operator command (`effectgate actions`, ...) needs only the client's.
+GATEWAY_COMMANDS = ("serve", "check", "migrate", "audit", "notify")
 
 
 def plugin_names() -> set[str]:
@@ -43,7 +41,11 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
 
 
 async def check(config_path: str, probe: bool = False) -> int:
+    from effectgate.gateway.config import ConfigError, load_config
+    from effectgate.gateway.observability import mask_url
     from effectgate.gateway.runtime import server
+    from effectgate.gateway.runtime.serving import StartupFailed
+    from effectgate.gateway.store import skew_problem
 
     config = load_config(config_path)
     try:
@@ -119,6 +121,9 @@ def fatal(line: str, log_format: str) -> None:
 
 
 def _one_line(exc: BaseException) -> str:
+    from effectgate.adapters.secrets import resolved_secrets
+    from effectgate.gateway.observability import redact
+
     text = " ".join(str(exc).split()) or type(exc).__name__
     return redact(text, resolved_secrets())
 
@@ -191,6 +196,20 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_STARTUP
     setup_logging(args.log_level, args.log_format)
     try:
+        if args.command in GATEWAY_COMMANDS:
+            return gateway_command(parser, args)
+        return admin_cli.run_command(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`serve`, `check`, `migrate`, `notify` and `audit`: a refused start is one line and exit 2."""
+    from effectgate.gateway.config import ConfigError
+    from effectgate.gateway.runtime.serving import ServeOptions, StartupFailed
+    from effectgate.gateway.runtime.serving import run as run_serve
+
+    try:
         if args.command == "serve":
             options = ServeOptions(
                 args.config, args.workers, args.worker_port, args.log_level, args.log_format, args.fail_fast
@@ -206,24 +225,20 @@ def main(argv: list[str] | None = None) -> int:
             from effectgate.gateway.runtime.commands import notify as notify_cli
 
             return asyncio.run(notify_cli.run(args))
-        if args.command == "audit":
-            if not args.config:
-                parser.error("audit: the following arguments are required: --config")
-            if args.audit_command == "verify":
-                from effectgate.gateway.runtime.chain_verify import run_verify
+        if not args.config:
+            parser.error("audit: the following arguments are required: --config")
+        if args.audit_command == "verify":
+            from effectgate.gateway.runtime.chain_verify import run_verify
 
-                return asyncio.run(run_verify(args.config, args.verify_since, args.verify_output))
-            from effectgate.gateway.runtime.audit import run_audit
+            return asyncio.run(run_verify(args.config, args.verify_since, args.verify_output))
+        from effectgate.gateway.runtime.audit import run_audit
 
-            return asyncio.run(run_audit(args.config, args.since, args.output))
-        return admin_cli.run_command(args)
+        return asyncio.run(run_audit(args.config, args.since, args.output))
     except (ConfigError, StartupFailed) as exc:
         if args.debug:
             traceback.print_exc()
         fatal(f"effectgate: {_one_line(exc)}", args.log_format)
         return EXIT_STARTUP
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":

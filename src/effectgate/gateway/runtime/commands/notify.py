@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from effectgate.client.cli import render
-from effectgate.gateway.config import load_config
-from effectgate.gateway.core import SystemClock
-from effectgate.gateway.model import Outgoing
-from effectgate.gateway.runtime.parts import open_configured_store
+
+if TYPE_CHECKING:
+    from effectgate.gateway.model import Outgoing
 
 LIMIT = 1000
 
@@ -59,6 +58,12 @@ def _iso(at: float) -> str:
 
 
 async def run(args: argparse.Namespace) -> int:
+    # The gateway's modules only when the command runs: `effectgate --help` and the operator
+    # commands build this parser too, and load only the client's modules (runtime/cli.py).
+    from effectgate.gateway.config import load_config
+    from effectgate.gateway.core import SystemClock
+    from effectgate.gateway.runtime.parts import open_configured_store
+
     config = load_config(args.config)
     store = open_configured_store(config)
     await store.open()
