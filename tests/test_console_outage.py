@@ -156,6 +156,10 @@ async def test_a_gateway_stopped_under_an_open_inbox_is_an_outage_and_comes_back
 
         gateway = GatewayProcess(config)  # the same port, the same store
         await gateway.ready()
+        # The agent's channel may still be backing off from the refused connections of the
+        # outage (gRPC's reconnect backoff, long on a loaded machine): the agent comes back anew.
+        await agent.close()
+        agent = EffectGateClient(f"127.0.0.1:{port}", token=TOKENS["bot"])
         await expect(watcher.locator("#live")).to_have_text("live", timeout=WAIT)  # by itself, no reload
         await execute(agent, "run-after", card("cus_after", 300))
         await expect(watcher.get_by_role("listitem").filter(has_text="order:run-after")).to_be_visible(timeout=WAIT)
