@@ -207,7 +207,9 @@ def test_ctrl_c_at_any_moment_of_the_demo_prints_no_traceback_and_leaves_no_fold
     env = os.environ | {"TMPDIR": str(tmp_path)}
     done = _interrupt([sys.executable, "-m", "effectgate_lab.demo"], after, env)
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode in (0, 130), (done.returncode, done.stderr)  # 0: it had finished
-    if done.returncode == 130:
+    # 0: it had finished. 130, or ended by the SIGINT itself after its line (a shell shows both
+    # as 130): seen once at 0.53 s, while the interpreter was still loading the demo's modules.
+    assert done.returncode in (0, 130, -signal.SIGINT), (done.returncode, done.stderr)
+    if done.returncode != 0:
         assert done.stderr.strip().splitlines()[-1] == "demo interrupted"
     assert not list(tmp_path.glob("effectgate-demo-*"))
