@@ -123,7 +123,8 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
     return {"figures": figures, "ratios": per_side}
 
 
-def _show(s: dict[str, float] | None, fmt: str) -> str:
+def show(s: dict[str, float] | None, fmt: str) -> str:
+    """A spread as `median [min-max]`, or `n/a`."""
     if s is None:
         return "n/a"
     return f"{s['median']:{fmt}} [{s['min']:{fmt}}-{s['max']:{fmt}}]"
@@ -146,9 +147,9 @@ def render(doc: dict[str, Any]) -> str:
     ]
     for row in summ["figures"]:
         lines.append(
-            f"{row['path']:7} {row['setup']:17} {row['concurrency']:3d} {_show(row['per_s'], '.0f'):>22}"
-            f" {_show(row['p50_ms'], '.2f'):>22} {_show(row['server_cpu_us'], '.0f'):>22}"
-            f" {_show(row['per_s_over_echo'], '.2f'):>20} {_show(row['p50_over_direct'], '.2f'):>20}"
+            f"{row['path']:7} {row['setup']:17} {row['concurrency']:3d} {show(row['per_s'], '.0f'):>22}"
+            f" {show(row['p50_ms'], '.2f'):>22} {show(row['server_cpu_us'], '.0f'):>22}"
+            f" {show(row['per_s_over_echo'], '.2f'):>20} {show(row['p50_over_direct'], '.2f'):>20}"
         )
     lines += ["", "ratios (within each run), median [min-max]; targets:"]
     for side, found in summ["ratios"].items():
@@ -161,5 +162,5 @@ def render(doc: dict[str, Any]) -> str:
             if side != "base" or "base's" not in name:
                 met = s["median"] >= limit if higher else s["median"] <= limit
                 verdict = f"(target {'>=' if higher else '<='} {limit:g}) {'met' if met else 'MISSED'}"
-            lines.append(f"    {name:50} {_show(s, '.2f'):>22}  {verdict}")
+            lines.append(f"    {name:50} {show(s, '.2f'):>22}  {verdict}")
     return "\n".join(lines)

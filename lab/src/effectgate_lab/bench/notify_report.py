@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from effectgate_lab.bench.ab_report import spread
+from effectgate_lab.bench.ab_report import show, spread
 
 Fig = dict[str, Any]
 KEYS = ("per_s", "p50_ms", "p99_ms", "server_cpu_us")
@@ -56,12 +56,6 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _show(s: dict[str, float] | None, fmt: str) -> str:
-    if s is None:
-        return "n/a"
-    return f"{s['median']:{fmt}} [{s['min']:{fmt}}-{s['max']:{fmt}}]"
-
-
 def render(doc: dict[str, Any]) -> str:
     meta, opts, summ = doc["machine"], doc["options"], doc["summary"]
     start = ", ".join(f"{x:.2f}" for x in meta["load_average"])
@@ -88,7 +82,7 @@ def render(doc: dict[str, Any]) -> str:
             s, fmts = row[name], (".3f",) * 4 if "/" in name else (".0f", ".2f", ".2f", ".0f")
             lines.append(
                 f"{row['path']:7} {row['concurrency']:3d} {name:>5}"
-                + "".join(f" {_show(s[k], f):>{w}}" for k, f, w in zip(KEYS, fmts, (20, 20, 20, 22), strict=True))
+                + "".join(f" {show(s[k], f):>{w}}" for k, f, w in zip(KEYS, fmts, (20, 20, 20, 22), strict=True))
             )
     lines += ["", "(b)'s backlog, per run:"]
     for i, facts in enumerate(summ["notify"], 1):
