@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -17,9 +18,17 @@ from typing import Any
 
 import httpx
 
-from effectgate_lab.labkit.children import free_port
+from effectgate_lab.devrun.layout import Ports
 
 ENV_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+# `make run`'s simulators take fixed ports above the gateway's (+1000 ... +4000). A port from
+# port 0 would put them in the kernel's ephemeral range (32768-60999 here), where any other
+# test's listener or outgoing connection can take one between our check and the run's bind
+# (it happened: "cannot start: port(s) in use: crm ..."). Below that range only a fixed port
+# can collide, and every port of the five is checked free first.
+DEV_GATEWAY_PORTS = range(20000, 28000)
+# A run that still lost its ports to another test's `make run` is started again on others.
+PORT_ATTEMPTS = 3
 
 
 @dataclass
@@ -58,9 +67,29 @@ class DevRun:
         return clean | {"EFFECTGATE_TARGET": self.target, "EFFECTGATE_CONFIG": str(self.config), "PATH": ENV_PATH}
 
 
+def free_dev_port() -> int:
+    """A gateway port for `make run` whose derived ports are all free now."""
+    for _ in range(500):
+        port = random.choice(DEV_GATEWAY_PORTS)
+        if not Ports.around(port).taken():
+            return port
+    raise RuntimeError(f"no free set of make run ports in {DEV_GATEWAY_PORTS}")
+
+
 async def start_dev(root: Path, port: int | None = None, cwd: Path | None = None) -> DevRun:
-    """Starts `python -m effectgate_lab.dev` and waits for its banner (or its exit)."""
-    port = port or free_port()
+    """Starts `python -m effectgate_lab.dev` and waits for its banner (or its exit); on a port of
+    its own choosing unless given one, again on other ports if another run took those."""
+    if port is not None:
+        return await _start_dev_on(root, port, cwd)
+    for _ in range(PORT_ATTEMPTS - 1):
+        run = await _start_dev_on(root, free_dev_port(), cwd)
+        if "Ctrl-C" in run.banner or "in use" not in run.banner:
+            return run
+        await refused_dev(run)
+    return await _start_dev_on(root, free_dev_port(), cwd)
+
+
+async def _start_dev_on(root: Path, port: int, cwd: Path | None) -> DevRun:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "effectgate_lab.dev", "--dir", str(root), "--port", str(port),
         env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": ENV_PATH}, cwd=cwd,
