@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from effectgate_lab.bench.ab import parse_side
-from effectgate_lab.bench.ab_report import render, spread, summary
+from effectgate_lab.bench.ab_report import FSYNC, render, spread, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,9 @@ def test_two_trees_side_by_side_in_every_run(tmp_path: Path) -> None:
             assert {("direct", "stripe simulator", c), ("echo", "bare grpc.aio", c)} <= seen
             for side in ("base", "this", "quiet"):
                 assert {("new", side, c), ("replay", side, c)} <= seen
-        assert all(f["calls"] > 0 and f["per_s"] > 0 and f["server_cpu_us"] is not None for f in figures)
+        assert ("fsync", FSYNC, 1) in seen  # the storage floor (no server: no CPU figure)
+        assert all(f["calls"] > 0 and f["per_s"] > 0 for f in figures)
+        assert all(f["server_cpu_us"] is not None for f in figures if f["path"] != "fsync")
     ratios = doc["summary"]["ratios"]
     # The base against itself is exactly 1; another side's ratio is its own CPU over the base's.
     assert ratios["base"]["new: gateway CPU per action / base's, c=1"]["median"] == 1.0
@@ -65,6 +67,7 @@ def test_spread_and_sides() -> None:
                     ("replay", "base", 180.0),
                     ("new", "this", 25.0),
                     ("replay", "this", 190.0),
+                    ("fsync", FSYNC, 1000.0),
                 )
             ]
         ],
@@ -73,3 +76,5 @@ def test_spread_and_sides() -> None:
     assert ratios["this"]["new: gateway CPU per action / base's, c=1"]["median"] == 0.5
     assert ratios["this"]["replay calls/s / echo, c=16"]["median"] == 0.95
     assert ratios["this"]["new calls/s / min(echo, direct), c=16"]["median"] == 0.25
+    # Every p50 is 1 ms: a new action against direct + echo + two fsyncs.
+    assert ratios["this"]["new p50 / (direct + echo + 2 fsync) p50s, c=1"]["median"] == 0.25

@@ -26,13 +26,13 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from effectgate_lab.bench import targets
-from effectgate_lab.bench.ab_report import render, summary
+from effectgate_lab.bench.ab_report import FSYNC, render, summary
 from effectgate_lab.bench.load import Figure, Interleaved
 from effectgate_lab.bench.report import machine, write_json
 from effectgate_lab.bench.run import Baselines, Served, add_paths, floors, running
@@ -108,6 +108,24 @@ def gateway(side: Side, sim_url: str, workdir: Path, log_level: str, endpoint: s
     return child
 
 
+def fsync_floor(workdir: Path) -> Callable[[int], Awaitable[None]]:
+    """One durable write's storage floor: a 4 KiB page appended and fsync'd, in a thread like the
+    store's writer, on the file system the gateways' SQLite files are on. A new action at
+    SQLite FULL commits twice (its claim, then its outcome) and cannot answer faster than
+    direct + echo + two of these."""
+    fd = os.open(workdir / "fsync-floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    page = b"\0" * 4096
+
+    def write() -> None:
+        os.write(fd, page)
+        os.fsync(fd)
+
+    async def one(_: int) -> None:
+        await asyncio.to_thread(write)
+
+    return one
+
+
 async def interleave(
     base: Baselines,
     clients: Sequence[targets.GatewayCalls],
@@ -115,10 +133,13 @@ async def interleave(
     c: int,
     n: int,
     rounds: int,
+    workdir: Path,
 ) -> list[Figure]:
     side = Interleaved(c)
     side.add("direct", "stripe simulator", base.direct, n, server_pid=base.direct_pid)
     side.add("echo", "bare grpc.aio", base.echo, n, server_pid=base.echo_pid)
+    if c == 1:
+        side.add("fsync", FSYNC, fsync_floor(workdir), n)
     for calls, served in zip(clients, gateways, strict=True):
         add_paths(side, calls, served, n, duplicates=False)
     return await side.run(rounds)
@@ -142,8 +163,9 @@ async def one_run(opts: Options) -> list[Figure]:
                 clients = [targets.GatewayCalls(g.port) for g in gateways]
                 try:
                     for c in opts.concurrency:
-                        await interleave(base, clients, gateways, c, max(c, opts.n // 10), 1)  # warm-up
-                        figures.extend(await interleave(base, clients, gateways, c, opts.n, opts.rounds))
+                        warm = max(c, opts.n // 10)
+                        await interleave(base, clients, gateways, c, warm, 1, workdir)
+                        figures.extend(await interleave(base, clients, gateways, c, opts.n, opts.rounds, workdir))
                 finally:
                     for calls in clients:
                         await calls.close()
