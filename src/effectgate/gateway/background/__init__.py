@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.background.clock_watch import ClockWatch
+from effectgate.gateway.background.compose import compose_background, no_problem, notifier_of
 from effectgate.gateway.background.drift import DriftReport, audit, drift_job
 from effectgate.gateway.background.expiry import expiry_job
 from effectgate.gateway.background.notify import Deliverer, ForgeryWatch, Sink, build_sinks
@@ -25,8 +26,11 @@ __all__ = [
     "audit",
     "backlog_job",
     "build_sinks",
+    "compose_background",
     "drift_job",
     "expiry_job",
     "limits_job",
+    "no_problem",
+    "notifier_of",
     "retention_job",
 ]

@@ -26,21 +26,16 @@ from effectgate.gateway.background import (
     ClockWatch,
     Deliverer,
     ForgeryWatch,
-    Job,
     Readiness,
-    Reconciler,
     Runner,
     Sink,
-    backlog_job,
     build_sinks,
-    drift_job,
-    expiry_job,
-    limits_job,
-    retention_job,
+    compose_background,
+    no_problem,
+    notifier_of,
 )
 from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.core import (
-    BoundTool,
     Clock,
     DriverSettings,
     EffectProtocol,
@@ -102,98 +97,6 @@ async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[s
         return clock, problems, probed
     finally:
         await close_adapters(adapters)
-
-
-def _no_problem() -> str:
-    return ""
-
-
-def compose_background(
-    config: Config,
-    protocol: EffectProtocol,
-    store: Store,
-    health_servicer: health_aio.HealthServicer,
-    clock: Clock,
-    watch: ClockWatch | None,
-    *,
-    watch_backlog: bool,
-    operations: Operations | None = None,
-    tools: Mapping[str, BoundTool] | None = None,
-    desk: LimitsDesk | None = None,
-    adapters: Mapping[str, Adapter] | None = None,
-    notifier: Deliverer | None = None,
-) -> tuple[Runner, Readiness]:
-    """The gateway's background jobs on one runner, and the readiness they report through."""
-    reconciler = Reconciler(protocol, interval=config.reconcile_interval)
-    readiness = Readiness(
-        store,
-        health_servicer,
-        ("", *SERVICE_NAMES),
-        interval=config.gateway.health_interval,
-        alive=lambda: runner.alive("reconciler"),
-        clock=clock,
-        clock_problem=watch or _no_problem,
-    )
-    retentions = {name: tool.retention for name, tool in config.tools.items()}
-    try:
-        retention = retention_job(store, retentions, config.retention_interval, clock)
-    except ValueError as exc:
-        raise ConfigError(f"{config.source}: {exc}") from None
-    jobs: list[Job] = [reconciler.job(), retention, readiness.job()]
-    ttls = {name: tool.approval_ttl for name, tool in config.tools.items()}
-    expiry = expiry_job(operations or Operations(protocol), ttls, config.reconcile_interval)
-    if expiry is not None:  # waiting actions whose approval_ttl passed become REJECTED
-        jobs.append(expiry)
-    if watch is not None:  # re-anchors the store clock; a skewed replica takes no work
-
-        async def clock_changed() -> None:  # health follows at once; the reconciler resumes at once
-            await readiness.check()
-            protocol.wake_reconciler()
-
-        watch.on_change = clock_changed
-        jobs.append(Job("clock", watch.check, config.clock_probe_interval, at_start=False))
-    if watch_backlog:  # the UNKNOWN backlog gauges (metrics only)
-        tenants = sorted({p.tenant for p in config.principals} or {"dev"})
-        jobs.append(backlog_job(store, tenants, config.telemetry.backlog_interval))
-        limits = limits_job(desk, tenants, config.telemetry.backlog_interval) if desk is not None else None
-        if limits is not None:  # the limits' use and what is left, per tenant and tool
-            jobs.append(limits)
-    if config.audit.interval > 0 and tools is not None and adapters is not None:  # the drift audit
-        audited = tenants_of(config)
-        jobs.append(
-            drift_job(
-                store,
-                tools,
-                adapters,
-                audited,
-                interval=config.audit.interval,
-                lookback=config.audit.since,
-                clock=clock,
-            )
-        )
-    if notifier is not None:  # [[notify]]: notifications from the store, at least once
-        jobs.append(notifier.job())
-    runner = Runner(clock, jobs)
-    return runner, readiness
-
-
-async def _notifier(
-    config: Config, store: Store, protocol: EffectProtocol, clock: Clock, owner: str
-) -> Deliverer | None:
-    """The deliverer of the [[notify]] sinks (None: none configured), wired to the protocol's
-    limit denials and breaker openings."""
-    if not config.notify:
-        return None
-    try:
-        await store.notify_cursors()
-    except NotImplementedError:
-        raise ConfigError(
-            f"{config.source}: [[notify]] needs a store that keeps an outbox (SQLite, PostgreSQL)"
-        ) from None
-    sinks = build_sinks(config.notify, config.source)
-    notifier = Deliverer(store, protocol, sinks, clock, owner=owner, interval=config.gateway.notify_interval)
-    protocol.post_notices(notifier.post)
-    return notifier
 
 
 @dataclass
@@ -342,7 +245,7 @@ class Gateway:
             ),
             clock=clock,
             sleep=clock.sleep,
-            clock_problem=watch or _no_problem,
+            clock_problem=watch or no_problem,
             on_answered=LagSampler(store, lags, clock).on_answered,
         )
         auth = Authenticator(config.principals)
@@ -385,7 +288,7 @@ class Gateway:
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         certificates = Certificates(config) if config.tls is not None else None
         port = listen(server, config, shared_port, certificates)
-        notifier = await _notifier(config, store, protocol, background_clock, owner)
+        notifier = await notifier_of(config, store, protocol, background_clock, owner)
         background, readiness = compose_background(
             config,
             protocol,
@@ -393,6 +296,8 @@ class Gateway:
             health_servicer,
             background_clock,
             watch,
+            services=("", *SERVICE_NAMES),
+            audited=tenants_of(config),
             watch_backlog=watch_backlog,
             operations=operations,
             tools=bound,
