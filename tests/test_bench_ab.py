@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from effectgate_lab.bench.ab import parse_side
-from effectgate_lab.bench.ab_report import FSYNC, render, spread, summary
+from effectgate_lab.bench.ab_report import FSYNC, doc_block, render, spread, summary
+from effectgate_lab.chaos.reporting import docs_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,3 +79,14 @@ def test_spread_and_sides() -> None:
     assert ratios["this"]["new calls/s / min(echo, direct), c=16"]["median"] == 0.25
     # Every p50 is 1 ms: a new action against direct + echo + two fsyncs.
     assert ratios["this"]["new p50 / (direct + echo + 2 fsync) p50s, c=1"]["median"] == 0.25
+
+
+def test_the_benchmarks_page_states_the_committed_run() -> None:
+    # docs/benchmarks.md's run and targets table are rendered from docs/bench-run.json
+    # (`python -m effectgate_lab.bench.ab --render docs/bench-run.json --write docs/benchmarks.md`).
+    doc = json.loads((ROOT / "docs" / "bench-run.json").read_text())
+    doc["summary"] = summary(doc)
+    found = docs_blocks.blocks((ROOT / "docs" / "benchmarks.md").read_text(), tag="bench")
+    assert set(found) == {"run", "targets"}
+    for name, body in found.items():
+        assert body == doc_block(doc, name), f"docs/benchmarks.md's {name} block is not the committed run's"

@@ -5,6 +5,7 @@ side by side in the same minutes, with the floors, over several runs.
     python -m effectgate_lab.bench.ab --base ../base --side traced=.:OTLP  # a traced side too
     python -m effectgate_lab.bench.ab --base ../base --side quiet=.:LOG_LEVEL=WARNING
     python -m effectgate_lab.bench.ab --render docs/bench-run.json  # print a committed run again
+    python -m effectgate_lab.bench.ab --render docs/bench-run.json --write docs/benchmarks.md
 
 A side's tree without a .venv (a scratch worktree of one lever) runs on this interpreter with
 its `src` first on the path.
@@ -32,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from effectgate_lab.bench import targets
-from effectgate_lab.bench.ab_report import FSYNC, render, summary
+from effectgate_lab.bench.ab_report import FSYNC, doc_block, render, summary
 from effectgate_lab.bench.load import Figure, Interleaved
 from effectgate_lab.bench.report import machine, write_json
 from effectgate_lab.bench.run import Baselines, Served, add_paths, floors, running
+from effectgate_lab.chaos.reporting import docs_blocks
 from effectgate_lab.labkit.children import Child
 
 OTLP = "OTLP"  # a side's env marker: export every trace and metric to a local OTLP sink
@@ -227,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
         doc = json.loads(Path(argv[1]).read_text())
         doc["summary"] = summary(doc)
         print(render(doc), flush=True)
+        if argv[2:3] == ["--write"]:  # and written into a page's `<!-- bench:NAME -->` blocks
+            for page in map(Path, argv[3:]):
+                page.write_text(docs_blocks.rewrite(page.read_text(), lambda name: doc_block(doc, name), tag="bench"))
         return
     opts, json_path = options_from(argv)
     meta = machine()

@@ -181,3 +181,68 @@ def render(doc: dict[str, Any]) -> str:
                 verdict = f"(target {'>=' if higher else '<='} {limit:g}) {'met' if met else 'MISSED'}"
             lines.append(f"    {name:50} {show(s, '.2f'):>22}  {verdict}")
     return "\n".join(lines)
+
+
+# The targets table of docs/benchmarks.md: (row, the ratios it reads); two ratios share a row.
+# The page's typography (escaped here: ruff keeps look-alike characters out of the source).
+GE, LE, TIMES, MINUS, DASH = "\u2265", "\u2264", "\u00d7", "\u2212", "\u2013"
+_ROW_TEMPLATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("replay {GE} 0.85{TIMES} echo, c=1", ("replay calls/s / echo, c=1",)),
+    ("replay {GE} 0.85{TIMES} echo, c=16", ("replay calls/s / echo, c=16",)),
+    ("gateway CPU per new action {LE} 0.70{TIMES} the base's, c=1", ("new: gateway CPU per action / base's, c=1",)),
+    ("gateway CPU per new action {LE} 0.70{TIMES} the base's, c=16", ("new: gateway CPU per action / base's, c=16",)),
+    ("new action p50 {MINUS} direct {LE} 4 echo round trips, c=1", ("new p50 - direct p50, in echo round trips, c=1",)),
+    ("new calls/s at c=16 {GE} 0.2{TIMES} min(echo, direct)", ("new calls/s / min(echo, direct), c=16",)),
+    (
+        "OTLP tracing on costs {LE} 15 % of calls/s (new, c=1 / c=16)",
+        ("new calls/s drop with OTLP tracing on, c=1", "new calls/s drop with OTLP tracing on, c=16"),
+    ),
+    (
+        "the same for replays (c=1 / c=16)",
+        ("replay calls/s drop with OTLP tracing on, c=1", "replay calls/s drop with OTLP tracing on, c=16"),
+    ),
+)
+TABLE_ROWS = tuple((row.format(GE=GE, LE=LE, TIMES=TIMES, MINUS=MINUS), names) for row, names in _ROW_TEMPLATES)
+
+
+def _md(s: dict[str, float] | None) -> str:
+    return "n/a" if s is None else f"{s['median']:.2f} [{s['min']:.2f}{DASH}{s['max']:.2f}]"
+
+
+def _met(name: str, s: dict[str, float] | None) -> str:
+    if s is None:
+        return "n/a"
+    limit, higher = TARGETS[name]
+    if s["median"] >= limit if higher else s["median"] <= limit:
+        return "yes"
+    # A median that rounds to the limit without meeting it says so.
+    return f"no ({s['median']:.3f})" if f"{s['median']:.2f}" == f"{limit:.2f}" else "no"
+
+
+def targets_table(doc: dict[str, Any]) -> str:
+    """The targets as a Markdown table: `this` side's median [min-max] over the runs, the base's
+    in the same runs, and whether the median meets the target (tracing: the traced side)."""
+    ratios_of = doc["summary"]["ratios"]
+    traced = next((s["name"] for s in doc["options"]["sides"] if "OTLP" in s["env"]), None)
+    this, base = ratios_of.get("this", {}), ratios_of.get("base", {})
+    lines = ["| target | this tree | base, same runs | met |", "| --- | --- | --- | --- |"]
+    for row, names in TABLE_ROWS:
+        side = ratios_of.get(traced, {}) if "tracing" in names[0] else this
+        own = " / ".join(_md(side.get(n)) for n in names)
+        if "tracing" in names[0] or "base's" in names[0]:
+            theirs = "\u2014" if "tracing" in names[0] else "1"
+        else:
+            theirs = " / ".join(_md(base.get(n)) for n in names)
+        met = " / ".join(_met(n, side.get(n)) for n in names)
+        lines.append(f"| {row} | {own} | {theirs} | {met} |")
+    return "\n".join(lines)
+
+
+def doc_block(doc: dict[str, Any], name: str) -> str:
+    """The body of docs/benchmarks.md's `<!-- bench:NAME -->` block: `run` (the rendered run) or
+    `targets` (the table)."""
+    if name == "run":
+        return f"```\n{render(doc)}\n```"
+    if name == "targets":
+        return targets_table(doc)
+    raise KeyError(f"no bench block named {name!r}")

@@ -1,4 +1,5 @@
-"""Tables embedded in Markdown between `<!-- chaos:NAME -->` and `<!-- /chaos:NAME -->`.
+"""Tables embedded in Markdown between `<!-- chaos:NAME -->` and `<!-- /chaos:NAME -->` (and the
+A/B bench's, between `<!-- bench:NAME -->` markers: `tag="bench"`).
 
 `effectgate chaos report RUN --write docs/chaos.md` rewrites every such block from the
 recorded run; tests/test_chaos.py renders them again and compares, so the docs cannot drift.
@@ -11,16 +12,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-BLOCK = re.compile(r"(<!-- chaos:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /chaos:(?P=name) -->)", re.S)
+
+def _pattern(tag: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- {tag}:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /{tag}:(?P=name) -->)", re.S)
 
 
-def names(text: str) -> list[str]:
-    return [m["name"] for m in BLOCK.finditer(text)]
+def names(text: str, tag: str = "chaos") -> list[str]:
+    return [m["name"] for m in _pattern(tag).finditer(text)]
 
 
-def blocks(text: str, prefix: str = "") -> dict[str, str]:
+def blocks(text: str, prefix: str = "", tag: str = "chaos") -> dict[str, str]:
     """The body of every block of `prefix` (without its trailing newline), by unprefixed name."""
-    return {m["name"].removeprefix(prefix): m["body"].rstrip("\n") for m in BLOCK.finditer(text) if _mine(m, prefix)}
+    found = _pattern(tag).finditer(text)
+    return {m["name"].removeprefix(prefix): m["body"].rstrip("\n") for m in found if _mine(m, prefix)}
 
 
 def _mine(match: re.Match[str], prefix: str) -> bool:
@@ -31,7 +35,7 @@ def _mine(match: re.Match[str], prefix: str) -> bool:
 PREFIXES = ("crash_",)
 
 
-def rewrite(text: str, render: Callable[[str], str], prefix: str = "") -> str:
+def rewrite(text: str, render: Callable[[str], str], prefix: str = "", tag: str = "chaos") -> str:
     """`text` with the body of every block of `prefix` replaced by `render(unprefixed name)`."""
 
     def one(m: re.Match[str]) -> str:
@@ -39,4 +43,4 @@ def rewrite(text: str, render: Callable[[str], str], prefix: str = "") -> str:
             return m[0]
         return f"{m[1]}{render(m['name'].removeprefix(prefix))}\n{m[4]}"
 
-    return BLOCK.sub(one, text)
+    return _pattern(tag).sub(one, text)
