@@ -63,45 +63,33 @@ def ratios(doc: dict[str, Any], side: str) -> dict[str, list[float | None]]:
         name = f"new: gateway CPU per action / base's, c={c}"
         out[name] = _per_run(doc, _of("new", side, "new", "base", c, "server_cpu_us"))
 
-    def overhead(f: list[Fig]) -> float | None:
-        new, direct, echo = (
-            _find(f, "new", side, 1),
-            _find(f, "direct", DIRECT, 1),
-            _find(f, "echo", ECHO, 1),
-        )
-        return (
-            None
-            if new is None or direct is None or echo is None
-            else (new["p50_ms"] - direct["p50_ms"]) / echo["p50_ms"]
-        )
+    def against_floors(
+        c: int, fn: Callable[[Fig, Fig, Fig, Fig | None], float | None]
+    ) -> Callable[[list[Fig]], float | None]:
+        """`fn(new, direct, echo, fsync)` of one run at `c`; None when a figure is missing (fsync
+        is only measured at c=1, and runs recorded before it have none)."""
 
-    def floor(f: list[Fig]) -> float | None:
-        new, direct, echo = (
-            _find(f, "new", side, 16),
-            _find(f, "direct", DIRECT, 16),
-            _find(f, "echo", ECHO, 16),
-        )
-        return (
-            None
-            if new is None or direct is None or echo is None
-            else new["per_s"] / min(direct["per_s"], echo["per_s"])
-        )
+        def ratio(f: list[Fig]) -> float | None:
+            new, direct, echo = _find(f, "new", side, c), _find(f, "direct", DIRECT, c), _find(f, "echo", ECHO, c)
+            if new is None or direct is None or echo is None:
+                return None
+            return fn(new, direct, echo, _find(f, "fsync", FSYNC, c))
 
-    def over_floor(f: list[Fig]) -> float | None:
-        new, direct, echo, fsync = (
-            _find(f, "new", side, 1),
-            _find(f, "direct", DIRECT, 1),
-            _find(f, "echo", ECHO, 1),
-            _find(f, "fsync", FSYNC, 1),
-        )
-        if new is None or direct is None or echo is None or fsync is None:
+        return ratio
+
+    def over_floor(new: Fig, direct: Fig, echo: Fig, fsync: Fig | None) -> float | None:
+        if fsync is None:
             return None
         return float(new["p50_ms"] / (direct["p50_ms"] + echo["p50_ms"] + 2 * fsync["p50_ms"]))
 
-    out["new p50 - direct p50, in echo round trips, c=1"] = _per_run(doc, overhead)
-    out["new calls/s / min(echo, direct), c=16"] = _per_run(doc, floor)
+    out["new p50 - direct p50, in echo round trips, c=1"] = _per_run(
+        doc, against_floors(1, lambda new, direct, echo, _: (new["p50_ms"] - direct["p50_ms"]) / echo["p50_ms"])
+    )
+    out["new calls/s / min(echo, direct), c=16"] = _per_run(
+        doc, against_floors(16, lambda new, direct, echo, _: new["per_s"] / min(direct["per_s"], echo["per_s"]))
+    )
     if any(_find(run, "fsync", FSYNC, 1) for run in doc["runs"]):
-        out["new p50 / (direct + echo + 2 fsync) p50s, c=1"] = _per_run(doc, over_floor)
+        out["new p50 / (direct + echo + 2 fsync) p50s, c=1"] = _per_run(doc, against_floors(1, over_floor))
     return out
 
 
