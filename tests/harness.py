@@ -177,7 +177,8 @@ class GatewayProcess:
         self.output: list[str] = []
         LIVE.add(self)
 
-    async def ready(self, timeout: float = 20.0) -> int:
+    async def ready(self, timeout: float = 60.0) -> int:
+        # Generous: a gateway starts in about a second, but a loaded CI machine took over 20.
         found = await wait_for_line(self.proc, r"serving on port (\d+)", self.output, timeout, "gateway")
         self.port = int(found.group(1))
         return self.port

@@ -54,6 +54,30 @@ async def test_the_store_clock_follows_the_store_not_the_host() -> None:
     assert skew_problem(clock, 61.0) == ""
 
 
+class LateReadStore(ProbedStore):
+    """A probe whose round trip is spent before the store reads its clock (a reconnect after a
+    database restart, a query queued behind others): the reading comes at its very end."""
+
+    async def clock(self) -> float | None:
+        self.times.mono += self.times.rtt
+        return 5_100.0 + self.times.mono
+
+
+async def test_a_probe_slowed_on_one_side_is_no_skew_a_real_skew_still_is() -> None:
+    times = Times()
+    times.rtt = 0.18  # seen in a loaded run: -0.092 s measured against a bound of 0.075 s
+    clock = StoreClock(LateReadStore(times), wall=times.wall, monotonic=times.monotonic)
+    assert await clock.probe()
+    assert clock.offset == pytest.approx(100.09) and clock.rtt == pytest.approx(0.18)
+    # Measured 100.09 s; the true offset (100 s) is within half the round trip of it. A bound
+    # the measurement exceeds but the true offset does not is no skew; one below both is.
+    assert skew_problem(clock, 100.05) == ""
+    assert skew_problem(clock, 99.95) == "this host's clock is -100.090s off the store's (bound 99.95s)"
+    times.rtt = 0.002  # a quick probe of the same host: the bound judges it all but exactly
+    assert await clock.probe()
+    assert skew_problem(clock, 99.99) == "this host's clock is -100.001s off the store's (bound 99.99s)"
+
+
 async def test_a_slow_probe_is_ignored_and_the_clock_never_goes_back() -> None:
     times = Times()
     clock = StoreClock(ProbedStore(times), wall=times.wall, monotonic=times.monotonic)

@@ -91,7 +91,11 @@ class StoreClock:
 
 
 def skew_problem(clock: StoreClock, bound: float) -> str:
-    """What is wrong with this host's clock ("" when nothing): an offset beyond `bound`."""
-    if clock.shared and abs(clock.offset) > bound:
+    """What is wrong with this host's clock ("" when nothing): an offset beyond `bound` even at
+    the near edge of what the probe can tell. The store read its clock somewhere within the
+    probe's round trip, so the true offset is within half of it of the measured one: a probe
+    slowed on one side only (a loaded host, the reconnect that follows a database restart, a
+    query queued behind others) moves the measured offset by up to that much, and is not a skew."""
+    if clock.shared and abs(clock.offset) - clock.rtt / 2 > bound:
         return f"this host's clock is {-clock.offset:+.3f}s off the store's (bound {bound:g}s)"
     return ""
