@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from google.protobuf import json_format
 
@@ -65,11 +66,19 @@ async def wait_for(live: LiveGateway, action: str, state: int, until: float) -> 
 
 
 async def parked_unknown(live: LiveGateway, sim: SimulatorServer) -> pb.Action:
-    """A charge whose answer is lost, with no time left to wait out the window: UNKNOWN."""
+    """A charge whose answer is lost, with no time left to wait out the window: UNKNOWN. (The
+    gateway answers 0.75 s before the caller's 1.5 s deadline; a loaded machine has held that
+    answer past it. The action is parked all the same: then it is read back.)"""
     sim.injector.script(["drop_after_commit"])
-    answer = await live.stub.Execute(request(), timeout=1.5)
-    assert answer.action.state == pb.EFFECT_STATE_UNKNOWN, answer.action.reason
-    return answer.action
+    try:
+        action = (await live.stub.Execute(request(), timeout=1.5)).action
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise
+        (only,) = (await live.stub.ListActions(pb.ListActionsRequest())).actions
+        action = await wait_for(live, only.action_id, pb.EFFECT_STATE_UNKNOWN, time.time() + 30)
+    assert action.state == pb.EFFECT_STATE_UNKNOWN, action.reason
+    return action
 
 
 async def test_signed_webhook_settles_unknown_before_the_next_read_back(
