@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 # CrewAI pins pydantic and mcp below the gateway's: its own environment, for tests/test_crewai.py.
 CREWAI_VENV := .venv-crewai
 CREWAI_STAMP := $(CREWAI_VENV)/.installed
-# `make test` runs the tests on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
-TEST_WORKERS ?= auto
+# `make test` runs the tests in one more pytest-xdist worker than there are cores: most tests wait
+# on the processes they start (at one a core, a run kept two cores ~60% busy); TEST_WORKERS=0 runs
+# them in one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
 PYTEST_ARGS ?=
 
@@ -38,24 +40,30 @@ run: $(STAMP)
 	$(PY) -m effectgate_lab.dev
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
-# Each step is mostly one busy core (pip, mypy, npm, node), so they run side by side: after .venv,
-# lint starts and runs on beside pytest (it only reads the tree), while the CrewAI environment and
-# the generated-code check then the TypeScript tests are made; pytest starts when both are done
-# (tests use .venv-crewai and the built TypeScript client). The checks' output is one block when
-# they end (.checks.log meanwhile). Any failing step fails the target.
+# Each step is mostly one busy core (pip, mypy, npm, node), so they run side by side: the two
+# environments (.venv, .venv-crewai) are made together; then the TypeScript client is built (npm
+# ci, tsc: the README's TypeScript snippets run against it) and pytest starts, while lint and the
+# generated-code check then the TypeScript tests (on the built client) run on beside it. Their
+# output is one block each when they end (.checks.log, .ts-checks.log meanwhile). Any failing
+# step fails the target.
 # The suite starts hundreds of Python processes (gateways, CLIs, pytest's workers): each reads the
 # project's modules from bytecode written once, even where the environment says
 # PYTHONDONTWRITEBYTECODE (it then compiles every module in every process, and each pytest worker
 # rewrites every test module again: collection alone takes twice the CPU).
 test: export PYTHONDONTWRITEBYTECODE =
-test: test-services $(STAMP)
+test: test-services
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) $(CREWAI_STAMP)
 	@( $(MAKE) --no-print-directory lint > .checks.log 2>&1; rc=$$?; cat .checks.log; \
 	   if [ $$rc -eq 0 ]; then echo "lint: passed"; else echo "lint: FAILED (exit $$rc, output above)"; fi; \
 	   exit $$rc ) & lint=$$!; \
-	$(MAKE) --no-print-directory -j2 --output-sync=target $(CREWAI_STAMP) ts-checks \
-	  && $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; \
-	wait $$lint; lint=$$?; \
-	[ $$tests -eq 0 ] && [ $$lint -eq 0 ]
+	bash scripts/test_typescript.sh build; built=$$?; \
+	( { $(MAKE) --no-print-directory proto-check && bash scripts/test_typescript.sh run; } > .ts-checks.log 2>&1; \
+	   rc=$$?; cat .ts-checks.log; \
+	   if [ $$rc -eq 0 ]; then echo "ts-checks: passed"; else echo "ts-checks: FAILED (exit $$rc, output above)"; fi; \
+	   exit $$rc ) & ts=$$!; \
+	[ $$built -eq 0 ] && $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; \
+	wait $$lint; lint=$$?; wait $$ts; ts=$$?; \
+	[ $$built -eq 0 ] && [ $$tests -eq 0 ] && [ $$lint -eq 0 ] && [ $$ts -eq 0 ]
 
 # The generated-code check, then the TypeScript tests (both use clients/typescript/node_modules).
 ts-checks: $(STAMP)
@@ -106,4 +114,4 @@ fuzz: $(STAMP) test-services
 	bash scripts/fuzz_model.sh $(FUZZ_MINUTES)
 
 clean:
-	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .checks.log
+	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .checks.log .ts-checks.log

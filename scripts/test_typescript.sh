@@ -3,7 +3,10 @@
 # then node's built-in test runner (Node >= 22: scripts/node_toolchain.sh) against a real
 # `effectgate serve` that the tests start with
 # this project's Python. Without node/npm the tests are skipped loudly, except in CI.
+# `build` stops after tsc (what tests/test_readme_snippets.py needs); `run` only runs the built
+# tests (`make test` runs them beside pytest, which must not see tsc rewrite dist/ under it).
 set -euo pipefail
+step="${1:-all}"
 cd "$(dirname "$0")/.."
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
   if [ "${CI:-}" = "true" ]; then echo "TypeScript tests: node and npm are required in CI" >&2; exit 1; fi
@@ -19,4 +22,10 @@ if ! cmp -s package-lock.json node_modules/.ci-package-lock.json; then
   npm ci --no-audit --no-fund --silent
   cp package-lock.json node_modules/.ci-package-lock.json
 fi
-EFFECTGATE_PYTHON="${EFFECTGATE_PYTHON:-$PWD/../../.venv/bin/python}" npm test --silent
+export EFFECTGATE_PYTHON="${EFFECTGATE_PYTHON:-$PWD/../../.venv/bin/python}"
+case "$step" in
+  all) npm test --silent ;;
+  build) npm run build --silent ;;
+  run) node --test --test-concurrency=1 dist/test/*.test.js ;;
+  *) echo "usage: $0 [all|build|run]" >&2; exit 2 ;;
+esac

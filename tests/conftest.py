@@ -116,6 +116,12 @@ def wheelhouse_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheelhouse.built_once(tmp_path_factory)
 
 
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d and d[-1].scope in ("package", "module", "class") for d in defs)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under xdist, the known-slow tests first, dealt out to the workers (tests/slow_first.py)."""
@@ -123,9 +129,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if workerinput is None or not slow_first.LIST.exists():
         return  # one process: the collected order
     known = slow_first.known_slow(slow_first.LIST.read_text())
+    slow_modules = {nodeid.split("::", 1)[0] for nodeid in known}
     for item in items:  # the tests that wait for the run's wheelhouse run in the share that builds it
         if "wheelhouse_dir" in getattr(item, "fixturenames", ()):
             known[item.nodeid] = slow_first.Slow(known.get(item.nodeid, slow_first.Slow(60, "")).seconds, "wheelhouse")
+        elif (module := item.nodeid.split("::", 1)[0]) in slow_modules and shares_a_module_fixture(item):
+            # A module's tests that share a fixture built once per module (a gateway, 19 failing
+            # starts) stay together: dealt apart, each piece would build it again.
+            known[item.nodeid] = slow_first.Slow(known.get(item.nodeid, slow_first.Slow(0, "")).seconds, module)
     nodeids = {id(item): item.nodeid for item in items}
     items[:] = slow_first.slow_first(items, nodeids, known, int(workerinput["workercount"]))
 

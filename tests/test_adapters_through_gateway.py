@@ -1,9 +1,9 @@
 """Every built-in adapter through a real gateway, with the study's "high" fault mix on.
 
-An agent runs several logical actions and, like a re-planning model, calls each one three times
-with fresh tool-call ids. Then, once the reconciler has settled what it can, every action must be
-CONFIRMED, REJECTED or UNKNOWN with a reason, and the provider's own ledger must hold no
-duplicate effect for any action.
+An agent runs several logical actions side by side and, like a re-planning model, calls each one
+three times with fresh tool-call ids. Then, once the reconciler has settled what it can, every
+action must be CONFIRMED, REJECTED or UNKNOWN with a reason, and the provider's own ledger must
+hold no duplicate effect for any action.
 """
 
 from __future__ import annotations
@@ -101,14 +101,21 @@ async def test_faults_through_gateway(name: str, tmp_path: Path, request: pytest
     try:
         payloads = [target.good_payload(f"g{i}") for i in range(ACTIONS)]
         payloads.append(target.refused_payload("refused"))
-        for i, payload in enumerate(payloads):
+
+        async def agent(i: int) -> None:
             ctx = RunContext(run_id=f"run-{name}-{i}", step_id="step-1", agent="planner")
             for _ in range(CALLS_PER_ACTION):
                 try:
-                    await live.client.execute(tool, payload, scope=f"order:{i}", context=ctx, timeout=8)
+                    await live.client.execute(tool, payloads[i], scope=f"order:{i}", context=ctx, timeout=8)
                 except grpc.aio.AioRpcError as err:
                     # In flight / deadline: the agent just calls again with the same context.
                     assert err.code() in (grpc.StatusCode.ABORTED, grpc.StatusCode.DEADLINE_EXCEEDED), err
+
+        # The logical actions side by side (each one's three calls in turn): an action whose
+        # fault holds it to the deadline no longer holds up the others. The refused one comes
+        # last, alone (the simulators refuse it before any fault is drawn).
+        await asyncio.gather(*(agent(i) for i in range(ACTIONS)))
+        await agent(ACTIONS)
         actions = [await _settle(live.stub, f"run-{name}-{i}") for i in range(len(payloads))]
     finally:
         await live.close()

@@ -119,9 +119,14 @@ async def test_an_unknown_outcome_is_an_error_with_the_action_id(tmp_path: Path,
     async with running_gateway(tmp_path, sim, deadline="1s", attempt_timeout="0.5s") as gw:
         async with mcp_client("inproc", gw, ACME_TOKEN) as client:
             result = await client.call_tool("charge_card", CHARGE, meta=META)
-            assert result.is_error
+            for _ in range(20):  # a loaded machine: past the 1 s deadline the model is told to call again
+                assert result.is_error and result.structured_content is not None
+                if not result.structured_content.get("error", {}).get("retry_same_step"):
+                    break
+                await anyio.sleep(0.5)
+                result = await client.call_tool("charge_card", CHARGE, meta=META)
             assert result.structured_content is not None
-            assert result.structured_content["state"] == "UNKNOWN"
+            assert result.structured_content["state"] == "UNKNOWN", result.structured_content
             action_id = result.structured_content["action_id"]
             assert action_id in text(result)
             assert "not proven yet" in text(result) and "do not retry with other arguments" in text(result).lower()

@@ -8,11 +8,15 @@ history), a bound `approve`, `limits` (figures matched with the simulator's sums
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import io
 import json
+import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import version
@@ -24,6 +28,8 @@ import pytest
 import yaml
 
 from effectgate.adapters.stripe.adapter import ACTION_METADATA_KEY
+from effectgate.client.cli import render
+from effectgate.gateway.runtime import cli as gateway_cli
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
@@ -46,20 +52,74 @@ PRINCIPALS = [
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
 
 
-async def cli(*args: str, target: str = "", check: int | None = 0) -> tuple[int, str, str]:
+def _env(target: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TOKEN": TOKEN}
     env["LC_ALL"] = "C.UTF-8"  # money in the tables is written in the terminal's locale (C: as en_US)
     if target:
         env["EFFECTGATE_TARGET"] = target
+    return env
+
+
+async def process_cli(*args: str, target: str = "", check: int | None = 0) -> tuple[int, str, str]:
+    """`effectgate ARGS` as a process of its own: its exit status as a shell sees it."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "effectgate.gateway", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(target),
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     code = int(proc.returncode or 0)
     if check is not None:
         assert code == check, f"{args}: exit {code}\n{err.decode()}"
     return code, out.decode(), err.decode()
+
+
+def _in_process(args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str, str]:
+    """The `effectgate` command's `main(argv)` in this process, with the environment, stdout and
+    stderr a process would have; the root logger's handlers (which setup_logging replaces), the
+    environment and the cached terminal locale are put back after."""
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    saved = {k: v for k, v in os.environ.items() if k.startswith("EFFECTGATE_") or k == "LC_ALL"}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update({k: v for k, v in env.items() if k.startswith("EFFECTGATE_") or k == "LC_ALL"})
+    render.reader.cache_clear()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = gateway_cli.main(list(args))
+            except SystemExit as exc:  # argparse: --version, usage errors
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    finally:
+        for key in [k for k in os.environ if k.startswith("EFFECTGATE_") or k == "LC_ALL"]:
+            del os.environ[key]
+        os.environ.update(saved)
+        render.reader.cache_clear()
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+    return code, out.getvalue(), err.getvalue()
+
+
+_ONE_AT_A_TIME = threading.Lock()  # stdout, stderr and the environment are the process's
+
+
+async def cli(*args: str, target: str = "", check: int | None = 0) -> tuple[int, str, str]:
+    """`effectgate ARGS`, run in this process (on a thread: the command runs its own event loop);
+    what it prints and the exit code its `main` returns. The tests of the process itself (exit
+    statuses, Ctrl-C) use `process_cli`."""
+
+    def run() -> tuple[int, str, str]:
+        with _ONE_AT_A_TIME:
+            return _in_process(args, _env(target))
+
+    code, out, err = await asyncio.wait_for(asyncio.to_thread(run), 60)
+    if check is not None:
+        assert code == check, f"{args}: exit {code}\n{err}"
+    return code, out, err
 
 
 async def as_json(*args: str, target: str) -> Any:
@@ -179,12 +239,14 @@ async def test_every_command_answers_json_a_script_can_read(
     )  # fmt: skip
     assert settled["state"] == "CONFIRMED" and settled["receipt"]["external_id"] == lost_charge
 
-    # Exit codes: the gateway refused (1), usage (2), no such action (3).
-    _, _, err = await cli(
+    # Exit codes, as a shell sees them: the gateway refused (1), usage (2), no such action (3).
+    _, _, err = await process_cli(
         "reconcile", lost.action_id, "--resolution", "REJECTED", "--note", "n", "--target", target, check=1
     )
     assert "FAILED_PRECONDITION" in err
-    await cli("show", "act_missing", "-o", "json", "--target", target, check=3)
+    await process_cli("show", "act_missing", "-o", "json", "--target", target, check=3)
+    _, _, err = await process_cli("actions", "--state", "bogus", "--target", target, check=2)
+    assert "--help" in err and "usage:" not in err
     for bad in (["--state", "bogus"], ["--since", "yesterday"], ["--since", "2026-01-01T00:00:00"], ["--limit", "-1"]):
         _, _, err = await cli("actions", *bad, "--target", target, check=2)
         assert "--help" in err and "usage:" not in err  # one line and where the usage is
@@ -297,10 +359,9 @@ async def test_limits_and_a_grant_that_lets_one_charge_through(
 async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGateway, str]) -> None:
     _, target = served
     first = await execute(target, "w0")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")} | {"EFFECTGATE_TOKEN": TOKEN}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "effectgate.gateway", "actions", "--watch", "--interval", "0.2s", "-o", "json",
-        "--target", target, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        "--target", target, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(""),
     )  # fmt: skip
     assert proc.stdout is not None
     try:
@@ -327,5 +388,5 @@ async def test_watch_prints_what_changes_until_interrupted(served: tuple[ChildGa
 
 
 async def test_version_comes_from_the_packages_metadata() -> None:
-    _, out, _ = await cli("--version")
+    _, out, _ = await process_cli("--version")
     assert out.strip() == f"effectgate {version('effectgate')} (client {version('effectgate-client')})"
