@@ -18,7 +18,7 @@ from effectgate.client import EffectGateClient, State, run, step
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate_lab.devrun.layout import port_is_free
 from effectgate_lab.labkit.children import free_port
-from tests.dev_run import DevRun, dev_gateway, refused_dev, start_dev, stop_dev
+from tests.dev_run import DevRun, dev_gateway, free_dev_port, refused_dev, start_dev, stop_dev
 from tests.test_readme_snippets import FENCE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,11 +119,9 @@ async def test_a_second_make_run_on_a_busy_port_leaves_the_first_ones_store_inta
 
 async def test_a_port_held_by_another_program_stops_make_run_before_it_touches_the_folder(tmp_path: Path) -> None:
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
+        port = free_dev_port()  # the simulators' ports above it are free: only the gateway's is held
+        holder.bind(("127.0.0.1", port))
         holder.listen()
-        port = holder.getsockname()[1]
-        if port > 60000:  # the simulators' ports are above the gateway's: take another
-            return
         folder = tmp_path / "dev" / str(port)
         folder.mkdir(parents=True)
         (folder / "effectgate.db").write_text("the last run's store")
