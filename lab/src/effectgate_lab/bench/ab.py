@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,11 +111,12 @@ def gateway(side: Side, sim_url: str, workdir: Path, log_level: str, endpoint: s
     return child
 
 
-def fsync_floor(workdir: Path) -> Callable[[int], Awaitable[None]]:
+@contextlib.contextmanager
+def fsync_floor(workdir: Path) -> Iterator[Callable[[int], Awaitable[None]]]:
     """One durable write's storage floor: a 4 KiB page appended and fsync'd, in a thread like the
     store's writer, on the file system the gateways' SQLite files are on. A new action at
     SQLite FULL commits twice (its claim, then its outcome) and cannot answer faster than
-    direct + echo + two of these."""
+    direct + echo + two of these. The file is open for as long as the block runs."""
     fd = os.open(workdir / "fsync-floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     page = b"\0" * 4096
 
@@ -125,7 +127,10 @@ def fsync_floor(workdir: Path) -> Callable[[int], Awaitable[None]]:
     async def one(_: int) -> None:
         await asyncio.to_thread(write)
 
-    return one
+    try:
+        yield one
+    finally:
+        os.close(fd)
 
 
 async def interleave(
@@ -135,13 +140,13 @@ async def interleave(
     c: int,
     n: int,
     rounds: int,
-    workdir: Path,
+    fsync: Callable[[int], Awaitable[None]],
 ) -> list[Figure]:
     side = Interleaved(c)
     side.add("direct", "stripe simulator", base.direct, n, server_pid=base.direct_pid)
     side.add("echo", "bare grpc.aio", base.echo, n, server_pid=base.echo_pid)
     if c == 1:
-        side.add("fsync", FSYNC, fsync_floor(workdir), n)
+        side.add("fsync", FSYNC, fsync, n)
     for calls, served in zip(clients, gateways, strict=True):
         add_paths(side, calls, served, n, duplicates=False)
     return await side.run(rounds)
@@ -164,10 +169,11 @@ async def one_run(opts: Options) -> list[Figure]:
             async with floors(sim_url, sim.pid, ports[0], workdir) as base:
                 clients = [targets.GatewayCalls(g.port) for g in gateways]
                 try:
-                    for c in opts.concurrency:
-                        warm = max(c, opts.n // 10)
-                        await interleave(base, clients, gateways, c, warm, 1, workdir)
-                        figures.extend(await interleave(base, clients, gateways, c, opts.n, opts.rounds, workdir))
+                    with fsync_floor(workdir) as fsync:
+                        for c in opts.concurrency:
+                            warm = max(c, opts.n // 10)
+                            await interleave(base, clients, gateways, c, warm, 1, fsync)
+                            figures.extend(await interleave(base, clients, gateways, c, opts.n, opts.rounds, fsync))
                 finally:
                     for calls in clients:
                         await calls.close()
