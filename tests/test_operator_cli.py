@@ -73,6 +73,11 @@ async def process_cli(*args: str, target: str = "", check: int | None = 0) -> tu
     return code, out.decode(), err.decode()
 
 
+def _read_by_the_cli(key: str) -> bool:
+    """The variables `_env` sets, which an in-process command gets as its own."""
+    return key.startswith("EFFECTGATE_") or key == "LC_ALL"
+
+
 def _in_process(args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str, str]:
     """The `effectgate` command's `main(argv)` in this process, with the environment, stdout and
     stderr a process would have; the root logger's handlers (which setup_logging replaces), the
@@ -80,10 +85,10 @@ def _in_process(args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str, s
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    saved = {k: v for k, v in os.environ.items() if k.startswith("EFFECTGATE_") or k == "LC_ALL"}
+    saved = {k: v for k, v in os.environ.items() if _read_by_the_cli(k)}
     for key in saved:
         del os.environ[key]
-    os.environ.update({k: v for k, v in env.items() if k.startswith("EFFECTGATE_") or k == "LC_ALL"})
+    os.environ.update({k: v for k, v in env.items() if _read_by_the_cli(k)})
     render.reader.cache_clear()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -92,7 +97,7 @@ def _in_process(args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str, s
             except SystemExit as exc:  # argparse: --version, usage errors
                 code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     finally:
-        for key in [k for k in os.environ if k.startswith("EFFECTGATE_") or k == "LC_ALL"]:
+        for key in [k for k in os.environ if _read_by_the_cli(k)]:
             del os.environ[key]
         os.environ.update(saved)
         render.reader.cache_clear()
