@@ -1,8 +1,9 @@
 """The console's Actions page (the searchable table of every action) in Debian's Chromium, signed in
 as an operator with a dozen actions in four states: no sideways scrolling at 1280 px (a desktop) nor
 at 390 px (a phone), no state badge broken inside a word, every row's link to its action reachable
-on screen. Screenshots of both widths go to the test's temporary folder (docs/images/ with
-EFFECTGATE_WRITE_SCREENSHOTS=1, as in tests/test_console_money.py)."""
+on screen, even beside names that are one 80-character word. Screenshots of both widths go to the
+test's temporary folder (docs/images/ with EFFECTGATE_WRITE_SCREENSHOTS=1, as in
+tests/test_console_money.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from effectgate.client import State
+from effectgate.console.wrap import wrappable
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from tests import test_console
 from tests.console_kit import CHROMIUM, Stack
@@ -56,6 +58,8 @@ ACTIONS = [
     ("run-2044", "spa", "cus_omar_haddad", 8900, "usd", "pm_card_visa", "charge_card", "Spa"),
     ("run-2045", "parking", "cus_ines_moreau", 3000, "eur", "pm_card_visa", "charge_direct", "Parking, 2 nights"),
     ("run-2046", "minibar", "cus_aiko_tanaka", 1800, "jpy", "pm_card_visa", "charge_card", "Minibar"),
+    # The attack: names that are one long word each (an agent chooses them, the page must hold them).
+    ("run-" + "9f3a" * 24, "s" * 60, "cus_" + "Q" * 80, 700, "usd", "pm_card_visa", "charge_card", "Long names"),
 ]
 
 
@@ -95,3 +99,11 @@ async def test_the_actions_page_fits_1280_and_390_px(browser: Browser, eg: Stack
     assert await width(page) <= PHONE["width"], "the Actions page scrolls sideways on a phone"
     assert await links_on_screen(page, PHONE["width"]) == []
     assert await split_badges(page) == []
+
+
+def test_names_wrap_at_their_seams_and_stay_text() -> None:
+    assert wrappable("booking:invoice-0001") == "booking:<wbr>invoice-<wbr>0001"
+    assert wrappable("Q" * 40) == "QQQQQQQQQQQQQQQQ<wbr>QQQQQQQQQQQQQQQQ<wbr>QQQQQQQQ"
+    assert wrappable("short") == "short"
+    assert wrappable("<img src=x onerror=alert(1)>") == "&lt;img src=x onerr<wbr>or=alert(1)&gt;"
+    assert wrappable("a_<b>") == "a_<wbr>&lt;b&gt;"
