@@ -84,7 +84,9 @@ async def test_stripe_traffic_conforms_to_stripes_spec(
     sim.injector.script(["conflict", "rate_limit", "error_after_commit", "partial"])
     for n in range(4, 8):
         await attempt(adapter.execute(call(f"act-{n}", f"key-{n}")))
-    sim.latency = 0.3  # two sends of one key at once: the second is refused while the first runs
+    # Two sends of one key at once: the second is refused while the first runs (a second's latency
+    # holds the first open far longer than the second takes to arrive, even on a loaded machine).
+    sim.latency = 1.0
     await asyncio.gather(*(attempt(adapter.execute(call("act-8", "key-8"))) for _ in range(2)))
     sim.latency = 0.0
     await adapter.verify(call("act-1", "key-1", receipt=paid))  # retrieve
