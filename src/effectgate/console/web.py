@@ -20,12 +20,14 @@ from effectgate.client.money_text.money import reader_locale
 from effectgate.console.link import GatewayDown, GatewayLink, is_down
 from effectgate.console.people import People, Person
 from effectgate.console.settings import ConsoleSettings
+from effectgate.console.wrap import wrappable
 
 # Autoescape is on for .html (Starlette's default, select_autoescape): every string an agent or a
 # provider wrote (run ids, scopes, notes, reasons, payload values) is rendered as text.
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 # JSON for people: indented, keys sorted, "€" as "€" (autoescaped like any string, unlike tojson's Markup).
 templates.env.filters["json"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+templates.env.filters["wrappable"] = wrappable
 
 Page = Callable[[Request, Person, EffectGateClient], Awaitable[Response]]
 

@@ -193,6 +193,8 @@ class SquareSimulator(SimulatorServer):
             "reference_id": body.get("reference_id"),
             "note": body.get("note"),
         }
+        # Square leaves out the fields a payment does not have (its spec's strings are never null).
+        data = {k: v for k, v in data.items() if v is not None}
         payment = _Payment(data, now, visible_at=now + self.visibility_delay(fault, self.list_lag))
         self.payments[data["id"]] = payment
         source = str(body["source_id"])
@@ -214,7 +216,7 @@ class SquareSimulator(SimulatorServer):
             params,
             idempotency_key=key,
             id=data["id"],
-            reference_id=data["reference_id"],
+            reference_id=data.get("reference_id"),
             status=data["status"],
             fault=fault.value if fault else None,
         )

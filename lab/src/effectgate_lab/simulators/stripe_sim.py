@@ -20,9 +20,11 @@ Behaviour copied from Stripe:
 - `Idempotency-Key`: the first answer of an executed request (402 and 500 included) is kept and
   replayed with `Idempotent-Replayed: true`; the same key with other parameters is a 400
   `idempotency_error`; a request whose key is still in flight gets 409 `idempotency_key_in_use`.
-- Test payment methods: `pm_card_visa` (and mastercard, amex) succeed; `pm_card_chargeDeclined*`
-  answer 402 `card_error`. A declined intent stays `requires_payment_method` with
-  `last_payment_error`: no money moved, so it is NOT in the ledger.
+- Test payment methods (stripe_cards.py): `pm_card_visa` (and mastercard, amex) succeed;
+  `pm_card_chargeDeclined*` answer 402 `card_error`. Each token becomes a PaymentMethod (`pm_...`,
+  a new id) that the intent names; a decline carries it whole in `error.payment_method` and in
+  `last_payment_error`, and the intent stays `requires_payment_method` with no method: no money
+  moved, so it is NOT in the ledger. (tests/test_provider_specs.py holds answers to Stripe's spec.)
 
 Faults (see `faults.py`): `partial` creates the intent in `processing`; it becomes `succeeded`
 `settle_seconds` later (the money may still move, so it IS in the ledger). `delayed_visibility`
@@ -46,17 +48,14 @@ from aiohttp import web
 from effectgate_lab.simulators.faults import Fault, FaultPlan
 from effectgate_lab.simulators.idempotency import ClaimState, IdempotencyStore, fingerprint
 from effectgate_lab.simulators.server import JsonDict, SimResponse, SimulatorServer
+from effectgate_lab.simulators.stripe_cards import TEST_CARDS, payment_method
 from effectgate_lab.simulators.stripe_wire import QueryError, matches, parse_form, parse_search_query
 from effectgate_lab.simulators.webhook_sender import WebhookSender
 
 DEFAULT_API_KEY = "sk_test_effectgate"
-SUCCEEDING_METHODS = frozenset({"pm_card_visa", "pm_card_mastercard", "pm_card_amex"})
+SUCCEEDING_METHODS = frozenset(t for t, card in TEST_CARDS.items() if card.declines is None)
 # payment method -> (error code, decline code)
-DECLINING_METHODS: dict[str, tuple[str, str]] = {
-    "pm_card_chargeDeclined": ("card_declined", "generic_decline"),
-    "pm_card_chargeDeclinedInsufficientFunds": ("card_declined", "insufficient_funds"),
-    "pm_card_chargeDeclinedExpiredCard": ("expired_card", "expired_card"),
-}
+DECLINING_METHODS: dict[str, tuple[str, str]] = {t: c.declines for t, c in TEST_CARDS.items() if c.declines}
 _ERROR_TYPES = {402: "card_error", 500: "api_error"}
 # The base's injected 409 is, at Stripe, a lock timeout on the object.
 _CODE_ALIASES = {"conflict": "lock_timeout"}
@@ -241,6 +240,8 @@ class StripeSimulator(SimulatorServer):
     def _commit(self, form: JsonDict, key: str | None, fault: Fault | None) -> SimResponse:
         now = self.now()
         method = form.get("payment_method")
+        # A test token names a card: Stripe makes a PaymentMethod of it, and the intent names that.
+        card = payment_method(method, now) if method else None
         data: JsonDict = {
             "id": _new_id("pi"),
             "object": "payment_intent",
@@ -250,7 +251,7 @@ class StripeSimulator(SimulatorServer):
             "customer": form.get("customer"),
             "description": form.get("description"),
             "metadata": dict(form.get("metadata") or {}),
-            "payment_method": method,
+            "payment_method": card["id"] if card else None,
             "payment_method_types": form.get("payment_method_types") or ["card"],
             "capture_method": "automatic",
             "confirmation_method": "automatic",
@@ -265,18 +266,22 @@ class StripeSimulator(SimulatorServer):
         headers = {"Idempotency-Key": key} if key else {}
         if form.get("confirm") != "true":
             return SimResponse(200, dict(data), headers)
-        if method in DECLINING_METHODS:
+        if card is not None and method in DECLINING_METHODS:
             code, decline_code = DECLINING_METHODS[method]
             charge = _new_id("ch")
             error: JsonDict = {
                 "type": "card_error",
                 "code": code,
                 "decline_code": decline_code,
-                "message": "Your card was declined.",
+                "message": "Your card was declined." if code == "card_declined" else "Your card has expired.",
                 "charge": charge,
-                "payment_method": {"id": method, "object": "payment_method", "type": "card"},
+                "doc_url": f"https://stripe.com/docs/error-codes/{code.replace('_', '-')}",
+                "payment_method": card,
             }
-            data.update(status="requires_payment_method", latest_charge=charge, last_payment_error=error)
+            # A declined method is let go: the intent waits for another (Stripe's own answer).
+            data.update(
+                status="requires_payment_method", payment_method=None, latest_charge=charge, last_payment_error=error
+            )
             body = {"error": {**error, "payment_intent": dict(data)}}
             return SimResponse(402, body, headers)
         if fault is Fault.PARTIAL:
