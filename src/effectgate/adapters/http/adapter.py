@@ -82,6 +82,7 @@ class HttpAdapter(Adapter):
             key_retention=settings.key_retention if dedups else None,
             consistency_window=settings.consistency_window,
             has_read_api=self._verify is not None,
+            keeps_processing=settings.keeps_processing,
         )
         quiet_transport_loggers()
         self._client = httpx.AsyncClient(base_url=settings.base_url, timeout=settings.timeout, headers=headers)

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from effectgate.adapters.base import ConfigError
+from effectgate.adapters.base import KEEPS_PROCESSING, ConfigError
 from effectgate.adapters.http import template as tpl
 from effectgate.adapters.http.template import Postcondition
 from effectgate.adapters.http.webhooks import WebhookSpec
@@ -62,6 +62,8 @@ class HttpSettings(AdapterSettings):
     dedups_on_key: bool = False
     key_retention: float | None = Field(default=None, gt=0)
     consistency_window: float = Field(default=30.0, ge=0)
+    # How long the API may still apply a request after our call to it ended (Capabilities).
+    keeps_processing: float = Field(default=KEEPS_PROCESSING, ge=0)
     timeout: float = Field(default=30.0, gt=0)
     token_env: str | None = None
     token_file: str | None = None
