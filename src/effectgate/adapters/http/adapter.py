@@ -209,7 +209,7 @@ class HttpAdapter(Adapter):
         wrong = tpl.failures(self._s.expect, doc, values)
         if not wrong:
             evidence = doc if isinstance(doc, dict) else {}
-            external = tpl.lookup(doc, self._s.receipt_id)
+            external = tpl.lookup(doc, self._s.read_receipt_id())
             ext = str(external) if external not in (tpl.MISSING, None) else call.action_id
             return Observation(
                 Outcome.CONFIRMED,
