@@ -23,7 +23,7 @@ TESTS = sorted(name for name in FILES if name.startswith("test_"))
 
 def test_the_page_has_its_examples() -> None:
     assert {"ledger.py", "agent.py", "pytest.ini"} <= set(FILES)
-    assert TESTS == ["test_agent.py", "test_ledger_gateway.py"]
+    assert TESTS == ["test_agent.py", "test_ledger_gateway.py", "test_struct_tool.py"]
 
 
 @pytest.fixture(scope="module")
