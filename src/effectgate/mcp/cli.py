@@ -105,6 +105,7 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """the MCP front door: the gateway's tools to MCP hosts, over stdio or streamable HTTP"""
     args = parser().parse_args(argv)
     # stdout is the stdio transport: logs go to stderr only.
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)

@@ -41,6 +41,17 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
     return None
 
 
+def plugin_summary(name: str) -> str:
+    """What `effectgate --help` says of a plug-in command: the first line of its `main`'s
+    docstring (loading it: only done when the help is printed)."""
+    try:
+        command = plugin_command(name)
+    except Exception as exc:  # a broken plug-in must not break the help
+        return f"plug-in command ({COMMANDS_GROUP}); it failed to load: {type(exc).__name__}"
+    doc = (getattr(command, "__doc__", None) or "").strip()
+    return doc.splitlines()[0] if doc else f"plug-in command ({COMMANDS_GROUP})"
+
+
 async def check(config_path: str, probe: bool = False) -> int:
     from effectgate.gateway.config import ConfigError, load_config
     from effectgate.gateway.observability import mask_url
@@ -190,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     from effectgate.gateway.runtime.commands import notify as notify_cli
 
     notify_cli.add_command(commands, [common])
+    help_wanted = not argv or bool({"-h", "--help"} & set(argv))
     for name in sorted(plugin_names()):
-        commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
+        summary = plugin_summary(name) if help_wanted else f"plug-in command ({COMMANDS_GROUP})"
+        commands.add_parser(name, help=summary, add_help=False)
     admin_cli.add_commands(commands, parents=[common])
     completion(parser)
     args = parser.parse_args(argv)
