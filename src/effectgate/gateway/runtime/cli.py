@@ -19,7 +19,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from effectgate.client import cli as admin_cli
 from effectgate.client.cli.parser import Parser
 from effectgate.gateway.observability import LEVELS, setup_logging
-from effectgate.gateway.runtime.config_option import CONFIG_ENV, add_config_option, config_from_env
+from effectgate.gateway.runtime.commands.config_option import CONFIG_ENV, add_config_option, config_from_env
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2

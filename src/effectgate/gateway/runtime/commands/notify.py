@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from effectgate.client.cli import render
-from effectgate.gateway.runtime.config_option import add_config_option
+from effectgate.gateway.runtime.commands.config_option import add_config_option
 
 if TYPE_CHECKING:
     from effectgate.gateway.model import Outgoing
