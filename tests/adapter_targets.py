@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from effectgate.adapters.base import Adapter
 from effectgate.adapters.registry import build_adapter
 from effectgate.tools.v1 import tools_pb2
 from effectgate_lab.simulators.crm_sim import CrmSimulator
+from effectgate_lab.simulators.faults import FaultPlan
 from effectgate_lab.simulators.postmark_sim import PostmarkSimulator
 from effectgate_lab.simulators.server import SimulatorServer
 from effectgate_lab.simulators.smtp_sim import MaildirDrop, SmtpSimulator
@@ -30,6 +32,8 @@ CANARY = "sk_test_canary7f3a9c1eSECRET"
 SECRET_ENV = "EG_TEST_PROVIDER_SECRET"
 LAG = 0.6  # visibility lag of delayed writes; adapters declare a window of 2 s
 WINDOW = 2.0
+# How long a `slow` write's answer is held: the suite's impatient adapter gives up after a third.
+SLOW = 3.0
 SCENARIOS = Path(__file__).resolve().parent.parent / "docs" / "examples" / "crm-http-adapters.toml"
 # The payment-method names agents use, mapped to Square's test sources (config only).
 SQUARE_SOURCES = {"pm_card_visa": "cnon:card-nonce-ok", "pm_card_chargeDeclined": "cnon:card-nonce-declined"}
@@ -60,6 +64,9 @@ class Target:
     partial_hidden_in_reply = False
     visibility_lag = LAG
     canary = CANARY
+    slow_seconds = SLOW
+    # The `Retry-After` of the simulators' `rate_limit` fault (FaultPlan's default).
+    retry_after: float | None = FaultPlan().retry_after
 
     def __init__(
         self,
@@ -78,10 +85,11 @@ class Target:
         os.environ.setdefault(SECRET_ENV, CANARY)
         return self._settings()
 
-    async def build(self, secret: str | None = None) -> Adapter:
+    async def build(self, secret: str | None = None, *, timeout: float | None = None) -> Adapter:
         os.environ[SECRET_ENV] = CANARY if secret is None else secret
         try:
-            return build_adapter(self.adapter_name, self._settings())
+            table = self._settings() | ({} if timeout is None else {"timeout": timeout})
+            return build_adapter(self.adapter_name, table)
         finally:
             os.environ[SECRET_ENV] = CANARY
 
@@ -93,6 +101,8 @@ class Target:
 
     def inject(self, *faults: str | None) -> None:
         assert self.sim is not None
+        if self.sim.injector.plan.slow_seconds != SLOW:
+            self.sim.injector.configure(replace(self.sim.injector.plan, slow_seconds=SLOW))
         self.sim.injector.script(faults)
 
     async def effects(self) -> int:
@@ -205,8 +215,9 @@ async def start_target(name: str, imap: dovecot.DovecotServer | None = None) -> 
             lambda tag: _email("customer@example.com", tag),
             lambda tag: _email(f"nobody-{tag}@invalid.test", tag),
         )
-        # An SMTP 250 cannot tell that a filter later mangled the message.
+        # An SMTP 250 cannot tell that a filter later mangled the message, and a 451 names no pause.
         target.partial_hidden_in_reply = True
+        target.retry_after = None
         target.sim = smtp
         return target
     if name.startswith("http:"):

@@ -21,6 +21,7 @@ from effectgate_lab.mcp_upstream.ledger import FaultScript, Ledger
 CANARY = "mcp-canary-7f3a91c2e4"
 NAMES = ["mail-http", "tracker-http", "mail-stdio", "tracker-stdio"]
 VISIBILITY_LAG = 1.0
+SLOW = 5.0
 
 MAIL: dict[str, Any] = {
     "tool": "send_message",
@@ -93,6 +94,9 @@ class McpTarget:
     canary: str = CANARY
     visibility_lag: float = VISIBILITY_LAG
     partial_hidden_in_reply: bool = False
+    # The simulators' `slow` hold and the pause their `rate_limit` fault names (servers.py).
+    slow_seconds: float = SLOW
+    retry_after: float | None = 0.1
     http: McpHttpSimulator | None = None
     ledger: Ledger = field(init=False)
     faults: FaultScript = field(init=False)
@@ -118,8 +122,9 @@ class McpTarget:
             }
         return {**table(self.kind), **where, "token_env": env, "timeout": 2.0, **changes}
 
-    async def build(self, secret: str | None = None) -> McpAdapter:
-        return McpAdapter.from_settings(self.name, self.settings(secret))
+    async def build(self, secret: str | None = None, *, timeout: float | None = None) -> McpAdapter:
+        changes = {} if timeout is None else {"timeout": timeout}
+        return McpAdapter.from_settings(self.name, self.settings(secret, **changes))
 
     def good_payload(self, tag: str) -> struct_pb2.Struct:
         return payload(self.kind, tag)
@@ -142,6 +147,6 @@ async def start_target(name: str, workdir: Path) -> McpTarget:
     kind, transport = name.split("-")
     http = None
     if transport == "http":
-        http = McpHttpSimulator(kind, token=CANARY, visibility_lag=VISIBILITY_LAG, slow_seconds=5.0)
+        http = McpHttpSimulator(kind, token=CANARY, visibility_lag=VISIBILITY_LAG, slow_seconds=SLOW)
         await http.start()
     return McpTarget(name, kind, transport, workdir, http=http)

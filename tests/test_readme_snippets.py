@@ -113,6 +113,9 @@ async def test_runnable_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Pa
     assert len(intents) == len({e["idempotency_key"] for e in intents})
     if "charged:" in snippet.code:
         assert "charged: pi_" in out, out
+    if snippet.language == "python":
+        # What it prints is what a person reads: no line ends in a space, no line is left empty.
+        assert all(line and line == line.rstrip() for line in out.splitlines()), repr(out)
 
 
 # "save it as `charge.mts` and run `npx tsx charge.mts`": the file name and the command, as documented.

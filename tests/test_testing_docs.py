@@ -13,36 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.doc_files import page_files, reader_env, write_files
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "testing.md"
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
-NAME = re.compile(r"# (\w+\.py)\n")
-
-
-def files() -> dict[str, str]:
-    found: dict[str, str] = {}
-    for code in BLOCK.findall(PAGE.read_text()):
-        named = NAME.match(code)
-        assert named, f"a Python block of docs/testing.md does not start with its file name: {code[:60]!r}"
-        found[named.group(1)] = code
-    return found
-
-
-FILES = files()
+FILES = page_files(PAGE)
 TESTS = sorted(name for name in FILES if name.startswith("test_"))
 
 
 def test_the_page_has_its_examples() -> None:
-    assert {"ledger.py", "agent.py"} <= set(FILES)
-    assert TESTS == ["test_agent.py", "test_ledger_conformance.py", "test_ledger_gateway.py"]
+    assert {"ledger.py", "agent.py", "pytest.ini"} <= set(FILES)
+    assert TESTS == ["test_agent.py", "test_ledger_gateway.py", "test_struct_tool.py"]
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("testing-docs")
-    for name, code in FILES.items():
-        (where / name).write_text(code)
-    return where
+    return write_files(tmp_path_factory.mktemp("testing-docs"), FILES)
 
 
 @pytest.mark.parametrize("name", TESTS)
@@ -52,11 +38,10 @@ def test_the_example_passes(name: str, folder: Path) -> None:
         argv = [sys.executable, "-m", "unittest", "-v", name.removesuffix(".py")]
     else:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", name]
-    # A reader's shell: nothing of ours (no EFFECTGATE_* settings, not this repository's pytest config).
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EFFECTGATE_", "PYTEST_"))}
-    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, cwd=folder, env=reader_env(), capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert done.returncode == 0, f"{name} failed:\n{out}"
+    assert "warning" not in out.lower(), f"{name} printed a warning:\n{out}"
     defined = len(re.findall(r"^    (?:async )?def test_|^(?:async )?def test_", code, re.M))
     if "import unittest" in code:
         assert f"Ran {defined} tests" in out and "\nOK" in out, out
@@ -69,6 +54,7 @@ def test_the_example_passes(name: str, folder: Path) -> None:
 def test_the_examples_type_check(folder: Path) -> None:
     # The kit, the adapter API and the client are typed (py.typed): a reader's mypy --strict
     # checks code written against them.
-    argv = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", os.devnull, *sorted(FILES)]
+    sources = sorted(n for n in FILES if n.endswith(".py"))
+    argv = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", os.devnull, *sources]
     done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

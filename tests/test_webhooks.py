@@ -123,6 +123,9 @@ async def test_forged_stale_and_replayed_deliveries_change_nothing(live: LiveGat
     assert first.status == 200 and first.answer["outcome"] == "settled", first
     replayed = await sender.deliver(body)  # settled now: answered from the record, without its lock
     assert (replayed.status, replayed.answer["outcome"]) == (200, "ignored"), replayed
+    # The answer says why nothing changed (`effectgate dev trigger webhook` prints it).
+    why = f"{action.action_id} is settled already: a payment_intent.succeeded changes nothing"
+    assert replayed.answer["reason"] == why, replayed
     settled = await live.stub.GetAction(pb.GetActionRequest(action_id=action.action_id))
     assert settled.state == pb.EFFECT_STATE_CONFIRMED
     assert len(effects(sim)) == 1

@@ -75,7 +75,10 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `effectgate dev` plug-in command (and `python -m effectgate_lab.dev`)."""
+    """a gateway to try, with simulated providers, until Ctrl-C (`make run`)
+
+    The `effectgate dev` plug-in command (and `python -m effectgate_lab.dev`); the first line of
+    this docstring is what `effectgate --help` says of it."""
     return run_quietly("effectgate_lab.dev:run", "make run", sys.argv[1:] if argv is None else argv)
 
 

@@ -17,7 +17,9 @@ An adapter package proves itself by describing how to drive it against its provi
   `NoEffectError` (a `RateLimited` carrying the pause when the provider names one), applies
   nothing, and the same call afterwards makes exactly one effect;
 - `no_secret_leaks`: the provider secret (a canary) appears in no error, observation or repr,
-  including when the provider rejects the credentials.
+  including when the provider rejects the credentials;
+- and the fault checks of `conformance_faults`: a 5xx after the write, a write slower than the
+  attempt (`keeps_processing`), a 409, and a resend with the key of an adapter that dedups on it.
 
 The simulator's secret must be the target's `canary`, so every check also scans its errors and
 observations for it.
@@ -26,112 +28,46 @@ observations for it.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
-
-from google.protobuf.message import Message
 
 from effectgate.adapters.base import (
-    ActionCall,
-    Adapter,
-    AdapterError,
     AmbiguousError,
     DefinitiveError,
     NoEffectError,
-    Observation,
     Outcome,
+    RateLimited,
     Receipt,
 )
+from effectgate.adapters.conformance_faults import (
+    conflict_is_not_a_refusal,
+    error_after_commit_is_ambiguous,
+    key_dedups_a_resend,
+    slow_write_is_ambiguous,
+)
+from effectgate.adapters.conformance_kit import (
+    ConformanceTarget,
+    assert_no_secret,
+    assert_verified,
+    attempt,
+    new_call,
+    tag,
+)
 
-
-class ConformanceTarget(Protocol):
-    """How to drive one adapter against its running provider simulator."""
-
-    # Name shown in test ids.
-    name: str
-    # The provider secret the simulator accepts; it must never show in adapter output.
-    canary: str
-    # How long a `delayed_visibility` write stays unreadable (seconds).
-    visibility_lag: float
-    # True only when the provider's success reply cannot reveal a partial effect (SMTP's 250).
-    partial_hidden_in_reply: bool
-
-    async def build(self, secret: str | None = None) -> Adapter:
-        """The adapter wired to the simulator, holding `secret` (default: the canary)."""
-        ...
-
-    def good_payload(self, tag: str) -> Message:
-        """A payload the provider accepts; `tag` is unique per call (use it in ids)."""
-        ...
-
-    def refused_payload(self, tag: str) -> Message:
-        """A payload the provider refuses definitively (validation, declined card)."""
-        ...
-
-    def inject(self, *faults: str | None) -> None:
-        """Scripts the faults of the next fresh writes (None = no fault)."""
-        ...
-
-    async def effects(self) -> int:
-        """Effects the provider has recorded so far (its ledger, duplicates included)."""
-        ...
-
-
-def new_call(adapter: Adapter, payload: Message, *, tool: str = "conformance") -> ActionCall:
-    tag = uuid.uuid4().hex[:16]
-    return ActionCall(
-        action_id=f"act_{tag}",
-        provider_key=f"key_{tag}",
-        payload=adapter.normalize(payload),
-        scope=f"test:{tag}",
-        tool=tool,
-        tenant="conformance",
-    )
-
-
-def _tag() -> str:
-    return uuid.uuid4().hex[:12]
-
-
-async def _attempt(adapter: Adapter, call: ActionCall) -> Receipt | AdapterError:
-    try:
-        return await adapter.execute(call)
-    except AdapterError as exc:
-        return exc
-
-
-def _assert_no_secret(target: ConformanceTarget, *things: Any) -> None:
-    for thing in things:
-        texts = [str(thing), repr(thing)]
-        if isinstance(thing, AdapterError):
-            texts += [thing.message, repr(thing.details)]
-        if isinstance(thing, Observation):
-            texts += [thing.detail, repr(thing.evidence)]
-        leaked = [t for t in texts if target.canary in t]
-        assert not leaked, f"{target.name}: the secret leaked in {type(thing).__name__}: {leaked[0]!r}"
-
-
-def _assert_verified(adapter: Adapter, obs: Observation, want: Outcome, where: str) -> None:
-    if adapter.capabilities.has_read_api:
-        assert obs.outcome is want, f"{where}: verify gave {obs.outcome} ({obs.detail}), expected {want}"
-    else:
-        assert obs.outcome is Outcome.UNKNOWN, f"{where}: no read API must verify UNKNOWN, got {obs}"
-        assert obs.detail, f"{where}: an UNKNOWN needs a reason"
+__all__ = ["CHECKS", "Check", "ConformanceTarget", "new_call"]
 
 
 async def one_execute_one_effect(target: ConformanceTarget) -> None:
     adapter = await target.build()
     try:
         before = await target.effects()
-        call = new_call(adapter, target.good_payload(_tag()))
+        call = new_call(adapter, target.good_payload(tag()))
         receipt = await adapter.execute(call)
         assert isinstance(receipt, Receipt) and receipt.external_id
         assert await target.effects() == before + 1
         obs = await adapter.verify(call)
-        _assert_verified(adapter, obs, Outcome.CONFIRMED, "after a clean execute")
+        assert_verified(adapter, obs, Outcome.CONFIRMED, "after a clean execute")
         assert await target.effects() == before + 1, "verify must not write"
-        _assert_no_secret(target, receipt, obs)
+        assert_no_secret(target, receipt, obs)
     finally:
         await adapter.close()
 
@@ -140,16 +76,16 @@ async def lost_response_is_verified(target: ConformanceTarget) -> None:
     adapter = await target.build()
     try:
         before = await target.effects()
-        call = new_call(adapter, target.good_payload(_tag()))
+        call = new_call(adapter, target.good_payload(tag()))
         target.inject("drop_after_commit")
-        outcome = await _attempt(adapter, call)
+        outcome = await attempt(adapter, call)
         assert isinstance(outcome, AmbiguousError), f"a lost response must be ambiguous, got {outcome!r}"
         assert await target.effects() == before + 1
         obs = await adapter.verify(call)
-        _assert_verified(adapter, obs, Outcome.CONFIRMED, "after a lost response")
+        assert_verified(adapter, obs, Outcome.CONFIRMED, "after a lost response")
         # The proof replaces a second send: still exactly one effect.
         assert await target.effects() == before + 1
-        _assert_no_secret(target, outcome, obs)
+        assert_no_secret(target, outcome, obs)
     finally:
         await adapter.close()
 
@@ -157,18 +93,20 @@ async def lost_response_is_verified(target: ConformanceTarget) -> None:
 async def not_found_is_not_absence(target: ConformanceTarget) -> None:
     adapter = await target.build()
     try:
-        assert adapter.capabilities.consistency_window >= target.visibility_lag, (
-            "the declared consistency window must cover the provider's visibility lag"
+        window = adapter.capabilities.consistency_window
+        assert window >= target.visibility_lag, (
+            f"the declared consistency window ({window:g} s) must cover the provider's visibility lag"
+            f" ({target.visibility_lag:g} s): a NOT_FOUND inside the lag is taken for absence and sent again"
         )
-        call = new_call(adapter, target.good_payload(_tag()))
+        call = new_call(adapter, target.good_payload(tag()))
         target.inject("delayed_visibility")
-        outcome = await _attempt(adapter, call)
+        outcome = await attempt(adapter, call)
         early = await adapter.verify(call)
-        _assert_verified(adapter, early, Outcome.NOT_FOUND, "before the write is visible")
+        assert_verified(adapter, early, Outcome.NOT_FOUND, "before the write is visible")
         await asyncio.sleep(target.visibility_lag + 0.2)
         late = await adapter.verify(call)
-        _assert_verified(adapter, late, Outcome.CONFIRMED, "after the lag")
-        _assert_no_secret(target, outcome, early, late)
+        assert_verified(adapter, late, Outcome.CONFIRMED, "after the lag")
+        assert_no_secret(target, outcome, early, late)
     finally:
         await adapter.close()
 
@@ -177,13 +115,13 @@ async def definitive_refusal(target: ConformanceTarget) -> None:
     adapter = await target.build()
     try:
         before = await target.effects()
-        call = new_call(adapter, target.refused_payload(_tag()))
-        outcome = await _attempt(adapter, call)
+        call = new_call(adapter, target.refused_payload(tag()))
+        outcome = await attempt(adapter, call)
         assert isinstance(outcome, DefinitiveError), f"expected DefinitiveError, got {outcome!r}"
         assert await target.effects() == before
         obs = await adapter.verify(call)
         assert obs.outcome is not Outcome.CONFIRMED, f"a refused action verified CONFIRMED: {obs}"
-        _assert_no_secret(target, outcome, obs)
+        assert_no_secret(target, outcome, obs)
     finally:
         await adapter.close()
 
@@ -191,15 +129,15 @@ async def definitive_refusal(target: ConformanceTarget) -> None:
 async def partial_never_confirmed(target: ConformanceTarget) -> None:
     adapter = await target.build()
     try:
-        call = new_call(adapter, target.good_payload(_tag()))
+        call = new_call(adapter, target.good_payload(tag()))
         target.inject("partial")
-        outcome = await _attempt(adapter, call)
+        outcome = await attempt(adapter, call)
         if not target.partial_hidden_in_reply:
             assert not isinstance(outcome, Receipt), f"a receipt for a partial effect: {outcome}"
             assert not isinstance(outcome, DefinitiveError), "a partial effect is not 'no effect'"
         obs = await adapter.verify(call)
         assert obs.outcome is not Outcome.CONFIRMED, f"a partial effect verified CONFIRMED: {obs}"
-        _assert_no_secret(target, outcome, obs)
+        assert_no_secret(target, outcome, obs)
     finally:
         await adapter.close()
 
@@ -208,15 +146,23 @@ async def rate_limit_is_no_effect(target: ConformanceTarget) -> None:
     adapter = await target.build()
     try:
         before = await target.effects()
-        call = new_call(adapter, target.good_payload(_tag()))
+        call = new_call(adapter, target.good_payload(tag()))
         target.inject("rate_limit")
-        refused = await _attempt(adapter, call)
+        refused = await attempt(adapter, call)
         assert isinstance(refused, NoEffectError), f"a rate-limit refusal must be NoEffectError, got {refused!r}"
+        if target.retry_after is not None:
+            assert isinstance(refused, RateLimited), (
+                f"the provider named a pause (Retry-After: {target.retry_after:g}), but the refusal is {refused!r}:"
+                " a RateLimited carrying it makes the gateway wait instead of retrying in a burst"
+            )
+            assert abs(refused.retry_after - target.retry_after) < 0.01, (
+                f"Retry-After said {target.retry_after:g} s, the RateLimited carries {refused.retry_after:g} s"
+            )
         assert await target.effects() == before, "a rate-limited request applied an effect"
-        again = await _attempt(adapter, call)
+        again = await attempt(adapter, call)
         assert isinstance(again, Receipt), f"the same call after the refusal failed: {again!r}"
         assert await target.effects() == before + 1
-        _assert_no_secret(target, refused, again)
+        assert_no_secret(target, refused, again)
     finally:
         await adapter.close()
 
@@ -228,18 +174,18 @@ async def no_secret_leaks(target: ConformanceTarget) -> None:
     adapter = await target.build(wrong)
     try:
         before = await target.effects()
-        call = new_call(adapter, target.good_payload(_tag()))
-        outcome = await _attempt(adapter, call)
+        call = new_call(adapter, target.good_payload(tag()))
+        outcome = await attempt(adapter, call)
         assert not isinstance(outcome, Receipt), "the provider accepted a wrong secret"
         assert await target.effects() == before
         obs = await adapter.verify(call)
         assert obs.outcome is not Outcome.CONFIRMED
-        _assert_no_secret(target, outcome, obs, adapter, adapter.capabilities)
+        assert_no_secret(target, outcome, obs, adapter, adapter.capabilities)
     finally:
         await adapter.close()
     good = await target.build()
     try:
-        _assert_no_secret(target, good)
+        assert_no_secret(target, good)
     finally:
         await good.close()
 
@@ -249,6 +195,10 @@ CHECKS: dict[str, Check] = {
     "one_execute_one_effect": one_execute_one_effect,
     "lost_response_is_verified": lost_response_is_verified,
     "not_found_is_not_absence": not_found_is_not_absence,
+    "error_after_commit_is_ambiguous": error_after_commit_is_ambiguous,
+    "slow_write_is_ambiguous": slow_write_is_ambiguous,
+    "conflict_is_not_a_refusal": conflict_is_not_a_refusal,
+    "key_dedups_a_resend": key_dedups_a_resend,
     "definitive_refusal": definitive_refusal,
     "partial_never_confirmed": partial_never_confirmed,
     "rate_limit_is_no_effect": rate_limit_is_no_effect,

@@ -81,6 +81,7 @@ def settings_from(args: argparse.Namespace) -> ConsoleSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """the operator console: actions, approvals and reconciliation in a browser, on loopback"""
     args = parser().parse_args(argv)
     try:
         settings = settings_from(args)

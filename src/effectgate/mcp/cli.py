@@ -37,7 +37,11 @@ log = logging.getLogger("effectgate.mcp")
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="effectgate mcp", description="MCP front door to an effectgate gateway")
-    p.add_argument("--config", required=True, help="the gateway's TOML config ([tools.*], [adapters.*], [mcp])")
+    # EFFECTGATE_CONFIG is the default, as for every command that reads the config.
+    config = os.environ.get("EFFECTGATE_CONFIG", "").strip()
+    where = {"default": config} if config else {"required": True}
+    words = "the gateway's TOML config ([tools.*], [adapters.*], [mcp]); default: $EFFECTGATE_CONFIG"
+    p.add_argument("--config", **where, help=words)
     p.add_argument("--target", default=os.environ.get("EFFECTGATE_TARGET", "127.0.0.1:50051"), help="gateway host:port")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio (127.0.0.1 by default)")
     p.add_argument("--port", type=int, default=8765, help="HTTP port (0: any free port)")
@@ -101,6 +105,7 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """the MCP front door: the gateway's tools to MCP hosts, over stdio or streamable HTTP"""
     args = parser().parse_args(argv)
     # stdout is the stdio transport: logs go to stderr only.
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)

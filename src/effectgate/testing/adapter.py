@@ -53,7 +53,10 @@ class ScriptedAdapter(Adapter):
     """`execute` steps: None (apply the effect, answer with a receipt), `Lost()`, an exception
     to raise with no effect (DefinitiveError, NoEffectError, RateLimited, AmbiguousError, any
     other), or `Hang(...)`. `verify` steps: None (read the provider model), an Observation, an
-    exception to raise, or `Hang(...)`. With the script empty, every call is a None step."""
+    exception to raise, or `Hang(...)`. With the script empty, every call is a None step.
+
+    `payload_type` is the message the tool takes: `ChargeCard` by default, any other for any other
+    tool (`struct_pb2.Struct` for a custom JSON tool); the model applies it the same way."""
 
     payload_type: ClassVar[type[Message]] = tools_pb2.ChargeCard
 
@@ -67,7 +70,10 @@ class ScriptedAdapter(Adapter):
         has_read_api: bool = True,
         search_lag: float = 0.0,
         keeps_processing: float = 0.0,
+        payload_type: type[Message] = tools_pb2.ChargeCard,
     ) -> None:
+        # Per instance, not per class: one kit adapter stands in for any tool's provider.
+        object.__setattr__(self, "payload_type", payload_type)
         self.clock = clock
         self._capabilities = Capabilities(
             dedups_on_key, key_retention, consistency_window, has_read_api, keeps_processing=keeps_processing

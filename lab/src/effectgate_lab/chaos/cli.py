@@ -143,6 +143,7 @@ def block(doc: dict[str, Any], name: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """the chaos study: six methods under the same seeded provider faults, one report"""
     if argv[:1] == ["report"]:
         return report(argv[1:])
     parser = build_parser()

@@ -79,5 +79,16 @@ def _webhook(http: httpx.Client, stripe: str, port: int, action_id: str) -> str:
         answer = http.post(sender.url, content=body, headers=sender.headers(body))
     except httpx.HTTPError as exc:
         raise DevError(f"the gateway's webhook listener does not answer ({exc})") from None
-    said = f"{answer.status_code} {answer.text.strip()}"
-    return f"sent {kind} {event['id']} for {intent['id']} ({action_id}): the gateway answered {said}"
+    return f"sent {kind} {event['id']} for {intent['id']} ({action_id}): the gateway answered {_said(answer)}"
+
+
+def _said(answer: httpx.Response) -> str:
+    """`200: settled`, `200: ignored (ACT is settled already: ...)`, or the status and body."""
+    try:
+        body = answer.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or "outcome" not in body:
+        return f"{answer.status_code} {answer.text.strip()}"
+    why = f" ({body['reason']})" if body.get("reason") else ""
+    return f"{answer.status_code}: {body['outcome']}{why}"

@@ -82,6 +82,7 @@ class HttpAdapter(Adapter):
             key_retention=settings.key_retention if dedups else None,
             consistency_window=settings.consistency_window,
             has_read_api=self._verify is not None,
+            keeps_processing=settings.keeps_processing,
         )
         quiet_transport_loggers()
         self._client = httpx.AsyncClient(base_url=settings.base_url, timeout=settings.timeout, headers=headers)
@@ -208,7 +209,7 @@ class HttpAdapter(Adapter):
         wrong = tpl.failures(self._s.expect, doc, values)
         if not wrong:
             evidence = doc if isinstance(doc, dict) else {}
-            external = tpl.lookup(doc, self._s.receipt_id)
+            external = tpl.lookup(doc, self._s.read_receipt_id())
             ext = str(external) if external not in (tpl.MISSING, None) else call.action_id
             return Observation(
                 Outcome.CONFIRMED,

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from effectgate.adapters.base import ConfigError
+from effectgate.adapters.base import KEEPS_PROCESSING, ConfigError
 from effectgate.adapters.http import template as tpl
 from effectgate.adapters.http.template import Postcondition
 from effectgate.adapters.http.webhooks import WebhookSpec
@@ -42,12 +42,21 @@ class RequestSpec(AdapterSettings):
         return tpl.names(self.url) | tpl.names_in(self.body)
 
 
+class VerifySpec(RequestSpec):
+    """The read-back request, plus where the provider's id is in *its* answer: a list-shaped read
+    (`{"data": [...]}`) holds it elsewhere than the create answer (`receipt_id = "data.0.id"`),
+    and a receipt is the provider's id however the action was confirmed. "" (the default) reads
+    the table's own `receipt_id` path."""
+
+    receipt_id: str = ""
+
+
 class HttpSettings(AdapterSettings):
     base_url: str = ""
     request: RequestSpec
     # The read-back: GET or HEAD only (a verification must not write). For HEAD the document the
     # postconditions see is {"status": <code>, "headers": {<lower-case name>: <value>}}.
-    verify: RequestSpec | None = None
+    verify: VerifySpec | None = None
     expect: list[Postcondition] = Field(default_factory=list)
     response_expect: list[Postcondition] = Field(default_factory=list)
     # Proof of absence. There is no default: without one of these, verify never answers
@@ -62,6 +71,8 @@ class HttpSettings(AdapterSettings):
     dedups_on_key: bool = False
     key_retention: float | None = Field(default=None, gt=0)
     consistency_window: float = Field(default=30.0, ge=0)
+    # How long the API may still apply a request after our call to it ended (Capabilities).
+    keeps_processing: float = Field(default=KEEPS_PROCESSING, ge=0)
     timeout: float = Field(default=30.0, gt=0)
     token_env: str | None = None
     token_file: str | None = None
@@ -81,7 +92,7 @@ class HttpSettings(AdapterSettings):
 
     @field_validator("verify")
     @classmethod
-    def _read_only(cls, verify: RequestSpec | None) -> RequestSpec | None:
+    def _read_only(cls, verify: VerifySpec | None) -> VerifySpec | None:
         if verify is not None:
             if verify.method not in ("GET", "HEAD"):
                 raise ValueError(f"verify must be a GET or HEAD (a read), not {verify.method}")
@@ -111,6 +122,10 @@ class HttpSettings(AdapterSettings):
         if self.dedups_on_key and not self.idempotency_header:
             raise ValueError("dedups_on_key needs an idempotency_header")
         return self
+
+    def read_receipt_id(self) -> str:
+        """The JSON path of the provider's id in the read-back's answer."""
+        return (self.verify.receipt_id if self.verify else "") or self.receipt_id
 
     def conditions(self) -> list[Postcondition]:
         return [*self.expect, *self.response_expect, *self.absent_when]

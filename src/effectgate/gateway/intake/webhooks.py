@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from effectgate.adapters.base import Adapter, AdapterError
 from effectgate.adapters.capabilities import ProviderEvent, ReceivesWebhooks, WebhookRejected
 from effectgate.gateway.config import Config, TlsConfig, WebhooksSection
-from effectgate.gateway.core import AdapterTenants, Busy, ProviderReports, Replayed
+from effectgate.gateway.core import AdapterTenants, Applied, Busy, ProviderReports, Replayed
 from effectgate.gateway.intake.server import HttpServer, Request, Response
 from effectgate.gateway.model import GatewayUnavailable
 from effectgate.gateway.observability import provider_metrics
@@ -27,6 +27,20 @@ from effectgate.gateway.store import StoreError
 log = logging.getLogger("effectgate.webhooks")
 PREFIX = "/webhooks/"
 RETRY_AFTER = "5"
+
+
+def unchanged_because(applied: Applied, event: ProviderEvent) -> str:
+    """Why a delivery answered 200 changed nothing ("" when it changed something): the answer
+    says so, for whoever sent it by hand (`effectgate dev trigger webhook`) and reads it."""
+    if applied is Applied.IGNORED:
+        if event.kind.settles:
+            return f"{event.action_id} is settled already: a {event.type} changes nothing"
+        return f"{event.type} is not an event the gateway acts on"
+    if applied is Applied.UNMATCHED:
+        return "no action this adapter dispatched (for a tenant it serves) carries the event's action id"
+    if applied is Applied.UNCONFIRMED:
+        return "the read-back does not show what the event says: nothing changed"
+    return ""
 
 
 def tls_context(tls: TlsConfig) -> ssl.SSLContext:
@@ -127,7 +141,9 @@ class WebhookIntake:
         provider_metrics.webhook(name, applied.value)
         if not event.kind.settles and applied.value == "noted":
             provider_metrics.provider_event(name, event.kind.value)
-        return Response(200, {"outcome": applied.value, "event": event.event_id})
+        answer: dict[str, object] = {"outcome": applied.value, "event": event.event_id}
+        why = unchanged_because(applied, event)
+        return Response(200, answer | ({"reason": why} if why else {}))
 
     def _refused(self, name: str, reason: str, message: str, status: int = 400) -> Response:
         log.warning("webhook refused on %s%s: %s (%s); nothing changed", PREFIX, name, reason, message)

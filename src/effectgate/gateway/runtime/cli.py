@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from effectgate.client import cli as admin_cli
 from effectgate.client.cli.parser import Parser
 from effectgate.gateway.observability import LEVELS, setup_logging
+from effectgate.gateway.runtime.commands.config_option import CONFIG_ENV, add_config_option, config_from_env
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2
@@ -38,6 +39,17 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
             command: Callable[[list[str]], int] = ep.load()
             return command
     return None
+
+
+def plugin_summary(name: str) -> str:
+    """What `effectgate --help` says of a plug-in command: the first line of its `main`'s
+    docstring (loading it: only done when the help is printed)."""
+    try:
+        command = plugin_command(name)
+    except Exception as exc:  # a broken plug-in must not break the help
+        return f"plug-in command ({COMMANDS_GROUP}); it failed to load: {type(exc).__name__}"
+    doc = (getattr(command, "__doc__", None) or "").strip()
+    return doc.splitlines()[0] if doc else f"plug-in command ({COMMANDS_GROUP})"
 
 
 async def check(config_path: str, probe: bool = False) -> int:
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     global_options(common, {name: argparse.SUPPRESS for name in LOG_DEFAULTS})
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway", parents=[common])
-    serve_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    add_config_option(serve_cmd)
     serve_cmd.add_argument(
         "--workers", type=int, default=0, help="N gateway processes sharing the port (the parent binds it once)"
     )
@@ -156,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     check_cmd = commands.add_parser(
         "check", help="validate a config: secrets, adapters, store; then exit", parents=[common]
     )
-    check_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    add_config_option(check_cmd)
     check_cmd.add_argument(
         "--probe", action="store_true", help="one harmless read per adapter: are its credentials and address right?"
     )
@@ -165,11 +177,14 @@ def main(argv: list[str] | None = None) -> int:
         help="apply the store's missing schema migrations (a role that may change the schema)",
         parents=[common],
     )
-    migrate_cmd.add_argument("--config", required=True, help="path of the TOML config")
+    add_config_option(migrate_cmd)
     audit_cmd = commands.add_parser(
         "audit", help="drift audit: the providers' records against the gateway's (`audit verify`: the event chain)"
     )
-    audit_cmd.add_argument("--config", help="path of the TOML config (required)")
+    # Not required here: `audit verify --config` may give it after the subcommand instead.
+    audit_cmd.add_argument(
+        "--config", default=config_from_env(), help=f"path of the TOML config (default: ${CONFIG_ENV})"
+    )
     audit_cmd.add_argument("--since", default="24h", help="how far back to look (default 24h)")
     audit_cmd.add_argument(
         "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table", help="as the other commands print"
@@ -178,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     verify_cmd = audit_commands.add_parser(
         "verify", help="walk the audit trail's hash chain; name the first broken row (exit 1)"
     )
-    verify_cmd.add_argument("--config", default=argparse.SUPPRESS, help="path of the TOML config")
+    add_config_option(verify_cmd, inherited=True)
     verify_cmd.add_argument(
         "--since", dest="verify_since", default="", help="only rows from this long ago on (default: the whole chain)"
     )
@@ -186,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     from effectgate.gateway.runtime.commands import notify as notify_cli
 
     notify_cli.add_command(commands, [common])
+    help_wanted = not argv or bool({"-h", "--help"} & set(argv))
     for name in sorted(plugin_names()):
-        commands.add_parser(name, help=f"plug-in command ({COMMANDS_GROUP})", add_help=False)
+        summary = plugin_summary(name) if help_wanted else f"plug-in command ({COMMANDS_GROUP})"
+        commands.add_parser(name, help=summary, add_help=False)
     admin_cli.add_commands(commands, parents=[common])
     completion(parser)
     args = parser.parse_args(argv)
@@ -226,7 +243,7 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
             return asyncio.run(notify_cli.run(args))
         if not args.config:
-            parser.error("audit: the following arguments are required: --config")
+            parser.error(f"audit: the following arguments are required: --config (or ${CONFIG_ENV})")
         if args.audit_command == "verify":
             from effectgate.gateway.runtime.chain_verify import run_verify
 

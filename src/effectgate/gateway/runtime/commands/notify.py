@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from effectgate.client.cli import render
+from effectgate.gateway.runtime.commands.config_option import add_config_option
 
 if TYPE_CHECKING:
     from effectgate.gateway.model import Outgoing
@@ -32,7 +33,7 @@ def add_command(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         ("retry", "send failed notifications again (attempts reset)"),
     ):
         cmd = verbs.add_parser(verb, help=words)
-        cmd.add_argument("--config", required=True, help="path of the TOML config")
+        add_config_option(cmd)
         cmd.add_argument("--sink", default="", help="only this [[notify]] sink")
         if verb == "retry":
             cmd.add_argument("--event", default="", help="only this event id (webhook-id)")

@@ -180,12 +180,13 @@ def _one(document: Any, sections: list[render.Section], fmt: str) -> None:
         render.show(render.description(sections))
 
 
-def _row(action: Row, fmt: str) -> None:
-    """An operator act's answer: the action as it is now."""
+async def _row(client: EffectGateClient, action: Row, fmt: str) -> None:
+    """An operator act's answer: the action as it is now, in the columns `actions` prints (its
+    AMOUNT and TO read from the payload GetAction shows, as there)."""
     if fmt in ("json", "yaml"):
         dump(action, fmt)
     else:
-        render.show(render.table([action], wide=fmt == "wide"))
+        render.show(render.table(await with_payloads(client, [action]), wide=fmt == "wide"))
 
 
 # The operator acts that take a note and answer with the action.
@@ -216,12 +217,12 @@ async def _run(args: argparse.Namespace) -> None:
             fields, seen = action_dict(answer.action), message_dict(answer.observation)
             _one({"action": fields, "observation": seen}, views.verify_sections(fields, seen), fmt)
         elif args.command in ACTS:
-            _row(action_dict(await ACTS[args.command](client, args)), fmt)
+            await _row(client, action_dict(await ACTS[args.command](client, args)), fmt)
         elif args.command == "reconcile":
             action = await client.reconcile(
                 args.action_id, resolution=args.resolution, note=args.note, external_id=args.external_id
             )
-            _row(action_dict(action), fmt)
+            await _row(client, action_dict(action), fmt)
         elif args.command == "limits":
             tools = limits.limits_rows(await client.limits(args.tool, run_id=args.run))
             if fmt in ("json", "yaml"):

@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from effectgate.client.money_text.asks import ask_of, typed, typed_payload
-from effectgate.client.money_text.money import terminal_locale
+from effectgate.client.money_text.money import exponent, terminal_locale
 from effectgate.v1 import gateway_pb2 as pb
 
 if TYPE_CHECKING:
@@ -154,9 +154,15 @@ def reader() -> Locale:
 
 
 def amount(action: Mapping[str, Any]) -> str:
-    """The action's amount as money ("€125.00"), from the payload GetAction shows people; "" without one."""
+    """The action's amount from the payload GetAction shows people: money ("€125.00") only where
+    the payload names a currency this knows; else the number as given (a ledger entry's `25`, with
+    its code when it has one), never money the payload did not say; "" without an amount."""
     money = ask_of(action.get("payload") or {}).money
-    return money.text(reader()) if money is not None else ""
+    if money is None:
+        return ""
+    if exponent(money.currency) is None:
+        return f"{money.minor} {money.currency}".strip()
+    return money.text(reader())
 
 
 def party(action: Mapping[str, Any]) -> str:
