@@ -15,6 +15,9 @@ answered from the dedup table consumes none), first from a script, in order:
 - `delayed_visibility`: applied, but the list tool shows it only after `visibility_lag`;
 - `restart`: the server goes away on receiving the call (nothing applied) and comes back.
 
+Faults combine with `+` (`delayed_visibility+drop_after_commit`: applied, hidden from the list
+tool for a while, and the answer lost).
+
 A stdio child reads its script from a JSON file (a list) that the test rewrites.
 """
 
@@ -85,8 +88,8 @@ class FaultScript:
 
     def script(self, faults: list[str | None]) -> None:
         for fault in faults:
-            if fault is not None and fault not in FAULTS:
-                raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+            if fault is not None and not set(fault.split("+")) <= set(FAULTS):
+                raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)}, joined by +)")
         with self._lock:
             if self.path is None:
                 self._queue.extend(faults)

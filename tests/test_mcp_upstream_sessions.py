@@ -1,0 +1,117 @@
+"""Every way an upstream MCP session ends, met by the `mcp` adapter: a 404 for its session id (a
+server that restarted, a session it expired or forgot), a transport closed mid-call. The adapter
+opens a new session and classifies the call by what it knows: refused before any tool ran (the
+404) is sent once more on the new session, or is "nothing was sent"; anything after the request
+may have reached the tool is ambiguous and goes to read-back. Never a definitive refusal.
+
+Against the lab's simulators (lab/…/mcp_upstream): streamable HTTP on loopback in this process,
+stdio children; the effects are counted in the upstream's own ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Outcome, Receipt
+from effectgate.adapters.mcp import McpAdapter
+from effectgate.adapters.testing import new_call
+from tests.mcp_upstream_targets import McpTarget, start_target
+
+# The tools the gateway's key reaches in three ways: an argument, the request's _meta, nowhere.
+KEYINGS = ["keyed", "meta-keyed", "no-key"]
+
+
+def _changes(keying: str) -> dict[str, Any]:
+    if keying == "meta-keyed":
+        # The simulator's mail server reads no _meta: the read finds the message by its recipient.
+        return {
+            "key_argument": "",
+            "key_meta": "io.example/idempotency-key",
+            "verify": {"tool": "list_messages", "arguments": {"to": "{to}"}, "receipt_id": "result.messages[0].id"},
+            "match": "result.messages.exists(m, m.to == payload.to && m.body == payload.body)",
+        }
+    return {}
+
+
+@asynccontextmanager
+async def adapter_for(name: str, tmp_path: Path, keying: str = "keyed") -> AsyncIterator[tuple[McpTarget, McpAdapter]]:
+    if keying == "no-key":
+        name = name.replace("mail", "tracker")
+    target = await start_target(name, tmp_path)
+    adapter = McpAdapter.from_settings(target.name, target.settings(**_changes(keying)))
+    try:
+        yield target, adapter
+    finally:
+        await adapter.close()
+        await target.stop()
+
+
+async def test_a_keyed_resend_after_a_restart_answers_the_effect_it_made(tmp_path: Path) -> None:
+    """The issue's sequence: the first call applies and its answer is lost, the server restarts
+    (forgetting the session), the gateway sends again with the same key. Before the fix the 404
+    for the session id was a definitive refusal: REJECTED while the message had been sent."""
+    async with adapter_for("mail-http", tmp_path) as (target, adapter):
+        assert target.http is not None
+        call = new_call(adapter, target.good_payload("restart-1"))
+        target.inject("slow")  # applied, answered after the adapter's timeout
+        with pytest.raises(AmbiguousError):
+            await adapter.execute(call)
+        await target.http.restart()
+        receipt = await adapter.execute(call)
+        assert isinstance(receipt, Receipt)
+        assert len(target.ledger.effects()) == 1
+        obs = await adapter.verify(call)
+        assert obs.outcome is Outcome.CONFIRMED, obs.detail
+        # It says who it is (not the SDK's "mcp"): servers log and allow-list clients by name.
+        assert target.http.upstream.clients == {("effectgate", version("effectgate"))}
+
+
+@pytest.mark.parametrize("keying", KEYINGS)
+@pytest.mark.parametrize("ending", ["restart", "forgotten", "expired"])
+async def test_a_new_write_after_the_session_ended_is_sent_once(keying: str, ending: str, tmp_path: Path) -> None:
+    async with adapter_for("mail-http", tmp_path, keying) as (target, adapter):
+        sim = target.http
+        assert sim is not None
+        first = new_call(adapter, target.good_payload(f"{ending}-1"))
+        await adapter.execute(first)
+        await _end_sessions(target, ending)
+        second = new_call(adapter, target.good_payload(f"{ending}-2"))
+        await adapter.execute(second)
+        assert len(target.ledger.effects()) == 2
+        opened, forgotten = adapter.sessions
+        assert (opened, forgotten) == (2, 1), adapter.sessions
+        for call in (first, second):
+            assert (await adapter.verify(call)).outcome is Outcome.CONFIRMED
+
+
+async def _end_sessions(target: McpTarget, ending: str) -> None:
+    sim = target.http
+    assert sim is not None
+    if ending == "restart":
+        await sim.restart()
+    elif ending == "forgotten":
+        assert sim.forget_sessions() >= 1
+    else:
+        # A session older than its time to live answers 404 from the next request that names it.
+        sim.session_ttl = 0.2
+        await asyncio.sleep(0.3)
+
+
+async def _until(check: Any, what: str, within: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not check():
+        assert loop.time() < end, f"not within {within:g}s: {what}"
+        await asyncio.sleep(0.05)
+
+
+def _no_definitive(exc: BaseException) -> None:
+    assert not isinstance(exc, DefinitiveError), exc
+    assert isinstance(exc, AmbiguousError | NoEffectError), exc
