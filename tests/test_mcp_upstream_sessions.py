@@ -11,6 +11,8 @@ stdio children; the effects are counted in the upstream's own ledger.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Outcome, Receipt
+from effectgate.adapters.base import AdapterError, AmbiguousError, DefinitiveError, NoEffectError, Outcome, Receipt
 from effectgate.adapters.mcp import McpAdapter
 from effectgate.adapters.testing import new_call
 from tests.mcp_upstream_targets import McpTarget, start_target
@@ -45,7 +47,10 @@ async def adapter_for(name: str, tmp_path: Path, keying: str = "keyed") -> Async
     if keying == "no-key":
         name = name.replace("mail", "tracker")
     target = await start_target(name, tmp_path)
-    adapter = McpAdapter.from_settings(target.name, target.settings(**_changes(keying)))
+    settings = target.settings(**_changes(keying))
+    if target.http is None:
+        settings["command"] = [*settings["command"], "--pid-file", str(tmp_path / "server.pid")]
+    adapter = McpAdapter.from_settings(target.name, settings)
     try:
         yield target, adapter
     finally:
@@ -115,3 +120,88 @@ async def _until(check: Any, what: str, within: float = 30.0) -> None:
 def _no_definitive(exc: BaseException) -> None:
     assert not isinstance(exc, DefinitiveError), exc
     assert isinstance(exc, AmbiguousError | NoEffectError), exc
+
+
+@pytest.mark.parametrize("keying", KEYINGS)
+async def test_reads_reopen_the_session_and_prove_the_effect(keying: str, tmp_path: Path) -> None:
+    # Reads down (the session forgotten), then back: the read opens a new session and proves it.
+    async with adapter_for("mail-http", tmp_path, keying) as (target, adapter):
+        assert target.http is not None
+        call = new_call(adapter, target.good_payload("read-1"))
+        target.inject("drop_after_commit")
+        with pytest.raises(AmbiguousError):
+            await adapter.execute(call)
+        await adapter.verify(new_call(adapter, target.good_payload("warm")))  # a session to forget
+        assert target.http.forget_sessions() >= 1
+        obs = await adapter.verify(call)
+        assert obs.outcome is Outcome.CONFIRMED, obs.detail
+        assert len(target.ledger.effects()) == 1
+
+
+@pytest.mark.parametrize("keying", KEYINGS)
+async def test_a_stdio_server_that_exits_between_calls_or_mid_call(keying: str, tmp_path: Path) -> None:
+    async with adapter_for("mail-stdio", tmp_path, keying) as (target, adapter):
+        await adapter.execute(new_call(adapter, target.good_payload("stdio-1")))
+        # Killed between calls: the next call finds the transport ended and starts a fresh server.
+        os.kill(int((tmp_path / "server.pid").read_text()), signal.SIGKILL)
+        await _until(lambda: not adapter.connected, "the adapter saw its server exit")
+        await adapter.execute(new_call(adapter, target.good_payload("stdio-2")))
+        # Exiting mid-call, after the effect: ambiguous, and the read (a fresh server) proves it.
+        lost = new_call(adapter, target.good_payload("stdio-3"))
+        target.inject("drop_after_commit")
+        with pytest.raises(AmbiguousError):
+            await adapter.execute(lost)
+        assert (await adapter.verify(lost)).outcome is Outcome.CONFIRMED
+        assert len(target.ledger.effects()) == 3
+        assert adapter.sessions == (3, 0)
+
+
+# -- attacks on the door --
+
+
+async def test_concurrent_calls_during_a_reopen_share_one_new_session(tmp_path: Path) -> None:
+    async with adapter_for("mail-http", tmp_path, "no-key") as (target, adapter):
+        assert target.http is not None
+        await adapter.execute(new_call(adapter, target.good_payload("c-0")))
+        target.http.forget_sessions()
+        calls = [new_call(adapter, target.good_payload(f"c-{i}")) for i in range(1, 11)]
+        receipts = await asyncio.gather(*(adapter.execute(c) for c in calls))
+        assert all(isinstance(r, Receipt) for r in receipts)
+        assert len(target.ledger.effects()) == 11
+        assert adapter.sessions == (2, 1), adapter.sessions
+        assert len(target.http.sessions()) == 1
+
+
+async def test_a_404_that_is_not_about_the_session_is_ambiguous(tmp_path: Path) -> None:
+    # Applied, then answered 404 with an internal error (a proxy, a careless server): no proof
+    # that no tool ran, so never "no effect" and never a refusal; the read decides.
+    async with adapter_for("mail-http", tmp_path, "no-key") as (target, adapter):
+        call = new_call(adapter, target.good_payload("m-1"))
+        target.inject("misrouted_404")
+        with pytest.raises(AdapterError) as caught:
+            await adapter.execute(call)
+        _no_definitive(caught.value)
+        assert isinstance(caught.value, AmbiguousError), caught.value
+        assert (await adapter.verify(call)).outcome is Outcome.CONFIRMED
+        await adapter.execute(new_call(adapter, target.good_payload("m-2")))
+        assert len(target.ledger.effects()) == 2
+
+
+async def test_a_server_that_refuses_the_new_session_sent_nothing(tmp_path: Path) -> None:
+    async with adapter_for("mail-http", tmp_path) as (target, adapter):
+        sim = target.http
+        assert sim is not None
+        await adapter.execute(new_call(adapter, target.good_payload("n-0")))
+        sim.forget_sessions()
+        sim.refuse_sessions = True
+        call = new_call(adapter, target.good_payload("n-1"))
+        with pytest.raises(AdapterError) as caught:
+            await adapter.execute(call)
+        # The 404 proved no tool ran; the new session was refused: nothing was sent.
+        assert isinstance(caught.value, NoEffectError), caught.value
+        assert len(target.ledger.effects()) == 1
+        unread = await adapter.verify(call)
+        assert unread.outcome is Outcome.UNKNOWN, unread.detail  # no session, no proof
+        sim.refuse_sessions = False
+        await adapter.execute(call)
+        assert len(target.ledger.effects()) == 2

@@ -55,6 +55,16 @@ class _Server(uvicorn.Server):
         yield
 
 
+async def _answer(send: Send, status: int, doc: dict[str, Any]) -> None:
+    start: Message = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json")],
+    }
+    await send(start)
+    await send({"type": "http.response.body", "body": json.dumps(doc).encode()})
+
+
 class _Dropped(Exception):
     """Raised inside the ASGI send to make uvicorn cut the connection."""
 
@@ -79,7 +89,7 @@ class McpHttpSimulator:
             kind=kind,
             ledger=self.ledger,
             faults=self.faults,
-            hooks=Hooks(drop=self._drop, restart=self._restart),
+            hooks=Hooks(drop=self._drop, restart=self._restart, misroute=self._misroute),
             list_lag=list_lag,
             visibility_lag=visibility_lag,
             slow_seconds=slow_seconds,
@@ -91,6 +101,9 @@ class McpHttpSimulator:
         self.forgotten = 0  # sessions dropped by `forget_sessions`
         self._mcp: Server[Any] | None = None
         self._drops = 0
+        self._misroutes = 0
+        # While set, a request that would open a session (an initialize) is answered 503.
+        self.refuse_sessions = False
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
@@ -176,6 +189,9 @@ class McpHttpSimulator:
     async def _drop(self) -> None:
         self._drops += 1
 
+    async def _misroute(self) -> None:
+        self._misroutes += 1
+
     async def _restart(self) -> None:
         task = asyncio.create_task(self.restart())
         self._pending.add(task)
@@ -202,10 +218,32 @@ class McpHttpSimulator:
                 await send({"type": "http.response.body", "body": body})
                 return
 
+            if self.refuse_sessions and "mcp-session-id" not in headers and scope["method"] == "POST":
+                await _answer(send, 503, {"error": "no new sessions now"})
+                return
+            held: list[Message] = []
+            answered = False  # a misrouted 404 was sent in place of the answer
+
             async def cutting(message: Message) -> None:
-                if message["type"] == "http.response.body" and self._drops and b'"result"' in message.get("body", b""):
+                nonlocal answered
+                if answered:
+                    return
+                result = message["type"] == "http.response.body" and b'"result"' in message.get("body", b"")
+                if result and self._drops:
                     self._drops -= 1
                     raise _Dropped
+                if message["type"] == "http.response.start" and scope["method"] == "POST":
+                    held.append(message)  # the status is decided with the body (see misroute)
+                    return
+                if result and self._misroutes:
+                    self._misroutes -= 1
+                    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "upstream route gone"}}
+                    await _answer(send, 404, error)
+                    answered = True
+                    return
+                for early in held:
+                    await send(early)
+                held.clear()
                 await send(message)
 
             try:

@@ -13,7 +13,9 @@ answered from the dedup table consumes none), first from a script, in order:
 - `rate_limit`: an `isError` result naming a pause, nothing applied;
 - `partial`: applied only partly (the server documents what that means);
 - `delayed_visibility`: applied, but the list tool shows it only after `visibility_lag`;
-- `restart`: the server goes away on receiving the call (nothing applied) and comes back.
+- `restart`: the server goes away on receiving the call (nothing applied) and comes back;
+- `misrouted_404`: applied, then answered HTTP 404 with a JSON-RPC error that is not the
+  transport's "session not found" (a proxy or a careless server; over stdio a lost answer).
 
 Faults combine with `+` (`delayed_visibility+drop_after_commit`: applied, hidden from the list
 tool for a while, and the answer lost).
@@ -39,6 +41,7 @@ FAULTS = (
     "partial",
     "delayed_visibility",
     "restart",
+    "misrouted_404",
 )
 JsonDict = dict[str, Any]
 

@@ -32,10 +32,12 @@ KINDS = ("mail", "tracker")
 @dataclass
 class Hooks:
     """Transport-level misbehaviour: `drop` loses the answer of the current call, `restart`
-    makes the server go away now (both are awaited and never return normally for stdio)."""
+    makes the server go away now (both are awaited and never return normally for stdio),
+    `misroute` answers the current call HTTP 404 (default: `drop`)."""
 
     drop: Callable[[], Awaitable[None]]
     restart: Callable[[], Awaitable[None]]
+    misroute: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -124,6 +126,8 @@ class Upstream:
         done = self.ledger.record(effect(faults))
         if "drop_after_commit" in faults:
             await self.hooks.drop()
+        if "misrouted_404" in faults:
+            await (self.hooks.misroute or self.hooks.drop)()
         if "slow" in faults:
             await anyio.sleep(self.slow_seconds)
         return _ok(_public(done))

@@ -108,6 +108,11 @@ class McpAdapter(Adapter):
         return self._session.opened, self._session.forgotten
 
     @property
+    def connected(self) -> bool:
+        """A session with the upstream is open and its transport has not ended."""
+        return self._session.connected
+
+    @property
     def capabilities(self) -> Capabilities:
         return self._capabilities
 

@@ -107,6 +107,17 @@ def _root(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _transport_ended(client: Client) -> bool:
+    """The transport already ended (a stdio server that exited between calls). The SDK keeps this
+    on its dispatcher and says it otherwise only by failing the next request, which would look
+    like a call lost in flight; an SDK without the flag leaves that (safe, ambiguous) answer."""
+    try:
+        dispatcher = getattr(client.session, "_dispatcher", None)
+    except Exception:
+        return False
+    return getattr(dispatcher, "_closed", False) is True
+
+
 class _Forgotten(Exception):
     """The server answered 404 for the session id: it did not know the session, no tool ran."""
 
@@ -150,6 +161,12 @@ class Session:
     def __repr__(self) -> str:
         where = "stdio" if self._command else "http"
         return f"Session({where})"
+
+    @property
+    def connected(self) -> bool:
+        """A session is open and its transport has not ended (as far as the SDK has noticed)."""
+        live = self._live
+        return live is not None and live.client is not None and not live.ended and not _transport_ended(live.client)
 
     def _transport(self, live: _Live) -> Any:
         if self._command:
@@ -223,6 +240,9 @@ class Session:
         """The live session (opened now if there is none); raises NotSent."""
         async with self._opening:
             live = self._live
+            if live is not None and live.client is not None and _transport_ended(live.client):
+                log.info("the upstream's transport ended between calls (the server exited): a new session")
+                self._end(live, now=True)
             if live is None or live.ended or live.owner is None or live.owner.done():
                 # No session and none opening (a caller cancelled while one opened keeps it going).
                 live = _Live(stop=asyncio.Event(), ready=asyncio.get_running_loop().create_future())
