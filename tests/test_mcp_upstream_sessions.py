@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -104,9 +105,10 @@ async def _end_sessions(target: McpTarget, ending: str) -> None:
     elif ending == "forgotten":
         assert sim.forget_sessions() >= 1
     else:
-        # A session older than its time to live answers 404 from the next request that names it.
-        sim.session_ttl = 0.2
-        await asyncio.sleep(0.3)
+        # A session older than its time to live answers 404 from the next request that names it:
+        # the simulator's clock moves an hour on (the new session is born in that hour).
+        sim.session_ttl = 60.0
+        sim.clock = lambda: time.monotonic() + 3600.0
 
 
 async def _until(check: Any, what: str, within: float = 30.0) -> None:

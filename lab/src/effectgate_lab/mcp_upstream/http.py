@@ -28,7 +28,7 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import anyio
@@ -96,6 +96,7 @@ class McpHttpSimulator:
         )
         self.session_ttl = session_ttl
         self._born: dict[str, float] = {}  # session id -> when a request first named it
+        self.clock: Callable[[], float] = time.monotonic  # a test moves it to age the sessions
         self.port = 0
         self.restarts = 0
         self.forgotten = 0  # sessions dropped by `forget_sessions`
@@ -178,8 +179,8 @@ class McpHttpSimulator:
         manager = self._manager()
         if not session or manager is None or session not in manager._server_instances:
             return
-        born = self._born.setdefault(session, time.monotonic())
-        if self.session_ttl is not None and time.monotonic() - born > self.session_ttl:
+        born = self._born.setdefault(session, self.clock())
+        if self.session_ttl is not None and self.clock() - born > self.session_ttl:
             self._forget(manager, session)
 
     def _manager(self) -> StreamableHTTPSessionManager | None:
@@ -231,6 +232,8 @@ class McpHttpSimulator:
                 result = message["type"] == "http.response.body" and b'"result"' in message.get("body", b"")
                 if result and self._drops:
                     self._drops -= 1
+                    for early in held:  # the status went out; the answer never does
+                        await send(early)
                     raise _Dropped
                 if message["type"] == "http.response.start" and scope["method"] == "POST":
                     held.append(message)  # the status is decided with the body (see misroute)
