@@ -44,11 +44,13 @@ def _changes(keying: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def adapter_for(name: str, tmp_path: Path, keying: str = "keyed") -> AsyncIterator[tuple[McpTarget, McpAdapter]]:
+async def adapter_for(
+    name: str, tmp_path: Path, keying: str = "keyed", **extra: Any
+) -> AsyncIterator[tuple[McpTarget, McpAdapter]]:
     if keying == "no-key":
         name = name.replace("mail", "tracker")
     target = await start_target(name, tmp_path)
-    settings = target.settings(**_changes(keying))
+    settings = target.settings(**_changes(keying), **extra)
     if target.http is None:
         settings["command"] = [*settings["command"], "--pid-file", str(tmp_path / "server.pid")]
     adapter = McpAdapter.from_settings(target.name, settings)
@@ -162,7 +164,8 @@ async def test_a_stdio_server_that_exits_between_calls_or_mid_call(keying: str, 
 
 
 async def test_concurrent_calls_during_a_reopen_share_one_new_session(tmp_path: Path) -> None:
-    async with adapter_for("mail-http", tmp_path, "no-key") as (target, adapter):
+    # Ten calls at once on a loaded machine: a timeout no answer outlasts.
+    async with adapter_for("mail-http", tmp_path, "no-key", timeout=60.0) as (target, adapter):
         assert target.http is not None
         await adapter.execute(new_call(adapter, target.good_payload("c-0")))
         target.http.forget_sessions()

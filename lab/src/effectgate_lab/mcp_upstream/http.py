@@ -18,7 +18,9 @@ session older than `session_ttl` seconds expires (checked when a request names i
 `forget_sessions` drops them all at once while the server stays up (an expiry sweep, a load
 balancer that moved the client to another replica). A request with a forgotten session id is
 answered `404` with the SDK's JSON-RPC error `-32600 Session not found`, as the streamable-HTTP
-transport says; the client must initialize anew.
+transport says; the client must initialize anew. `refuse_sessions` answers every initialize 503
+(a server that will not open the new session), and the `misrouted_404` fault applies a write and
+answers it 404 with an error that is not about the session.
 """
 
 from __future__ import annotations
