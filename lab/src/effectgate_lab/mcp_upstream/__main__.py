@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list-lag", type=float, default=0.0)
     p.add_argument("--visibility-lag", type=float, default=1.0)
     p.add_argument("--slow-seconds", type=float, default=5.0)
+    p.add_argument("--pid-file", type=Path, help="written with this process's id (a test kills it)")
     args = p.parse_args(argv)
+    if args.pid_file is not None:
+        args.pid_file.write_text(str(os.getpid()))
     upstream = Upstream(
         kind=args.kind,
         ledger=Ledger(args.ledger),

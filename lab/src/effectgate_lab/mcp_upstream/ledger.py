@@ -13,7 +13,12 @@ answered from the dedup table consumes none), first from a script, in order:
 - `rate_limit`: an `isError` result naming a pause, nothing applied;
 - `partial`: applied only partly (the server documents what that means);
 - `delayed_visibility`: applied, but the list tool shows it only after `visibility_lag`;
-- `restart`: the server goes away on receiving the call (nothing applied) and comes back.
+- `restart`: the server goes away on receiving the call (nothing applied) and comes back;
+- `misrouted_404`: applied, then answered HTTP 404 with a JSON-RPC error that is not the
+  transport's "session not found" (a proxy or a careless server; over stdio a lost answer).
+
+Faults combine with `+` (`delayed_visibility+drop_after_commit`: applied, hidden from the list
+tool for a while, and the answer lost).
 
 A stdio child reads its script from a JSON file (a list) that the test rewrites.
 """
@@ -36,6 +41,7 @@ FAULTS = (
     "partial",
     "delayed_visibility",
     "restart",
+    "misrouted_404",
 )
 JsonDict = dict[str, Any]
 
@@ -85,8 +91,8 @@ class FaultScript:
 
     def script(self, faults: list[str | None]) -> None:
         for fault in faults:
-            if fault is not None and fault not in FAULTS:
-                raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+            if fault is not None and not set(fault.split("+")) <= set(FAULTS):
+                raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)}, joined by +)")
         with self._lock:
             if self.path is None:
                 self._queue.extend(faults)

@@ -32,10 +32,12 @@ KINDS = ("mail", "tracker")
 @dataclass
 class Hooks:
     """Transport-level misbehaviour: `drop` loses the answer of the current call, `restart`
-    makes the server go away now (both are awaited and never return normally for stdio)."""
+    makes the server go away now (both are awaited and never return normally for stdio),
+    `misroute` answers the current call HTTP 404 (default: `drop`)."""
 
     drop: Callable[[], Awaitable[None]]
     restart: Callable[[], Awaitable[None]]
+    misroute: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Upstream:
     # Bumped by `change_schema`; the next call announces notifications/tools/list_changed.
     schema_version: int = 1
     _announced: int = 1
+    # Who called: the clientInfo (name, version) of each session a call came on.
+    clients: set[tuple[str, str]] = field(default_factory=set)
 
     def change_schema(self) -> None:
         self.schema_version += 1
@@ -91,6 +95,9 @@ class Upstream:
         ]
 
     async def call(self, ctx: ServerRequestContext[Any], name: str, args: JsonDict) -> types.CallToolResult:
+        params = ctx.session.client_params
+        if params is not None:
+            self.clients.add((params.client_info.name, params.client_info.version))
         if self._announced != self.schema_version:
             self._announced = self.schema_version
             await ctx.session.send_tool_list_changed()
@@ -106,19 +113,22 @@ class Upstream:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}")
         return await handlers[name](args)
 
-    async def _write(self, effect: Callable[[str | None], JsonDict]) -> types.CallToolResult:
-        """One fresh write: decide the fault, apply (or not), answer (or not)."""
-        fault = self.faults.next()
-        if fault == "restart":
+    async def _write(self, effect: Callable[[set[str]], JsonDict]) -> types.CallToolResult:
+        """One fresh write: decide the faults, apply (or not), answer (or not)."""
+        drawn = self.faults.next()
+        faults = set(drawn.split("+")) if drawn else set()
+        if "restart" in faults:
             await self.hooks.restart()
-        if fault == "error_no_effect":
+        if "error_no_effect" in faults:
             return _error("unavailable", "the upstream API is unavailable; nothing was applied")
-        if fault == "rate_limit":
+        if "rate_limit" in faults:
             return _error("rate_limited", "too many requests; retry in 0.1 s", retry_after=0.1)
-        done = self.ledger.record(effect(fault))
-        if fault == "drop_after_commit":
+        done = self.ledger.record(effect(faults))
+        if "drop_after_commit" in faults:
             await self.hooks.drop()
-        if fault == "slow":
+        if "misrouted_404" in faults:
+            await (self.hooks.misroute or self.hooks.drop)()
+        if "slow" in faults:
             await anyio.sleep(self.slow_seconds)
         return _ok(_public(done))
 
@@ -134,16 +144,16 @@ class Upstream:
                 if seen.get("idempotency_key") == key:
                     return _ok(_public(seen))  # the dedup: no second effect, the first answer
 
-        def effect(fault: str | None) -> JsonDict:
+        def effect(faults: set[str]) -> JsonDict:
             n = len(self.ledger.effects()) + 1
             return {
                 "id": f"msg_{n:05d}",
                 "to": args["to"],
                 "subject": args["subject"],
                 # partial: the server lost the body on the way out (the reply shows it).
-                "body": "" if fault == "partial" else args["body"],
+                "body": "" if "partial" in faults else args["body"],
                 "idempotency_key": key if isinstance(key, str) else "",
-                "visible_at": time.time() + (self.visibility_lag if fault == "delayed_visibility" else 0.0),
+                "visible_at": time.time() + (self.visibility_lag if "delayed_visibility" in faults else 0.0),
             }
 
         return await self._write(effect)
@@ -155,16 +165,16 @@ class Upstream:
             return _error("invalid_title", "the title is empty")
         labels = [str(x) for x in args.get("labels") or []]
 
-        def effect(fault: str | None) -> JsonDict:
+        def effect(faults: set[str]) -> JsonDict:
             n = len(self.ledger.effects()) + 1
-            extra = self.visibility_lag if fault == "delayed_visibility" else 0.0
+            extra = self.visibility_lag if "delayed_visibility" in faults else 0.0
             return {
                 "id": f"iss_{n:05d}",
                 "number": n,
                 "title": args["title"],
                 "body": args["body"],
                 # partial: created, but the labels were not applied.
-                "labels": [] if fault == "partial" else labels,
+                "labels": [] if "partial" in faults else labels,
                 "visible_at": time.time() + self.list_lag + extra,
             }
 

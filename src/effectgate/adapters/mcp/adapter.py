@@ -103,6 +103,16 @@ class McpAdapter(Adapter):
         return f"McpAdapter(name={self.name!r}, tool={self._s.tool!r}, transport={where})"
 
     @property
+    def sessions(self) -> tuple[int, int]:
+        """Upstream sessions opened so far, and how many of them the server forgot (a 404)."""
+        return self._session.opened, self._session.forgotten
+
+    @property
+    def connected(self) -> bool:
+        """A session with the upstream is open and its transport has not ended."""
+        return self._session.connected
+
+    @property
     def capabilities(self) -> Capabilities:
         return self._capabilities
 

@@ -1,33 +1,70 @@
-"""One live session with the upstream MCP server, reopened when it breaks.
+"""One live session with the upstream MCP server, reopened when it ends.
 
 The `mcp` SDK's `Client` is an async context manager whose task group must be left by the task
 that entered it, while the gateway calls from many tasks: an owner task holds the session open
-and callers use it. A session that broke (the server exited, the HTTP server restarted and
-forgot the session, a transport error reached the message handler) is closed and the next
-caller opens a fresh one.
+and callers use it. A session ends in one of these ways, and the next caller opens a fresh one:
 
-Calls fail in three ways the adapter tells apart: `NotSent` (no session could be opened: the
-request was never written), `Lost` (the session broke with the request written) and `NoAnswer`
-(no answer within the timeout). A JSON-RPC error answer is the SDK's `MCPError`, passed through.
+- the server forgot it (it restarted, expired the session, or answers from a replica that never
+  knew it): streamable HTTP answers `404` to a request naming the session id, and the transport
+  spec says the client must initialize a new session. No tool ran for that request: the call is
+  sent once more on the new session (a second 404 in a row is `NotSent`);
+- the transport closed (the server exited, the connection broke): the message handler hears of
+  it, or a call in flight fails with it.
+
+Calls fail in three ways the adapter tells apart: `NotSent` (nothing reached a tool: no session
+could be opened, or the server did not know the session), `Lost` (the session broke with the
+request written) and `NoAnswer` (no answer within the timeout). A JSON-RPC error answer is the
+SDK's `MCPError`, passed through, unless it came with a 404 for the session (`NotSent`, above) or
+with another 404 (`Lost`: a 404 the transport does not define is no proof that no tool ran).
+The client introduces itself in `initialize` as `effectgate` with its version.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 log = logging.getLogger("effectgate.adapters.mcp")
+
+SESSION_HEADER = "mcp-session-id"
+# The JSON-RPC errors a 404 for a session id comes with: the Python SDK's (and the client's own
+# stand-in when the body is not JSON-RPC), and the TypeScript SDK's.
+SESSION_GONE_CODES = frozenset({types.INVALID_REQUEST, -32001})
+
+
+def client_info() -> types.Implementation:
+    """Who the gateway is, as upstream servers log and allow-list clients."""
+    try:
+        mine = version("effectgate")
+    except PackageNotFoundError:
+        mine = "0+unknown"
+    return types.Implementation(name="effectgate", version=mine)
+
+
+@dataclass
+class _Sent:
+    """What the HTTP transport saw of one call's request (the SDK posts it in a context copied
+    from the caller's, so the response hook finds this through `_SENT`)."""
+
+    status: int = 0  # the HTTP status the request was answered with (0: none seen)
+
+
+_SENT: contextvars.ContextVar[_Sent | None] = contextvars.ContextVar("effectgate_mcp_sent", default=None)
 
 
 class NotSent(Exception):
@@ -70,6 +107,34 @@ def _root(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _transport_ended(client: Client) -> bool:
+    """The transport already ended (a stdio server that exited between calls). The SDK keeps this
+    on its dispatcher and says it otherwise only by failing the next request, which would look
+    like a call lost in flight; an SDK without the flag leaves that (safe, ambiguous) answer."""
+    try:
+        dispatcher = getattr(client.session, "_dispatcher", None)
+    except Exception:
+        return False
+    return getattr(dispatcher, "_closed", False) is True
+
+
+class _Forgotten(Exception):
+    """The server answered 404 for the session id: it did not know the session, no tool ran."""
+
+
+@dataclass(eq=False)
+class _Live:
+    """One session: its owner task holds it open until `stop` is set."""
+
+    stop: asyncio.Event
+    ready: asyncio.Future[Client]
+    owner: asyncio.Task[None] | None = None
+    client: Client | None = None
+    calls: int = 0  # calls in flight on it
+    # No new call goes to it; it closes once its calls in flight are done.
+    ended: bool = False
+
+
 class Session:
     def __init__(
         self,
@@ -87,90 +152,155 @@ class Session:
         self._headers = dict(headers or {})
         self._connect_timeout = connect_timeout
         self._on_tools_changed = on_tools_changed
-        self._client: Client | None = None
-        self._owner: asyncio.Task[None] | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready: asyncio.Future[Client] | None = None
+        self._live: _Live | None = None
         self._opening = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
         self.opened = 0  # sessions opened so far (a restart shows as one more)
+        self.forgotten = 0  # sessions the server no longer knew (a 404 for the session id)
 
     def __repr__(self) -> str:
         where = "stdio" if self._command else "http"
         return f"Session({where})"
 
-    def _transport(self) -> Any:
+    @property
+    def connected(self) -> bool:
+        """A session is open and its transport has not ended (as far as the SDK has noticed)."""
+        live = self._live
+        return live is not None and live.client is not None and not live.ended and not _transport_ended(live.client)
+
+    def _transport(self, live: _Live) -> Any:
         if self._command:
             # The server sees the gateway's environment minus nothing, plus the table's `env`.
             env = {**os.environ, **self._env}
             return StdioServerParameters(command=self._command[0], args=self._command[1:], env=env)
-        http = httpx2.AsyncClient(headers=self._headers, timeout=httpx2.Timeout(30.0, connect=self._connect_timeout))
+
+        async def answered(response: httpx2.Response) -> None:
+            request = response.request
+            if request.method != "POST" or SESSION_HEADER not in request.headers:
+                return  # the initialize, the GET stream, the closing DELETE
+            sent = _SENT.get()
+            if sent is not None:
+                sent.status = response.status_code
+            if response.status_code == 404:
+                self._end(live, forgotten=True)
+
+        http = httpx2.AsyncClient(
+            headers=self._headers,
+            timeout=httpx2.Timeout(30.0, connect=self._connect_timeout),
+            event_hooks={"response": [answered]},
+        )
         return streamable_http_client(self._url, http_client=http)
 
-    async def _handle(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self._on_tools_changed()
-        elif isinstance(message, Exception):
-            log.info("upstream session broke: %s", type(message).__name__)
-            self._broken()
+    def _handler(self, live: _Live) -> MessageHandlerFnT:
+        async def handle(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                self._on_tools_changed()
+            elif isinstance(message, Exception):
+                log.info("upstream session broke: %s", type(message).__name__)
+                self._end(live, now=True)
 
-    def _broken(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        self._client = None
+        return handle
 
-    async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+    def _end(self, live: _Live, *, now: bool = False, forgotten: bool = False) -> None:
+        """No new call goes to `live`; it closes now, or (a session the server forgot, whose calls
+        in flight may still be answered) when its last call is done."""
+        if forgotten and not live.ended:
+            self.forgotten += 1
+            log.info("the upstream no longer knows the session (HTTP 404): the next call opens a new one")
+        live.ended = True
+        if self._live is live:
+            self._live = None
+        if now or live.calls == 0:
+            live.stop.set()
+        owner = live.owner
+        if owner is not None and not owner.done() and owner not in self._retiring:
+            # Nobody waits for it to close (that may take a while); `close` collects them all.
+            self._retiring.add(owner)
+            owner.add_done_callback(self._retiring.discard)
+
+    async def _hold(self, live: _Live) -> None:
         try:
-            client = Client(self._transport(), mode="legacy", message_handler=self._handle)
+            client = Client(
+                self._transport(live), mode="legacy", message_handler=self._handler(live), client_info=client_info()
+            )
             async with client:
-                ready.set_result(client)
-                await stop.wait()
+                live.ready.set_result(client)
+                await live.stop.wait()
         except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if not live.ready.done():
+                live.ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
-            if self._stop is stop:
-                self._client = None
+            live.ended = True
+            if self._live is live:
+                self._live = None
 
-    async def client(self) -> tuple[Client, asyncio.Task[None]]:
+    async def _open(self) -> _Live:
         """The live session (opened now if there is none); raises NotSent."""
         async with self._opening:
-            if self._client is not None and self._owner is not None and not self._owner.done():
-                return self._client, self._owner
-            ready = self._ready
-            if ready is None or ready.done() or self._owner is None or self._owner.done():
+            live = self._live
+            if live is not None and live.client is not None and _transport_ended(live.client):
+                log.info("the upstream's transport ended between calls (the server exited): a new session")
+                self._end(live, now=True)
+            if live is None or live.ended or live.owner is None or live.owner.done():
                 # No session and none opening (a caller cancelled while one opened keeps it going).
-                self._retire()
-                ready = asyncio.get_running_loop().create_future()
+                live = _Live(stop=asyncio.Event(), ready=asyncio.get_running_loop().create_future())
                 # Read even when nobody awaits it any more, so it is never "unretrieved".
-                ready.add_done_callback(lambda f: f.cancelled() or f.exception())
-                self._ready = ready
-                stop = asyncio.Event()
-                self._stop = stop
-                self._owner = asyncio.create_task(self._hold(ready, stop), name="effectgate-mcp-upstream")
+                live.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+                live.owner = asyncio.create_task(self._hold(live), name="effectgate-mcp-upstream")
+                self._live = live
+            if live.client is not None:
+                return live
             try:
                 async with asyncio.timeout(self._connect_timeout):
-                    self._client = await asyncio.shield(ready)
+                    live.client = await asyncio.shield(live.ready)
             except TimeoutError:
-                self._retire()
+                self._end(live, now=True)
                 raise NotSent(f"no session in {self._connect_timeout:g}s") from None
             except Exception as exc:
-                self._retire()
+                self._end(live, now=True)
                 status = _status_of(exc)
                 if status in (401, 403):
                     raise NotSent(f"the upstream refused the credentials (HTTP {status})", refused=True) from None
                 why = f"HTTP {status}" if status else _root(exc)
                 raise NotSent(f"the upstream is unreachable (no session: {why})") from None
             self.opened += 1
-            assert self._owner is not None
-            return self._client, self._owner
+            return live
+
+    async def client(self) -> Client:
+        """The live session's client (opened now if there is none); raises NotSent."""
+        live = await self._open()
+        assert live.client is not None
+        return live.client
 
     async def request(self, send: Callable[[Client], Any], *, timeout: float) -> Any:
-        """`send(client)` on the live session; NotSent / Lost / NoAnswer / MCPError."""
-        client, owner = await self.client()
-        call = asyncio.ensure_future(send(client))
+        """`send(client)` on the live session; NotSent / Lost / NoAnswer / MCPError. A request the
+        server refused because it did not know the session is sent once more on a new one."""
+        for again in (False, True):
+            live = await self._open()
+            assert live.client is not None
+            sent = _Sent()
+            live.calls += 1
+            token = _SENT.set(sent)
+            try:
+                call = asyncio.ensure_future(send(live.client))
+            finally:
+                _SENT.reset(token)
+            try:
+                return await self._answer(call, live, sent, timeout)
+            except _Forgotten:
+                if again:
+                    raise NotSent("the upstream did not know the new session either (HTTP 404)") from None
+            finally:
+                live.calls -= 1
+                if live.ended and live.calls == 0:
+                    live.stop.set()
+        raise AssertionError("unreachable")
+
+    async def _answer(self, call: asyncio.Future[Any], live: _Live, sent: _Sent, timeout: float) -> Any:
+        owner = live.owner
+        assert owner is not None
         try:
             done, _ = await asyncio.wait({call, owner}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
@@ -180,35 +310,30 @@ class Session:
             try:
                 return call.result()
             except MCPError as exc:
+                if sent.status == 404:
+                    if exc.code in SESSION_GONE_CODES:
+                        raise _Forgotten from None
+                    # Not the transport's "session not found": no proof that no tool ran.
+                    raise Lost(f"the upstream answered HTTP 404 with JSON-RPC error {exc.code}") from None
                 if exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
-                    self._broken()
+                    self._end(live, now=True)
                     raise Lost(f"the session closed with the call in flight ({exc.error.message})") from None
                 raise
             except Exception as exc:
-                self._broken()
+                self._end(live, now=True)
                 raise Lost(f"the session broke with the call in flight ({type(exc).__name__})") from None
         call.cancel()
         with contextlib.suppress(BaseException):
             await call
         if owner in done:
-            self._broken()
+            self._end(live, now=True)
             raise Lost("the upstream went away with the call in flight")
         raise NoAnswer(f"no answer in {timeout:g}s")
 
-    def _retire(self) -> None:
-        """Lets the current owner task end on its own (a broken session may take a while to close:
-        nobody waits for it); `close` collects them all."""
-        owner, self._owner = self._owner, None
-        if self._stop is not None:
-            self._stop.set()
-        self._client = None
-        if owner is not None and not owner.done():
-            self._retiring.add(owner)
-            owner.add_done_callback(self._retiring.discard)
-
     async def close(self) -> None:
         async with self._opening:
-            self._retire()
+            if self._live is not None:
+                self._end(self._live, now=True)
             pending = list(self._retiring)
             if pending:
                 _, late = await asyncio.wait(pending, timeout=5)

@@ -1,11 +1,14 @@
 """What an upstream's answer to a `tools/call` means for the adapter contract.
 
-- no session could be opened: nothing was written (`NoEffectError`, `CredentialsRefused` when the
-  upstream refused the credentials);
+- no session could be opened, or the server did not know the session on the call and on its one
+  re-send on a new session (a 404 for the session id: no tool ran): nothing was written
+  (`NoEffectError`, `CredentialsRefused` when the upstream refused the credentials);
 - the request was written and the session broke, or no answer came in time: `AmbiguousError`,
   never "no effect" (the server may have applied it before the connection went);
-- a JSON-RPC error answer: the protocol errors a server raises before running a tool (parse,
-  invalid request, unknown method, invalid params) are definitive; any other code is ambiguous;
+- a JSON-RPC error answer on a live session: the protocol errors a server raises before running
+  a tool (parse, invalid request, unknown method, invalid params) are definitive; any other code is
+  ambiguous (so is one that came with a 404 not about the session: `Lost`). A session or transport
+  error is never definitive;
 - an `isError` result: `no_effect_when` → `NoEffectError` (`RateLimited` with `retry_after`),
   else `refused_when` → `DefinitiveError`, else ambiguous (a server that wraps a REST API often
   reports the API's own timeout as a tool error, after the effect).
