@@ -216,3 +216,27 @@ async def test_a_last_row_edited_and_rehashed_is_told_as_such(backend: Backend, 
         assert (broken.expected, broken.found) == (last.hash, forged)
     finally:
         await live.close()
+
+
+async def test_a_head_that_is_not_a_position_and_a_since_walk_are_named(tmp_path: Path, sim: StripeSimulator) -> None:
+    """The chain's head (event_heads) edited into text, and `--since` starting at a broken row:
+    named, never a decode error (SQLite, which keeps text in an INTEGER column)."""
+    backend = SqliteBackend(tmp_path)
+    live, events = await chained_store(backend, sim)
+    try:
+        await tamper(backend, ("UPDATE event_heads SET n = 'many' WHERE tenant = ?", ("acme",)))
+        broken = (await verify_chain(live.gateway.store)).broken
+        assert broken is not None and broken.tenant == "acme", broken
+        assert (broken.problem, broken.expected, broken.found) == (
+            "the chain's head n is not a position",
+            "integer",
+            'text "many"',
+        )
+        await tamper(backend, ("UPDATE event_heads SET n = ? WHERE tenant = ?", (events[-1].position, "acme")))
+        assert (await verify_chain(live.gateway.store)).broken is None
+        first = events[0]
+        await tamper(backend, ("UPDATE action_events SET state = 'SENT' WHERE seq = ?", (first.event.seq,)))
+        broken = (await verify_chain(live.gateway.store, since=1.0)).broken
+        assert broken is not None and (broken.seq, broken.problem) == (first.event.seq, "state is not a state")
+    finally:
+        await live.close()
