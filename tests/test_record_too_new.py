@@ -16,15 +16,17 @@ from typing import Any
 
 import grpc
 import httpx
+import pytest
 from google.protobuf import duration_pb2
 
+from effectgate.gateway.model import State
 from effectgate.gateway.store import codec, encode_cursor
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.console_kit import TOKENS as CONSOLE_TOKENS
 from tests.console_kit import stack
 from tests.harness import LiveGateway, start_gateway
-from tests.store_backends import Backend
+from tests.store_backends import Backend, record
 from tests.test_console import card, execute
 from tests.test_event_chain import TOKENS, auth, charge, doc, tamper
 from tests.test_execute import details
@@ -177,3 +179,18 @@ async def test_the_console_says_a_newer_release_stored_the_action(tmp_path: Path
             assert "Stored by a newer gateway release" in text and "RECORD_VERSION_TOO_NEW" in text, said
             assert f"record version {NEWER}; this gateway reads up to {READABLE}" in text, said
         assert not eg.sim.intents  # nothing was approved, denied or sent
+
+
+async def test_a_reconciler_skips_a_newer_record_and_drives_the_rest(backend: Backend) -> None:
+    """An older replica's reconciler claims due work in batches: a record a newer gateway wrote is
+    left out (its claim lapses with its lease; a newer replica drives it) instead of failing the
+    whole batch, which had held every other claimed action's lease with nothing done."""
+    store = await backend.store()
+    now = 10_000.0
+    due = [record(name, state=State.UNKNOWN, next_check_at=now - 1) for name in ("older", "newer", "later")]
+    await store.insert_many(due)
+    await tamper(backend, stored_by_a_newer_gateway("newer"))
+    claimed = await store.claim_due("old-replica", now, 30.0, 10)
+    assert sorted(r.action_id for r in claimed) == ["later", "older"]
+    with pytest.raises(codec.SchemaVersionError):
+        await store.get("newer")

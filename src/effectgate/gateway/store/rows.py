@@ -65,6 +65,20 @@ def record(row: Sequence[Any]) -> ActionRecord:
     return decoded.evolve(fence=fence, lease_owner=owner, lease_expires_at=expires)
 
 
+def readable(found: Sequence[Sequence[Any]]) -> list[ActionRecord]:
+    """The records of rows a reconciler claimed, leaving out those a newer gateway wrote (a
+    rolling upgrade): this replica cannot drive them, and one of them must not hold up the rest of
+    the batch. Their claim lapses after its lease; a replica of the newer release takes them (every
+    RPC on them here answers RECORD_VERSION_TOO_NEW)."""
+    records = []
+    for row in found:
+        try:
+            records.append(record(row))
+        except codec.SchemaVersionError:
+            continue
+    return records
+
+
 def page_size(query: ListQuery) -> int:
     """0 or less means the default (as in AIP-158); more than `MAX_PAGE_SIZE` is clamped."""
     if query.page_size <= 0:
