@@ -194,3 +194,14 @@ async def test_a_reconciler_skips_a_newer_record_and_drives_the_rest(backend: Ba
     assert sorted(r.action_id for r in claimed) == ["later", "older"]
     with pytest.raises(codec.SchemaVersionError):
         await store.get("newer")
+
+
+async def test_the_approvals_expiry_skips_a_newer_record(backend: Backend) -> None:
+    """The expiry's batch of waiting actions: a newer gateway's record is left to it, the rest
+    are still found (the whole batch failed, pass after pass)."""
+    store = await backend.store()
+    waiting = [record(name, state=State.AWAITING_APPROVAL, created_at=100.0) for name in ("first", "newer", "last")]
+    await store.insert_many(waiting)
+    await tamper(backend, stored_by_a_newer_gateway("newer"))
+    found = await store.awaiting("payments.charge", 200.0, 10)
+    assert sorted(r.action_id for r in found) == ["first", "last"]

@@ -66,10 +66,11 @@ def record(row: Sequence[Any]) -> ActionRecord:
 
 
 def readable(found: Sequence[Sequence[Any]]) -> list[ActionRecord]:
-    """The records of rows a reconciler claimed, leaving out those a newer gateway wrote (a
-    rolling upgrade): this replica cannot drive them, and one of them must not hold up the rest of
-    the batch. Their claim lapses after its lease; a replica of the newer release takes them (every
-    RPC on them here answers RECORD_VERSION_TOO_NEW)."""
+    """The records of a background job's batch (the reconciler's claim, the approvals' expiry),
+    leaving out those a newer gateway wrote (a rolling upgrade): this replica cannot drive them,
+    and one of them must not fail the rest of the batch. A replica of the newer release takes them
+    (a reconciler's claim on them lapses with its lease); every RPC on them here answers
+    RECORD_VERSION_TOO_NEW."""
     records = []
     for row in found:
         try:

@@ -334,7 +334,7 @@ class SqlStore(SqlTrail, SqlProviderLog, SqlNotifyOutbox, Store):
         if limit <= 0:
             return []
         found = await self._read(self.statements.awaiting, (tool, created_before, limit))
-        return [rows.record(r) for r in found]
+        return rows.readable(found)  # the expiry's batch: a newer gateway's record is its own to expire
 
     async def changes(self, query: ListQuery) -> list[ActionRecord]:
         sql, params = StorySql.changes(query, rows.page_size(query))
