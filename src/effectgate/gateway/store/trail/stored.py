@@ -27,6 +27,7 @@ COLUMNS = (
 )  # fmt: skip
 TEXT = frozenset({"action_id", "kind", "state", "principal", "note", "detail", "tenant", "tool", "prev_hash", "hash"})
 STATES = tuple(s.value for s in State)
+_AT = {column: i for i, column in enumerate(COLUMNS)}
 _SHOWN = 80  # characters of a found value a report shows
 
 
@@ -58,10 +59,10 @@ class StoredRow:
     values: tuple[Any, ...]
 
     def get(self, column: str) -> Any:
-        return self.values[COLUMNS.index(column)]
+        return self.values[_AT[column]]
 
     def storage(self, column: str) -> str:
-        return self.classes[COLUMNS.index(column)]
+        return self.classes[_AT[column]]
 
     @property
     def seq(self) -> int:
@@ -70,8 +71,8 @@ class StoredRow:
 
     def misfit(self) -> Misfit | None:
         """The first column (in COLUMNS order) that does not decode, or None."""
-        for column in COLUMNS:
-            found = _misfit(column, self.storage(column), self.get(column))
+        for column, storage, value in zip(COLUMNS, self.classes, self.values, strict=True):
+            found = _misfit(column, storage, value)
             if found is not None:
                 return found
         return None
@@ -144,35 +145,36 @@ def _text(storage: str, value: Any) -> Any:
 
 
 def _misfit(column: str, storage: str, value: Any) -> Misfit | None:
-    found = shown(storage, value)
+    """The column's misfit (what it shows is only rendered for one: the walk checks every row)."""
     if column in TEXT:
         if storage == "text" and isinstance(value, bytes):
-            return Misfit(column, f"{column} is not UTF-8 text", "UTF-8 text", found)
+            return Misfit(column, f"{column} is not UTF-8 text", "UTF-8 text", shown(storage, value))
         if not isinstance(value, str):
-            return Misfit(column, f"{column} is not text", "text", found)
+            return Misfit(column, f"{column} is not text", "text", shown(storage, value))
         if column == "state" and value not in STATES:
-            return Misfit(column, "state is not a state", "one of " + ", ".join(STATES), found)
+            return Misfit(column, "state is not a state", "one of " + ", ".join(STATES), shown(storage, value))
         if column == "detail":
-            return _detail_misfit(value, found)
+            return _detail_misfit(storage, value)
         return None
     if column == "at":
         if not isinstance(value, float) or not math.isfinite(value):
-            return Misfit(column, "at is not a time", "a finite real number (seconds since the epoch)", found)
+            expected = "a finite real number (seconds since the epoch)"
+            return Misfit(column, "at is not a time", expected, shown(storage, value))
         return None
     # seq and n: integers (n > 0 is where the walk looks).
     if not isinstance(value, int) or isinstance(value, bool):
         what = "a row id" if column == "seq" else "a position"
-        return Misfit(column, f"{column} is not {what}", "an integer", found)
+        return Misfit(column, f"{column} is not {what}", "an integer", shown(storage, value))
     return None
 
 
-def _detail_misfit(text: str, found: str) -> Misfit | None:
+def _detail_misfit(storage: str, text: str) -> Misfit | None:
     try:
         detail = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
-        return Misfit("detail", "detail is not JSON", f"a JSON object ({exc})", found)
+        return Misfit("detail", "detail is not JSON", f"a JSON object ({exc})", shown(storage, text))
     if not isinstance(detail, dict):
-        return Misfit("detail", "detail is not a JSON object", "a JSON object", found)
+        return Misfit("detail", "detail is not a JSON object", "a JSON object", shown(storage, text))
     return None
 
 
