@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from effectgate.client import EffectGateClient, EffectGateError, NotFound, Unauthenticated
+from effectgate.client import EffectGateClient, EffectGateError, NotFound, RecordTooNew, Unauthenticated
 from effectgate.client.money_text.money import reader_locale
 from effectgate.console.link import GatewayDown, GatewayLink, is_down
 from effectgate.console.people import People, Person
@@ -99,4 +99,11 @@ def refusal(request: Request, person: Person, error: EffectGateError) -> Respons
     reason = f" ({error.reason})" if error.reason else ""
     message = f"{error.code().name}{reason}: {error.details() or ''}"
     status = 403 if error.code() == grpc.StatusCode.PERMISSION_DENIED else 409
-    return render(request, "error.html", status, person=person, title="The gateway refused", message=message)
+    title = "The gateway refused"
+    if isinstance(error, RecordTooNew):  # a rolling upgrade under way: say so, not "refused"
+        title = "Stored by a newer gateway release"
+        message += (
+            f" (record version {error.stored_version}; this gateway reads up to {error.readable_version}."
+            " Nothing was changed: open it through a replica of the newer release, or when the upgrade is done.)"
+        )
+    return render(request, "error.html", status, person=person, title=title, message=message)

@@ -32,6 +32,7 @@ from effectgate.gateway.model.errors import (
     PermissionDenied,
     PolicyConflict,
     ProviderRateLimited,
+    RecordTooNew,
     StoreFailedAfterSend,
     Unauthenticated,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "PolicyConflict",
     "ProviderRateLimited",
     "RateLimited",
+    "RecordTooNew",
     "Reservation",
     "Ruling",
     "ScopeTaken",

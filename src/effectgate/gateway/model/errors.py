@@ -112,6 +112,25 @@ class DataRefused(GatewayError):
     reason = "DATA_REFUSED"
 
 
+class RecordTooNew(GatewayError):
+    """The action's stored record was written by a newer gateway: its schema version is above the
+    versions this gateway reads (a rolling upgrade under way, docs/deploy.md). FAILED_PRECONDITION,
+    never a crash: this replica cannot read the action (and so neither answers nor changes it);
+    a replica of the newer release can. The same call on this replica fails the same way."""
+
+    reason = "RECORD_VERSION_TOO_NEW"
+
+    def __init__(self, stored_version: str, readable_version: int, action_id: str = "") -> None:
+        which = f"action {action_id}" if action_id else "an action"
+        super().__init__(
+            f"{which} was stored by a newer gateway (record schema version {stored_version}); this gateway"
+            f" reads versions up to {readable_version}: ask a replica of the newer release, or finish the upgrade"
+        )
+        self.stored_version = stored_version
+        self.readable_version = readable_version
+        self.action_id = action_id
+
+
 class GatewayUnavailable(GatewayError):
     """The store cannot persist: nothing was sent to the provider."""
 

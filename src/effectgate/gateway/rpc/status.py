@@ -24,6 +24,7 @@ from effectgate.gateway.model import (
     PermissionDenied,
     PolicyConflict,
     ProviderRateLimited,
+    RecordTooNew,
     Unauthenticated,
 )
 from effectgate.gateway.rpc.wire import action_pb
@@ -40,6 +41,7 @@ CODES: list[tuple[type[GatewayError], int]] = [
     (InFlight, code_pb2.ABORTED),
     (PolicyConflict, code_pb2.FAILED_PRECONDITION),
     (DataRefused, code_pb2.FAILED_PRECONDITION),
+    (RecordTooNew, code_pb2.FAILED_PRECONDITION),
     (GatewayUnavailable, code_pb2.UNAVAILABLE),
     (ProviderRateLimited, code_pb2.UNAVAILABLE),
     (LimitExceeded, code_pb2.RESOURCE_EXHAUSTED),
@@ -91,6 +93,12 @@ def to_status(error: GatewayError | IllegalTransition) -> grpc.Status:
         details.append(_pack(_retry_info(error.retry_after)))
     if isinstance(error, ActionNotFound):
         metadata = {"action_id": error.action_id}
+    if isinstance(error, RecordTooNew):
+        metadata = {
+            "action_id": error.action_id,
+            "stored_version": error.stored_version,
+            "readable_version": str(error.readable_version),
+        }
     if isinstance(error, GatewayUnavailable):
         details.append(_pack(_retry_info(error.retry_after)))
     if isinstance(error, ProviderRateLimited):

@@ -59,6 +59,7 @@ from effectgate.gateway.runtime.parts import (
     tenants_of,
     window_problems,
 )
+from effectgate.gateway.runtime.shutdown import ShutdownDeadline
 from effectgate.gateway.store import Store, StoreClock
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 
@@ -344,14 +345,16 @@ class Gateway:
     async def stop(self) -> None:
         """Graceful: refuse new calls, let in-flight actions finish within the grace period;
         whatever is still running stays DISPATCHED under a lease for the next reconciler."""
+        deadline = ShutdownDeadline(self.config.shutdown_grace)  # one deadline for every phase (shutdown.py)
         await self.health.enter_graceful_shutdown()
-        if self.webhooks is not None:
-            await self.webhooks.stop()
-        grace = self.config.shutdown_grace
+        webhooks = self.webhooks
+        if webhooks is not None:
+            await deadline.run("webhooks", lambda _: webhooks.stop())
         if self.waits is not None:  # waiting calls answer now instead of holding the grace period
             self.waits.release()
-        await self.server.stop(grace)
-        await self.protocol.drain(grace)
-        await self.background.stop()
-        await close_adapters(self.adapters)
-        await self.store.close()
+        await deadline.run("calls", self.server.stop, honours=True)
+        await deadline.run("drives", self.protocol.drain, honours=True)
+        await deadline.run("background", lambda _: self.background.stop(), closing=True)
+        await deadline.run("adapters", lambda _: close_adapters(self.adapters), closing=True)
+        await deadline.run("store", lambda _: self.store.close(), closing=True)
+        deadline.report()

@@ -12,6 +12,7 @@ import base64
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 from effectgate.gateway.model import (
     ActionEvent,
@@ -30,6 +31,7 @@ from effectgate.gateway.model import (
 )
 from effectgate.gateway.store.evidence import ProviderLog
 from effectgate.gateway.store.trail.outbox import NotifyOutbox
+from effectgate.gateway.store.trail.stored import StoredRow
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
 Usage = tuple[str, str, int, int]
@@ -166,6 +168,24 @@ class Store(ProviderLog, NotifyOutbox, ABC):
 
     async def unchained_events(self) -> int:
         """How many event rows were written before the chain began (migration 0009)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    # `audit verify` reads the rows as stored (store/trail/stored.py), decoding nothing by trust.
+
+    async def stored_chain_ends(self) -> builtins.list[tuple[tuple[str, ...], tuple[Any, ...]]]:
+        """Every tenant's head and anchor as stored: (classes, (tenant, n, hash, anchor_n, anchor_hash))."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    async def stored_chain_rows(self, tenant: str, after_n: int, limit: int) -> builtins.list[StoredRow]:
+        """`chain_rows`, as stored."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    async def stored_first_since(self, tenant: str, since: float) -> StoredRow | None:
+        """`chain_first_since`, as stored."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
+
+    async def stored_linked_to(self, prev_hash: str) -> StoredRow | None:
+        """The event row (of any tenant, at any position) whose prev_hash is `prev_hash`."""
         raise NotImplementedError(f"{type(self).__name__} keeps no audit trail")
 
     # -- limits (docs/limits.md): a store that keeps them overrides all five ----------------------

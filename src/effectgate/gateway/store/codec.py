@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.model import ActionRecord, NextStep, State
+from effectgate.gateway.model import ActionRecord, NextStep, RecordTooNew, State
 from effectgate.gateway.store.base import StoreError
 
 SCHEMA_VERSION = 4
@@ -30,8 +30,9 @@ _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _loads = json.loads
 
 
-class SchemaVersionError(StoreError):
-    """A stored record was written by a newer schema than this gateway knows."""
+class SchemaVersionError(StoreError, RecordTooNew):
+    """A stored record was written by a newer schema than this gateway knows: every RPC that
+    reads it answers FAILED_PRECONDITION / RECORD_VERSION_TOO_NEW (rpc/status.py)."""
 
 
 def encode(r: ActionRecord) -> str:
@@ -82,9 +83,8 @@ def decode(body: str | bytes) -> ActionRecord:
     d = _loads(body)
     version = d.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"stored record has schema version {version!r}; this gateway reads <= {SCHEMA_VERSION}"
-        )
+        action_id = d.get("action_id")
+        raise SchemaVersionError(str(version), SCHEMA_VERSION, action_id if isinstance(action_id, str) else "")
     return ActionRecord(
         action_id=d["action_id"],
         tenant=d["tenant"],

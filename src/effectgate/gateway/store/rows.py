@@ -65,6 +65,21 @@ def record(row: Sequence[Any]) -> ActionRecord:
     return decoded.evolve(fence=fence, lease_owner=owner, lease_expires_at=expires)
 
 
+def readable(found: Sequence[Sequence[Any]]) -> list[ActionRecord]:
+    """The records of a background job's batch (the reconciler's claim, the approvals' expiry),
+    leaving out those a newer gateway wrote (a rolling upgrade): this replica cannot drive them,
+    and one of them must not fail the rest of the batch. A replica of the newer release takes them
+    (a reconciler's claim on them lapses with its lease); every RPC on them here answers
+    RECORD_VERSION_TOO_NEW."""
+    records = []
+    for row in found:
+        try:
+            records.append(record(row))
+        except codec.SchemaVersionError:
+            continue
+    return records
+
+
 def page_size(query: ListQuery) -> int:
     """0 or less means the default (as in AIP-158); more than `MAX_PAGE_SIZE` is clamped."""
     if query.page_size <= 0:

@@ -334,7 +334,7 @@ class SqlStore(SqlTrail, SqlProviderLog, SqlNotifyOutbox, Store):
         if limit <= 0:
             return []
         found = await self._read(self.statements.awaiting, (tool, created_before, limit))
-        return [rows.record(r) for r in found]
+        return rows.readable(found)  # the expiry's batch: a newer gateway's record is its own to expire
 
     async def changes(self, query: ListQuery) -> list[ActionRecord]:
         sql, params = StorySql.changes(query, rows.page_size(query))
@@ -345,7 +345,7 @@ class SqlStore(SqlTrail, SqlProviderLog, SqlNotifyOutbox, Store):
             return []
         found = await self._write_rows(self.statements.claim, (now, now, limit, owner, now + ttl))
         # RETURNING has no order: the claim order is the due order, oldest change first.
-        return sorted((rows.record(r) for r in found), key=lambda r: (r.updated_at, r.action_id))
+        return sorted(rows.readable(found), key=lambda r: (r.updated_at, r.action_id))
 
     async def list(self, query: ListQuery) -> Page:
         size = rows.page_size(query)

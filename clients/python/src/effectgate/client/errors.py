@@ -86,6 +86,20 @@ class PolicyConflict(EffectGateError):
     """FAILED_PRECONDITION for another reason (e.g. BYPASS_NOT_GRANTED, NOT_UNKNOWN)."""
 
 
+class RecordTooNew(PolicyConflict):
+    """FAILED_PRECONDITION/RECORD_VERSION_TOO_NEW: a newer gateway release stored this action (a
+    rolling upgrade under way); this replica cannot read it. Nothing was changed. A replica of the
+    newer release answers it; `stored_version` and `readable_version` say which record versions."""
+
+    @property
+    def stored_version(self) -> str:
+        return self.metadata.get("stored_version", "")
+
+    @property
+    def readable_version(self) -> str:
+        return self.metadata.get("readable_version", "")
+
+
 class AlreadyExecuted(EffectGateError):
     """ALREADY_EXISTS/ALREADY_EXECUTED: the tool refuses repeats; `action` is the stored one."""
 
@@ -160,6 +174,7 @@ _BY_REASON: dict[str, type[EffectGateError]] = {
     "RATE_LIMITED": RateLimited,
     "SCOPE_TAKEN": ScopeTaken,
     "CIRCUIT_OPEN": CircuitOpen,
+    "RECORD_VERSION_TOO_NEW": RecordTooNew,
 }
 
 

@@ -14,6 +14,12 @@ from typing import Any
 from effectgate.gateway.model import ChainEnds, EventPage, EventQuery, TrailEvent
 from effectgate.gateway.store.hooks import SqlHooks
 from effectgate.gateway.store.trail.chain import TRAIL_SELECTED, trail_of
+from effectgate.gateway.store.trail.stored import StoredRow, selected, stored_row, stored_values
+
+_ENDS = (
+    "SELECT h.tenant AS tenant, h.n AS n, h.hash AS hash, COALESCE(a.n, 0) AS anchor_n,"
+    " COALESCE(a.hash, '') AS anchor_hash FROM event_heads h LEFT JOIN event_anchors a ON a.tenant = h.tenant"
+)
 
 MAX_PAGE = 1000
 
@@ -81,6 +87,19 @@ class TrailStatements:
         )
         # The rows written before the chain began.
         self.unchained = render("SELECT count(*) FROM action_events WHERE n = 0")
+        # What `audit verify` reads: the same rows as stored (stored.py), never decoded by trust.
+        self.postgres = render("?") != "?"
+        rows = selected(self.postgres)
+        ends = ("tenant", "n", "hash", "anchor_n", "anchor_hash")
+        self.stored_ends = render(f"SELECT {selected(self.postgres, ends)} FROM ({_ENDS}) e ORDER BY 1, 2")
+        self.stored_chain = render(
+            f"SELECT {rows} FROM action_events WHERE tenant = ? AND n > ? ORDER BY n, seq LIMIT ?"
+        )
+        self.stored_first_since = render(
+            f"SELECT {rows} FROM action_events WHERE tenant = ? AND n > 0 AND at >= ? ORDER BY n, seq LIMIT 1"
+        )
+        # prev_hash: the row that links to a hash, wherever it is (a full scan: only after a break).
+        self.linked_to = render(f"SELECT {rows} FROM action_events WHERE prev_hash = ? ORDER BY seq LIMIT 1")
 
 
 class SqlTrail(SqlHooks):
@@ -111,6 +130,22 @@ class SqlTrail(SqlHooks):
     async def chain_first_since(self, tenant: str, since: float) -> TrailEvent | None:
         found = await self._read(self._tq.first_since, (tenant, since))
         return trail_of(found[0]) if found else None
+
+    async def stored_chain_ends(self) -> list[tuple[tuple[str, ...], tuple[Any, ...]]]:
+        found = await self._read(self._tq.stored_ends, ())
+        return [stored_values(r, self._tq.postgres) for r in found]
+
+    async def stored_chain_rows(self, tenant: str, after_n: int, limit: int) -> list[StoredRow]:
+        found = await self._read(self._tq.stored_chain, (tenant, after_n, limit))
+        return [stored_row(r, self._tq.postgres) for r in found]
+
+    async def stored_first_since(self, tenant: str, since: float) -> StoredRow | None:
+        found = await self._read(self._tq.stored_first_since, (tenant, since))
+        return stored_row(found[0], self._tq.postgres) if found else None
+
+    async def stored_linked_to(self, prev_hash: str) -> StoredRow | None:
+        found = await self._read(self._tq.linked_to, (prev_hash,))
+        return stored_row(found[0], self._tq.postgres) if found else None
 
     async def unchained_events(self) -> int:
         found = await self._read(self._tq.unchained, ())

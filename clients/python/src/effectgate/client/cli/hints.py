@@ -8,7 +8,7 @@ import os
 
 import grpc
 
-from effectgate.client.errors import EffectGateError
+from effectgate.client.errors import EffectGateError, RecordTooNew
 from effectgate.client.settings import DEFAULT_TARGET
 
 
@@ -37,5 +37,11 @@ def hint(exc: EffectGateError, args: argparse.Namespace) -> str:
         return (
             f"hint: ${variable} {where}: export {variable}=<your operator token>, or name another "
             "variable with --token-env NAME."
+        )
+    if isinstance(exc, RecordTooNew):
+        return (
+            f"hint: a newer gateway release stored this action (record version {exc.stored_version}; the gateway at "
+            f"{target} reads up to {exc.readable_version}): ask a replica of the newer release, or finish the "
+            "rolling upgrade (docs/deploy.md). Nothing was changed."
         )
     return ""
