@@ -250,9 +250,12 @@ async def test_an_upstream_that_disappears_is_a_clear_error_and_the_gateway_stay
             assert s.target.http is not None
             await s.target.http.stop()
             # The session it had breaks on this call: ambiguous, and the read cannot prove anything.
+            # Which reason the read-back gives is a race of the closed port against its own timeout
+            # (a loaded machine answers "read-back timed out" first); both are the honest UNKNOWN.
             first = await client.call_tool(s.tool, _args("mail", "gone-1"), meta=run_meta("gone-1", "step-1"))
             text = json.dumps(first.structured_content)
-            assert first.is_error and "the upstream is unreachable" in text, text
+            assert first.is_error and '"UNKNOWN"' in text, text
+            assert "the upstream is unreachable" in text or "read-back timed out" in text, text
             # With no session to be had, a new action is not sent at all, and the model is told so.
             second = await client.call_tool(s.tool, _args("mail", "gone-2"), meta=run_meta("gone-2", "step-1"))
             text = json.dumps(second.structured_content)
