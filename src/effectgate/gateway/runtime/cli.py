@@ -218,7 +218,7 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if args.command == "check":
             return asyncio.run(check(args.config, args.probe))
         if args.command == "migrate":
-            from effectgate.gateway.runtime.migrate import run_migrate
+            from effectgate.gateway.runtime.commands.migrate import run_migrate
 
             return asyncio.run(run_migrate(args.config))
         if args.command == "notify":
@@ -228,10 +228,10 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if not args.config:
             parser.error("audit: the following arguments are required: --config")
         if args.audit_command == "verify":
-            from effectgate.gateway.runtime.chain_verify import run_verify
+            from effectgate.gateway.runtime.commands.chain_verify import run_verify
 
             return asyncio.run(run_verify(args.config, args.verify_since, args.verify_output))
-        from effectgate.gateway.runtime.audit import run_audit
+        from effectgate.gateway.runtime.commands.audit import run_audit
 
         return asyncio.run(run_audit(args.config, args.since, args.output))
     except (ConfigError, StartupFailed) as exc:

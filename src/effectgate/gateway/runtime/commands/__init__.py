@@ -1,1 +1,2 @@
-"""Commands that read and mend the store directly, with no gateway running: `effectgate notify`."""
+"""The commands beside `serve`, each reading and mending the store or a provider directly, with no
+gateway running: `effectgate migrate`, `audit`, `audit verify`, `notify`."""
