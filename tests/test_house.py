@@ -68,3 +68,80 @@ def test_no_folder_is_a_hall() -> None:
             if len(modules) > 15:
                 halls[str(folder.relative_to(ROOT))] = len(modules)
     assert not halls, halls
+
+
+def _imports(path: Path, module: str, modules: set[str]) -> set[str]:
+    """The modules of `modules` that `module` imports anywhere: at the top, in a function, under
+    `if TYPE_CHECKING:` (each is a dependency all the same)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            source = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
+            names = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+        found.update(name for name in names if name in modules and name != module)
+    return found
+
+
+def _circles(src: Path) -> list[list[str]]:
+    """Every set of modules under `src` that import each other round a circle (Tarjan's strongly
+    connected components of more than one module)."""
+    paths = {_module(path, src): path for path in src.rglob("*.py")}
+    graph = {module: _imports(path, module, set(paths)) for module, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component: list[str] = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_import_circles() -> None:
+    # Function-level and type-checking imports count: each hides a two-way dependency.
+    assert _circles(ROOT / "src") == []
+
+
+def test_the_circle_finder_finds_one(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("from pkg.b import x\n")
+    (tmp_path / "pkg" / "b.py").write_text("def f():\n    from . import a\n")
+    (tmp_path / "pkg" / "c.py").write_text("from pkg import a\n")
+    assert _circles(tmp_path) == [["pkg.a", "pkg.b"]]
+
+
+def test_no_source_file_is_over_400_lines() -> None:
+    long = {}
+    for path in (ROOT / "src").rglob("*.py"):
+        lines = len(path.read_text().splitlines())
+        if lines > 400:
+            long[str(path.relative_to(ROOT))] = lines
+    assert not long, long

@@ -44,7 +44,7 @@ async def check(config_path: str, probe: bool = False) -> int:
     from effectgate.gateway.config import ConfigError, load_config
     from effectgate.gateway.observability import mask_url
     from effectgate.gateway.runtime import server
-    from effectgate.gateway.runtime.serving import StartupFailed
+    from effectgate.gateway.runtime.startup import StartupFailed
     from effectgate.gateway.store import skew_problem
 
     config = load_config(config_path)
@@ -206,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
 def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`serve`, `check`, `migrate`, `notify` and `audit`: a refused start is one line and exit 2."""
     from effectgate.gateway.config import ConfigError
-    from effectgate.gateway.runtime.serving import ServeOptions, StartupFailed
     from effectgate.gateway.runtime.serving import run as run_serve
+    from effectgate.gateway.runtime.startup import ServeOptions, StartupFailed
 
     try:
         if args.command == "serve":

@@ -15,10 +15,8 @@ several, in one transaction). Lease rules, in one place:
 from __future__ import annotations
 
 import builtins
-import re
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from effectgate.gateway.model import (
@@ -36,9 +34,11 @@ from effectgate.gateway.model import (
 )
 from effectgate.gateway.store import accounting, rows
 from effectgate.gateway.store.accounting import AccountingStatements
-from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
+from effectgate.gateway.store.base import Store, Usage
 from effectgate.gateway.store.evidence import SqlProviderLog
-from effectgate.gateway.store.story import Row, Script, StorySql, event_of
+from effectgate.gateway.store.faults import StoreUnavailable
+from effectgate.gateway.store.hooks import Dialect, Row, Script
+from effectgate.gateway.store.story import StorySql, event_of
 from effectgate.gateway.store.trail import chain
 from effectgate.gateway.store.trail.outbox import SqlNotifyOutbox
 from effectgate.gateway.store.trail.reads import SqlTrail
@@ -57,26 +57,6 @@ DUE_WHERE = (
     f" AND (state IN ({_literals(RECOVERABLE)}) OR next_check_at <= ?)"
 )
 _TERMINAL = _literals(TERMINAL)
-
-
-@dataclass(frozen=True)
-class Dialect:
-    name: str
-    # PostgreSQL numbers its parameters ($1, $2, ...); SQLite takes `?`.
-    numbered: bool
-    # Appended to the row selection of `claim_due`: concurrent claimers skip each other's rows.
-    skip_locked: str
-
-    def render(self, sql: str) -> str:
-        """`sql` written with `?` placeholders, in this dialect."""
-        if not self.numbered:
-            return sql
-        counter = iter(range(1, 1000))
-        return re.sub(r"\?", lambda _: f"${next(counter)}", sql)
-
-
-SQLITE = Dialect("sqlite", numbered=False, skip_locked="")
-POSTGRES = Dialect("postgres", numbered=True, skip_locked=" FOR UPDATE SKIP LOCKED")
 
 
 class Statements:
