@@ -95,8 +95,6 @@ class StripeSettings(AdapterSettings):
 
 class StripeAdapter(Adapter):
     payload_type: ClassVar[type[Message]] = ChargeCard
-    # A webhook's PaymentIntent is read back by its id before it settles anything (capabilities.py).
-    reads_event_objects: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -148,6 +146,8 @@ class StripeAdapter(Adapter):
             key_retention=KEY_RETENTION,
             consistency_window=self._consistency_window,
             has_read_api=True,
+            # A webhook's object is read back by its id before it settles anything (capabilities.py).
+            reads_event_objects=True,
         )
 
     def normalize(self, payload: Message) -> ChargeCard:
