@@ -12,9 +12,9 @@ from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, Exe
 from effectgate.gateway.core.provider.lag import LagBook, LagSampler, quantile
 from effectgate.gateway.core.provider.reports import AdapterTenants, Applied, Busy, ProviderReports, Replayed
 from effectgate.gateway.core.replay_cache import ReplayCache
-from effectgate.gateway.core.text import refuse_unstorable, unstorable
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
+from effectgate.gateway.core.unstorable_text import refuse_unstorable, unstorable
 
 __all__ = [
     "MASK",

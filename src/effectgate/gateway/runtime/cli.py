@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`serve`, `check`, `migrate`, `notify` and `audit`: a refused start is one line and exit 2."""
     from effectgate.gateway.config import ConfigError
-    from effectgate.gateway.runtime.serving import run as run_serve
+    from effectgate.gateway.runtime.serve import run as run_serve
     from effectgate.gateway.runtime.startup import ServeOptions, StartupFailed
 
     try:

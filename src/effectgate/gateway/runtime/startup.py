@@ -1,5 +1,5 @@
 """What a `serve` process is told and what it says: its options, the lines supervisors and tests
-read on stdout (the ports), and the one-line failure of a start-up (serving.py, workers.py)."""
+read on stdout (the ports), and the one-line failure of a start-up (serve.py, workers.py)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.observability import telemetry_sdk
-from effectgate.gateway.runtime.probes import ProbeServer, fetch, merge_metrics
+from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
 from effectgate.gateway.runtime.server import check
 from effectgate.gateway.runtime.startup import PROBES, READY, ServeOptions, announce
 from effectgate.gateway.store import StoreUnavailable

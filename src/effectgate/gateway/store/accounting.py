@@ -33,7 +33,7 @@ from effectgate.gateway.model import (
     Reservation,
     State,
 )
-from effectgate.gateway.store.hooks import Dialect, Script
+from effectgate.gateway.store.sql_primitives import Dialect, Script
 
 # An uncapped bucket's cap in the conditional upsert, a forced one's included: no counter goes
 # past MAX_COUNT (2^62), so no sum of the signed 64-bit columns can overflow.

@@ -34,11 +34,11 @@ from effectgate.gateway.model import (
 )
 from effectgate.gateway.store import accounting, rows
 from effectgate.gateway.store.accounting import AccountingStatements
+from effectgate.gateway.store.action_events import StorySql, event_of
 from effectgate.gateway.store.base import Store, Usage
 from effectgate.gateway.store.evidence import SqlProviderLog
 from effectgate.gateway.store.faults import StoreUnavailable
-from effectgate.gateway.store.hooks import Dialect, Row, Script
-from effectgate.gateway.store.story import StorySql, event_of
+from effectgate.gateway.store.sql_primitives import Dialect, Row, Script
 from effectgate.gateway.store.trail import chain
 from effectgate.gateway.store.trail.outbox import SqlNotifyOutbox
 from effectgate.gateway.store.trail.reads import SqlTrail
@@ -105,7 +105,7 @@ class Statements:
         # CTE) runs `doomed` and two deletes in one transaction instead (sqlite.py).
         purge = StorySql.purge_logged if d.numbered else "DELETE FROM actions WHERE action_id IN ({})".format
         self.purge = purge(self.doomed)
-        # The story (story.py) in its chain (trail/chain.py): events, and on PostgreSQL the change with
+        # The story (action_events.py) in its chain (trail/chain.py): events, and on PostgreSQL the change with
         # its event in one statement. SQLite: the tenants of the doomed, the story before the chain.
         self.chain = chain.ChainStatements(d.numbered, d.render)
         self.prune = chain.PruneStatements(d.render)

@@ -28,8 +28,8 @@ from effectgate.gateway.model import ActionEvent, ActionRecord
 from effectgate.gateway.store import rows, schema
 from effectgate.gateway.store.accounting import AccountingStatements
 from effectgate.gateway.store.faults import SchemaBehind, StoreUnavailable
-from effectgate.gateway.store.hooks import SQLITE, Row, Script
 from effectgate.gateway.store.sql import SqlStore, Statements, update_params
+from effectgate.gateway.store.sql_primitives import SQLITE, Row, Script
 from effectgate.gateway.store.sqlite_io import Readers, Writer, read_error
 from effectgate.gateway.store.trail import chain
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from effectgate.gateway.model import Outgoing
-from effectgate.gateway.store.hooks import Script, SqlHooks
+from effectgate.gateway.store.sql_primitives import Script, SqlHooks
 
 _COLUMNS = "sink, event_id, tenant, kind, created_at, body, attempts, next_at, last_error, failed"
 _LEASE = "deliverer"

@@ -1,5 +1,5 @@
 """`effectgate serve`: one gateway process (or one worker of `--workers N`) from its config to
-its graceful stop: telemetry, the metrics port (runtime/probes.py), the wait for the store
+its graceful stop: telemetry, the metrics port (runtime/metrics_port.py), the wait for the store
 (runtime/waiting.py), the gateway, the ready line, SIGHUP reloads, the stop on SIGTERM.
 """
 
@@ -13,9 +13,9 @@ import sys
 
 from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.observability import IDENTITY, identify, provider_sdk_logs, telemetry_sdk
+from effectgate.gateway.runtime.configured import build_adapters, close_adapters, open_configured_store
 from effectgate.gateway.runtime.listener import credentials
-from effectgate.gateway.runtime.parts import build_adapters, close_adapters, open_configured_store
-from effectgate.gateway.runtime.probes import ProbeServer
+from effectgate.gateway.runtime.metrics_port import ProbeServer
 from effectgate.gateway.runtime.process import run as run_loop
 from effectgate.gateway.runtime.process import settle_heap
 from effectgate.gateway.runtime.server import Gateway
