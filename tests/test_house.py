@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,38 @@ def test_no_source_file_is_over_400_lines() -> None:
         if lines > 400:
             long[str(path.relative_to(ROOT))] = lines
     assert not long, long
+
+
+def _wings_table() -> dict[str, set[str]]:
+    """docs/architecture.md's table of the gateway's wings: the modules each row names (a
+    lowercase name in backticks; a trailing `/` names a folder)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## The gateway's wings", 1)[1].split("\n## ", 1)[0]
+    named: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.split(" | ")]
+        if len(cells) == 3 and cells[0].startswith("| `"):
+            wing = cells[0].strip("| `")
+            named[wing] = set(re.findall(r"`([a-z_]+(?:/[a-z_]+)*/?)`", cells[1]))
+    return named
+
+
+def test_the_architecture_page_names_every_module_of_the_wings() -> None:
+    named = _wings_table()
+    assert set(named) == {wing.rpartition(".")[2] for wing in WINGS}
+    gateway = ROOT / "src" / "effectgate" / "gateway"
+    missing = [
+        f"{wing}: {name}"
+        for wing, names in named.items()
+        for name in names
+        if not ((gateway / wing / name).is_dir() if name.endswith("/") else (gateway / wing / f"{name}.py").is_file())
+    ]
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+    unnamed = [
+        f"{wing}: {module}"
+        for wing, names in named.items()
+        for path in sorted((gateway / wing).rglob("*.py"))
+        if path.name not in ("__init__.py", "__main__.py")
+        and (module := str(path.relative_to(gateway / wing).with_suffix(""))) not in names
+    ]
+    assert not unnamed, f"docs/architecture.md does not name: {unnamed}"
