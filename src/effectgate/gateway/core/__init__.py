@@ -5,6 +5,7 @@ from __future__ import annotations
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
+from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch, install
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
@@ -28,14 +29,17 @@ __all__ = [
     "EffectProtocol",
     "ExecuteCommand",
     "ExecuteResult",
+    "ExecuteWatch",
     "IllegalTransition",
     "LagBook",
     "LagSampler",
     "LimitsDesk",
+    "Observer",
     "Operations",
     "Policy",
     "PolicyError",
     "ProviderReports",
+    "ProviderWatch",
     "ReplayCache",
     "Replayed",
     "SystemClock",
@@ -44,6 +48,7 @@ __all__ = [
     "Waits",
     "Watch",
     "decided",
+    "install",
     "masked_payload",
     "policy_of",
     "quantile",

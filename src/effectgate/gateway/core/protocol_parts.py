@@ -19,6 +19,7 @@ from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.driver import Driver, DriverSettings, policy_of
 from effectgate.gateway.core.limits.gate import LimitGate
+from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.replay_cache import ReplayCache, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import (
@@ -29,7 +30,6 @@ from effectgate.gateway.model import (
     InvalidRequest,
     Notice,
 )
-from effectgate.gateway.observability import metrics
 from effectgate.gateway.store import Store, StoreUnavailable
 
 T = TypeVar("T")
@@ -140,5 +140,5 @@ class ProtocolParts:
         try:
             return await work
         except StoreUnavailable as exc:
-            metrics.store_error("protocol")
+            INSTALLED.observer.store_error("protocol")
             raise GatewayUnavailable(str(exc)) from exc

@@ -59,10 +59,12 @@ from effectgate.gateway.runtime.configured import (
     window_problems,
 )
 from effectgate.gateway.runtime.listener import Certificates, credentials, listen
+from effectgate.gateway.runtime.observing import observe
 from effectgate.gateway.store import Store, StoreClock
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 
 log = logging.getLogger("effectgate.server")
+observe()  # the core reports to spans, metrics and audit lines (runtime/observing.py)
 SERVICE_NAMES = (
     gateway_pb2.DESCRIPTOR.services_by_name["EffectGateway"].full_name,
     gateway_pb2.DESCRIPTOR.services_by_name["Operator"].full_name,

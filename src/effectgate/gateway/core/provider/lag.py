@@ -29,8 +29,8 @@ from typing import Protocol
 
 from effectgate.adapters.base import ActionCall, Adapter, Outcome
 from effectgate.gateway.config import ConsistencySection, ToolConfig
+from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.model import ActionRecord
-from effectgate.gateway.observability import provider_metrics
 from effectgate.gateway.store import Store, StoreUnavailable
 
 log = logging.getLogger("effectgate.lag")
@@ -150,7 +150,7 @@ class LagSampler:
         key = tool.lag_key
         self._book.add(key, lag)
         p50, p99 = self._book.quantile(key, 0.5), self._book.quantile(key, 0.99)
-        provider_metrics.read_lag(key, lag, p50, p99)
+        INSTALLED.observer.read_lag(key, lag, p50, p99)
         with contextlib.suppress(NotImplementedError, StoreUnavailable):
             await self._store.record_read_lag(key, self._clock(), lag)
         configured = tool.config.consistency_window
