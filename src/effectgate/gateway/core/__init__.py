@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
-from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
 from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch, install
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
-from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
+from effectgate.gateway.core.protocol.driver import DriverSettings, policy_of
+from effectgate.gateway.core.protocol.execute import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
+from effectgate.gateway.core.protocol.replay_cache import ReplayCache
 from effectgate.gateway.core.provider.lag import LagBook, LagSampler, quantile
 from effectgate.gateway.core.provider.reports import AdapterTenants, Applied, Busy, ProviderReports, Replayed
-from effectgate.gateway.core.replay_cache import ReplayCache
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
 from effectgate.gateway.core.unstorable_text import refuse_unstorable, unstorable

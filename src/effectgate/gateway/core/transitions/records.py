@@ -3,7 +3,7 @@ the lease bookkeeping of every write (`stamped`, `released`), which is not a sta
 
 from __future__ import annotations
 
-from effectgate.gateway.core.events import Claim
+from effectgate.gateway.core.transitions.events import Claim
 from effectgate.gateway.core.transitions.policy import Policy
 from effectgate.gateway.core.transitions.table import A, D, P, check
 from effectgate.gateway.model import ActionRecord, NextStep

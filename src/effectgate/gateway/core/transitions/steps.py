@@ -6,7 +6,7 @@ kind of event. `apply` refuses what the table (`table`) does not allow, before a
 from __future__ import annotations
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.core.events import (
+from effectgate.gateway.core.transitions.events import (
     Ambiguous,
     Answered,
     Approve,

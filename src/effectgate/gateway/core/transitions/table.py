@@ -7,7 +7,7 @@ event writes, and cannot leave it.
 
 from __future__ import annotations
 
-from effectgate.gateway.core.events import Event
+from effectgate.gateway.core.transitions.events import Event
 from effectgate.gateway.model import State
 
 

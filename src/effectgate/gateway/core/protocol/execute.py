@@ -11,7 +11,7 @@ offers verbs: to the RPC layer (execute, verify, get, list, answer_replays_with)
 (lease, commit, release), to the reconciler (claim_due, drive_leased, wait_for_work) and to the
 server (drain). This module holds the Execute path and the drives this process runs (which the
 reconciler's `drive_leased` and the server's `drain` also use); the parts are in
-`protocol_parts`, the lease verbs in `protocol_leases`, the read verbs in `protocol_reads`.
+`parts`, the lease verbs in `leases`, the read verbs in `reads`.
 """
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ import uuid
 from dataclasses import dataclass
 
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
-from effectgate.gateway.core import failpoints, history
+from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.driver import LeaseLost, SentThenStoreFailed
-from effectgate.gateway.core.moves import MIN_CALL_BUDGET
 from effectgate.gateway.core.observer import INSTALLED
-from effectgate.gateway.core.protocol_reads import ReadVerbs
-from effectgate.gateway.core.replay_cache import RequestKey
+from effectgate.gateway.core.protocol.driver import LeaseLost, SentThenStoreFailed
+from effectgate.gateway.core.protocol.reads import ReadVerbs
+from effectgate.gateway.core.protocol.replay_cache import RequestKey
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
+from effectgate.gateway.core.transitions import history
+from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET
 from effectgate.gateway.model import (
     ActionEvent,
     ActionIdentity,

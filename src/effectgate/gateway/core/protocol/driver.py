@@ -32,12 +32,13 @@ from effectgate.adapters.base import (
     Observation,
     RateLimited,
 )
-from effectgate.gateway.core import failpoints, history
+from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
-from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
 from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.tools import BoundTool
+from effectgate.gateway.core.transitions import history
+from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
 from effectgate.gateway.model import (
     UNSENT,
     ActionEvent,
