@@ -8,9 +8,15 @@ from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWat
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
-from effectgate.gateway.core.protocol.driver import DriverSettings, policy_of
-from effectgate.gateway.core.protocol.execute import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
-from effectgate.gateway.core.protocol.replay_cache import ReplayCache
+from effectgate.gateway.core.protocol import (
+    DriverSettings,
+    EffectProtocol,
+    ExecuteCommand,
+    ExecuteResult,
+    ReplayCache,
+    policy_of,
+    validate_context,
+)
 from effectgate.gateway.core.provider.lag import LagBook, LagSampler, quantile
 from effectgate.gateway.core.provider.reports import AdapterTenants, Applied, Busy, ProviderReports, Replayed
 from effectgate.gateway.core.tools import BoundTool, ToolSet

@@ -76,8 +76,9 @@ class Observer:
     def lease_taken_over(self, before: ActionRecord) -> None:
         """A repeat took over an action whose lease had run out."""
 
-    def settled(self, record: ActionRecord) -> None:
-        """A drive ended with `record`."""
+    def settled(self, record: ActionRecord) -> object:
+        """A drive ended with `record` (what it returns is not read)."""
+        return None
 
     def store_error(self, site: str) -> None:
         """The store failed under `site` (`protocol`, `drive`)."""

@@ -25,9 +25,7 @@ class GatewayObserver(Observer):
     limit_denied = staticmethod(limits_log.denied)
     breaker_changed = staticmethod(limits_log.breaker_changed)
     waits_changed = staticmethod(metrics.waits_changed)
-
-    def settled(self, record: ActionRecord) -> None:
-        audit_log.settled(record)
+    settled = staticmethod(audit_log.settled)
 
     def approval_expired(self, record: ActionRecord) -> None:
         metrics.approval_expired(record.tool)
