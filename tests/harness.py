@@ -18,7 +18,7 @@ from typing import IO, Any
 import grpc
 
 from effectgate.client import EffectGateClient
-from effectgate.gateway.config.schema import Config, parse_config
+from effectgate.gateway.config import Config, parse_config
 from effectgate.gateway.runtime.server import Gateway
 from effectgate.v1 import gateway_pb2_grpc
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from effectgate.gateway.model import ChainBreak
-from effectgate.gateway.runtime.chain_verify import run_verify
+from effectgate.gateway.runtime.commands.chain_verify import run_verify
 from effectgate.gateway.store import verify_chain
 from effectgate.gateway.store.trail.chain import canonical, link
 from effectgate.v1 import gateway_pb2 as pb

@@ -26,7 +26,7 @@ from effectgate.client import (
     step,
     subagent,
 )
-from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.config import parse_config
 from effectgate.gateway.runtime.server import Gateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from effectgate.client import EffectGateClient, State, SyncEffectGateClient, Unavailable, run, step
-from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.config import parse_config
 from effectgate.gateway.runtime.server import Gateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

@@ -9,8 +9,7 @@ import pytest
 
 from effectgate.adapters.base import ConfigError
 from effectgate.client.cli.args import duration as cli_duration
-from effectgate.gateway.config import parse_duration
-from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.config import parse_config, parse_duration
 
 READ = {
     "90": 90.0,

@@ -19,7 +19,7 @@ import pytest
 from effectgate.gateway.model import EventQuery
 from effectgate.gateway.model.domain import ActionEvent, State
 from effectgate.gateway.store import Store, rows, schema, verify_chain
-from effectgate.gateway.store.story import EVENT_COLUMNS, event_values
+from effectgate.gateway.store.action_events import EVENT_COLUMNS, event_values
 from effectgate.gateway.store.trail.chain import canonical, link
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from effectgate.adapters.base import Receipt
-from effectgate.gateway.config.schema import ConfigError, parse_config
+from effectgate.gateway.config import ConfigError, parse_config
 from effectgate.gateway.model.domain import ActionRecord, State
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

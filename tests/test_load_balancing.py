@@ -12,7 +12,7 @@ import pytest
 
 from effectgate.client import EffectGateClient, run, step
 from effectgate.client.settings import CHANNEL_OPTIONS
-from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.config import parse_config
 from effectgate.gateway.runtime.server import Gateway
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

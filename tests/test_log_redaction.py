@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from effectgate.adapters.secrets import read_secret
-from effectgate.gateway.observability.logging_setup import NOISY_LOGGERS, RedactingFilter, mask_url, setup_logging
+from effectgate.gateway.observability.log_lines import mask_url
+from effectgate.gateway.observability.logging_setup import NOISY_LOGGERS, RedactingFilter, setup_logging
 
 SECRET = "provider-secret-7f3a9c2e"
 

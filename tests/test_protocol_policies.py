@@ -9,7 +9,7 @@ import pytest
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, RateLimited
 from effectgate.gateway.config.schema import Approval, Bypass, OnMismatch, OnRepeat
-from effectgate.gateway.core.replay_cache import ReplayCache
+from effectgate.gateway.core.protocol.replay_cache import ReplayCache
 from effectgate.gateway.model.domain import NextStep, State
 from effectgate.gateway.model.errors import (
     ActionNotFound,

@@ -10,7 +10,7 @@ import pytest
 
 from effectgate.adapters.base import Outcome
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.driver import Driver, LeaseLost
+from effectgate.gateway.core.protocol.driver import Driver, LeaseLost
 from effectgate.gateway.core.tools import BoundTool
 from effectgate.gateway.model.domain import NextStep, State
 from effectgate.gateway.model.errors import ActionNotFound, InFlight

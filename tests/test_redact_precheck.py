@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectgate.gateway.observability.logging_setup import _API_KEY, _TOKENISH, mask_url, redact
+from effectgate.gateway.observability.log_lines import _API_KEY, _TOKENISH, mask_url, redact
 
 SECRETS = frozenset({"hunter2hunter2", "s3cr3t-value"})
 PIECES = ["Bearer ", "basic=", "TOKEN: ", "sk_test_", "whsec_live_", "postgres://u:", "@h/db", "abcdefgh12", " ", "x"]

@@ -14,7 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from effectgate.gateway.config.schema import ConfigError, parse_config, parse_duration
+from effectgate.gateway.config import ConfigError, parse_config, parse_duration
 from effectgate.gateway.runtime import healthcheck
 from effectgate.gateway.runtime.server import Gateway
 from effectgate_lab.chaos.config_writer import write_config

@@ -11,7 +11,7 @@ import asyncpg
 
 from effectgate.gateway.model.domain import ActionRecord, ListQuery, State
 from effectgate.gateway.store import codec, rows, schema
-from effectgate.gateway.store.sql import POSTGRES
+from effectgate.gateway.store.sql_primitives import POSTGRES
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend, rich_record
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_548605c.sql"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.gateway.config.schema import ConfigError, parse_config
+from effectgate.gateway.config import ConfigError, parse_config
 from effectgate.gateway.store import open_store
 from effectgate.gateway.store.registry import GROUP, installed
 from effectgate.gateway.store.sqlite import SqliteStore

@@ -15,10 +15,11 @@ import pytest
 
 from effectgate.gateway.model.domain import ListQuery, State
 from effectgate.gateway.store import StoreDataRefused, StoreUnavailable
-from effectgate.gateway.store.sql import SQLITE, Statements
+from effectgate.gateway.store.action_events import StorySql
+from effectgate.gateway.store.sql import Statements
+from effectgate.gateway.store.sql_primitives import SQLITE
 from effectgate.gateway.store.sqlite import SqliteStore
 from effectgate.gateway.store.sqlite_io import Writer
-from effectgate.gateway.store.story import StorySql
 from tests.store_backends import record
 
 NOW = 10_000.0

@@ -22,7 +22,8 @@ from effectgate.adapters.base import (
     Outcome,
     Receipt,
 )
-from effectgate.adapters.stripe.adapter import StripeAdapter, _customer_id, classify
+from effectgate.adapters.stripe.adapter import StripeAdapter, classify
+from effectgate.adapters.stripe.intents import _customer_id
 from effectgate.tools.v1.tools_pb2 import ChargeCard, SendEmail
 from effectgate_lab.simulators.faults import FaultPlan
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import any_pb2, struct_pb2
 from opentelemetry import trace
 
-from effectgate.gateway.config.schema import ConfigError, load_config, parse_config
+from effectgate.gateway.config import ConfigError, load_config, parse_config
 from effectgate.gateway.config.telemetry import TelemetryConfig
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.tools.v1.tools_pb2 import ChargeCard

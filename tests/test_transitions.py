@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.core import moves as m
 from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.transitions import moves as m
 from effectgate.gateway.model.domain import IN_DOUBT, TERMINAL, UNSENT, ActionIdentity, ActionRecord, NextStep, State
 
 NOW = 10_000.0

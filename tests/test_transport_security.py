@@ -14,7 +14,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.config import parse_config
 from effectgate.gateway.runtime import healthcheck
 from effectgate.gateway.runtime.server import Gateway
 from effectgate.v1 import gateway_pb2_grpc

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from effectgate.client import EffectGateClient
-from effectgate.gateway.config.schema import parse_config
+from effectgate.gateway.config import parse_config
 from effectgate.gateway.intake import adapter_tenants
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

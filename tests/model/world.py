@@ -23,7 +23,7 @@ import httpx
 
 from effectgate.adapters.stripe.adapter import StripeAdapter
 from effectgate.client import EffectGateClient
-from effectgate.gateway.runtime.parts import close_adapters
+from effectgate.gateway.runtime.configured import close_adapters
 from effectgate.gateway.store import open_store
 from effectgate.testing import FakeClock, InProcessGateway, gateway
 from effectgate_lab.simulators.stripe_sim import StripeSimulator

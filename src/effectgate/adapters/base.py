@@ -51,6 +51,10 @@ class Capabilities:
     # How long after our call ended (timed out, connection closed) the provider may still apply
     # the request (seconds): the consistency window only starts after it (docs/protocol.md).
     keeps_processing: float = KEEPS_PROCESSING
+    # `verify` reads exactly the object a receipt names (by id, immediately): a webhook's event is
+    # then never believed itself, its object is read and what the read shows applies
+    # (capabilities.py, `ReceivesWebhooks`).
+    reads_event_objects: bool = False
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ them keep working unchanged:
   signature the provider's own way and raises `WebhookRejected` (forged, stale, malformed);
   `observe_event` turns a verified event into an `Observation` of one action, judged against the
   action's payload like a read-back (docs/webhooks.md). An adapter whose `verify` reads exactly
-  the object a receipt names (by id, immediately) sets the class attribute
-  `reads_event_objects = True`: the gateway then never believes the event itself, it reads the
+  the object a receipt names (by id, immediately) says `reads_event_objects=True` in its
+  `Capabilities`: the gateway then never believes the event itself, it reads the
   event's object (`verify` of the action with a receipt naming `ProviderEvent.object_id`) and
   applies what the read shows. Its judge marks `found` (how many of the action's objects the
   read saw) in the evidence, and `read_failed` on a read that could not be made.

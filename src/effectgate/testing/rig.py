@@ -22,6 +22,7 @@ from effectgate.gateway.core import (
     policy_of,
 )
 from effectgate.gateway.model import ActionIdentity, ActionRecord
+from effectgate.gateway.runtime import observe
 from effectgate.testing.adapter import ScriptedAdapter
 from effectgate.testing.clock import FakeClock
 from effectgate.testing.store import MemoryDatabase, MemoryStore
@@ -30,6 +31,8 @@ from effectgate.tools.v1 import tools_pb2
 CHARGE = tools_pb2.ChargeCard(customer="cus_42", amount=1000, currency="usd", payment_method="pm_card_visa")
 TOOL = "charge_card"
 TENANT = "acme"
+
+observe()  # spans, metrics and audit lines, as in the gateway
 
 
 def command(

@@ -93,8 +93,6 @@ class SquareSettings(AdapterSettings):
 
 class SquareAdapter(Adapter):
     payload_type: ClassVar[type[Message]] = ChargeCard
-    # A webhook's payment is read back by its id before it settles anything (capabilities.py).
-    reads_event_objects: ClassVar[bool] = True
 
     def __init__(
         self, name: str, *, access_token: str, settings: SquareSettings, webhook_keys: list[str] | None = None
@@ -129,6 +127,8 @@ class SquareAdapter(Adapter):
             key_retention=KEY_RETENTION,
             consistency_window=self._s.consistency_window,
             has_read_api=True,
+            # A webhook's object is read back by its id before it settles anything (capabilities.py).
+            reads_event_objects=True,
         )
 
     def normalize(self, payload: Message) -> ChargeCard:

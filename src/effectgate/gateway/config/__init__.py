@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.config.limits import MAX_CAP, BreakerConfig, OnUnique, ToolLimits, Unique
+from effectgate.gateway.config.loading import load_config, parse_config
 from effectgate.gateway.config.notify import NotifySink
 from effectgate.gateway.config.provider import AuditSection, ConsistencySection, WebhooksSection
 from effectgate.gateway.config.schema import (
@@ -16,8 +17,6 @@ from effectgate.gateway.config.schema import (
     OnRepeat,
     Principal,
     ToolConfig,
-    load_config,
-    parse_config,
     parse_duration,
 )
 from effectgate.gateway.config.tables import TlsConfig

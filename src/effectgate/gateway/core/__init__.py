@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
-from effectgate.gateway.core.driver import DriverSettings, policy_of
 from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
+from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch, install
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
-from effectgate.gateway.core.protocol import EffectProtocol, ExecuteCommand, ExecuteResult, validate_context
+from effectgate.gateway.core.protocol import (
+    DriverSettings,
+    EffectProtocol,
+    ExecuteCommand,
+    ExecuteResult,
+    ReplayCache,
+    policy_of,
+    validate_context,
+)
 from effectgate.gateway.core.provider.lag import LagBook, LagSampler, quantile
 from effectgate.gateway.core.provider.reports import AdapterTenants, Applied, Busy, ProviderReports, Replayed
-from effectgate.gateway.core.replay_cache import ReplayCache
-from effectgate.gateway.core.text import refuse_unstorable, unstorable
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
+from effectgate.gateway.core.unstorable_text import refuse_unstorable, unstorable
 
 __all__ = [
     "MASK",
@@ -28,14 +35,17 @@ __all__ = [
     "EffectProtocol",
     "ExecuteCommand",
     "ExecuteResult",
+    "ExecuteWatch",
     "IllegalTransition",
     "LagBook",
     "LagSampler",
     "LimitsDesk",
+    "Observer",
     "Operations",
     "Policy",
     "PolicyError",
     "ProviderReports",
+    "ProviderWatch",
     "ReplayCache",
     "Replayed",
     "SystemClock",
@@ -44,6 +54,7 @@ __all__ = [
     "Waits",
     "Watch",
     "decided",
+    "install",
     "masked_payload",
     "policy_of",
     "quantile",

@@ -52,7 +52,7 @@ class BoundTool:
     @functools.cached_property
     def policy(self) -> ToolPolicy:
         """The tool's limits, compiled on first use (the server compiles every tool's at start-up,
-        so a bad rule stops it there: `runtime/parts.bind_tools`)."""
+        so a bad rule stops it there: `runtime/configured.bind_tools`)."""
         return ToolPolicy(self.name, self.config.limits, self.adapter.payload_type)
 
     @property

@@ -25,7 +25,7 @@ class State(enum.Enum):
         return self in TERMINAL
 
 
-# The state rules, named once (the transition table in core/transitions.py is what moves between them).
+# The state rules, named once (the transition table in core/transitions/table.py is what moves between them).
 # Never changes again, except through an operator-granted bypass (which starts a new generation).
 TERMINAL: frozenset[State] = frozenset({State.CONFIRMED, State.REJECTED})
 # The drive stopped with an outcome to report (audit line, span outcome): terminal, or UNKNOWN/NOT_FOUND.

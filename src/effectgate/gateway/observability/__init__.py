@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from effectgate.gateway.observability import notify_metrics, provider_metrics
 from effectgate.gateway.observability.audit_log import auth_failed, caller, set_caller
+from effectgate.gateway.observability.log_lines import IDENTITY, identify, json_line, mask_url, redact
 from effectgate.gateway.observability.logging_setup import (
-    IDENTITY,
     LEVELS,
-    identify,
-    json_line,
-    mask_url,
     provider_sdk_logs,
-    redact,
     setup_logging,
 )
 from effectgate.gateway.observability.metrics import (

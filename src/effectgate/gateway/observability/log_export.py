@@ -22,7 +22,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from effectgate.gateway.config import TelemetryConfig
-from effectgate.gateway.observability.logging_setup import SEVERITY_NUMBERS, RedactingFilter, extra_fields
+from effectgate.gateway.observability.log_lines import SEVERITY_NUMBERS
+from effectgate.gateway.observability.logging_setup import RedactingFilter, extra_fields
 
 # OpenTelemetry log data model's short names, as the SDK's own handler writes them.
 SEVERITY_TEXT = {"WARNING": "WARN", "CRITICAL": "FATAL"}

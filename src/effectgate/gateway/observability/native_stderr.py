@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from effectgate.gateway.observability.logging_setup import json_line, redact
+from effectgate.gateway.observability.log_lines import json_line, redact
 
 # absl: severity letter, MMDD, time, thread, file:line] message
 _ABSL = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ ([^\]]+)\] ?(.*)$")

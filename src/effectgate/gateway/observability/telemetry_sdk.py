@@ -65,7 +65,7 @@ class Telemetry:
     meter_provider: Any = None
     # The gateway's log records over OTLP (log_export.py), when asked for.
     logs: Any = None
-    # The Prometheus reader (its registry is served on the metrics port by runtime/probes.py).
+    # The Prometheus reader (its registry is served on the metrics port by runtime/metrics_port.py).
     prometheus: Any = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 if TYPE_CHECKING:
+    from effectgate.gateway.runtime.observing import observe
     from effectgate.gateway.runtime.server import Gateway
 
-__all__ = ["Gateway"]
+__all__ = ["Gateway", "observe"]
 
 
 def __getattr__(name: str) -> object:
@@ -23,4 +24,8 @@ def __getattr__(name: str) -> object:
         from effectgate.gateway.runtime.server import Gateway
 
         return Gateway
+    if name == "observe":
+        from effectgate.gateway.runtime.observing import observe
+
+        return observe
     raise AttributeError(name)

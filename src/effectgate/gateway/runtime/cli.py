@@ -56,7 +56,7 @@ async def check(config_path: str, probe: bool = False) -> int:
     from effectgate.gateway.config import ConfigError, load_config
     from effectgate.gateway.observability import mask_url
     from effectgate.gateway.runtime import server
-    from effectgate.gateway.runtime.serving import StartupFailed
+    from effectgate.gateway.runtime.startup import StartupFailed
     from effectgate.gateway.store import skew_problem
 
     config = load_config(config_path)
@@ -223,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
 def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`serve`, `check`, `migrate`, `notify` and `audit`: a refused start is one line and exit 2."""
     from effectgate.gateway.config import ConfigError
-    from effectgate.gateway.runtime.serving import ServeOptions, StartupFailed
-    from effectgate.gateway.runtime.serving import run as run_serve
+    from effectgate.gateway.runtime.serve import run as run_serve
+    from effectgate.gateway.runtime.startup import ServeOptions, StartupFailed
 
     try:
         if args.command == "serve":
@@ -235,7 +235,7 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if args.command == "check":
             return asyncio.run(check(args.config, args.probe))
         if args.command == "migrate":
-            from effectgate.gateway.runtime.migrate import run_migrate
+            from effectgate.gateway.runtime.commands.migrate import run_migrate
 
             return asyncio.run(run_migrate(args.config))
         if args.command == "notify":
@@ -245,10 +245,10 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if not args.config:
             parser.error(f"audit: the following arguments are required: --config (or ${CONFIG_ENV})")
         if args.audit_command == "verify":
-            from effectgate.gateway.runtime.chain_verify import run_verify
+            from effectgate.gateway.runtime.commands.chain_verify import run_verify
 
             return asyncio.run(run_verify(args.config, args.verify_since, args.verify_output))
-        from effectgate.gateway.runtime.audit import run_audit
+        from effectgate.gateway.runtime.commands.audit import run_audit
 
         return asyncio.run(run_audit(args.config, args.since, args.output))
     except (ConfigError, StartupFailed) as exc:

@@ -50,8 +50,7 @@ from effectgate.gateway.core import (
 from effectgate.gateway.intake import WebhookIntake, adapter_tenants
 from effectgate.gateway.observability import provider_metrics
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
-from effectgate.gateway.runtime.listener import Certificates, credentials, listen
-from effectgate.gateway.runtime.parts import (
+from effectgate.gateway.runtime.configured import (
     bind_tools,
     build_adapters,
     close_adapters,
@@ -59,11 +58,14 @@ from effectgate.gateway.runtime.parts import (
     tenants_of,
     window_problems,
 )
+from effectgate.gateway.runtime.listener import Certificates, credentials, listen
+from effectgate.gateway.runtime.observing import observe
 from effectgate.gateway.runtime.shutdown import ShutdownDeadline
 from effectgate.gateway.store import Store, StoreClock
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 
 log = logging.getLogger("effectgate.server")
+observe()  # the core reports to spans, metrics and audit lines (runtime/observing.py)
 SERVICE_NAMES = (
     gateway_pb2.DESCRIPTOR.services_by_name["EffectGateway"].full_name,
     gateway_pb2.DESCRIPTOR.services_by_name["Operator"].full_name,
@@ -75,7 +77,7 @@ async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[s
     harmless read per adapter (its lines are returned), open the store, measure its clock's offset
     to this host's (the probed clock is returned), compare each tool's window with the read lags
     observed (the problems are returned), close the store."""
-    from effectgate.gateway.runtime.probing import probe_adapters
+    from effectgate.gateway.runtime.adapter_probes import probe_adapters
 
     adapters = build_adapters(config)
     try:

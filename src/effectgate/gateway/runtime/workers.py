@@ -25,17 +25,14 @@ import os
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.observability import telemetry_sdk
-from effectgate.gateway.runtime.probes import ProbeServer, fetch, merge_metrics
+from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
 from effectgate.gateway.runtime.server import check
-from effectgate.gateway.runtime.serving import PROBES, READY, announce
+from effectgate.gateway.runtime.startup import PROBES, READY, ServeOptions, announce
 from effectgate.gateway.store import StoreUnavailable
-
-if TYPE_CHECKING:
-    from effectgate.gateway.runtime.serving import ServeOptions
 
 log = logging.getLogger("effectgate.workers")
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from effectgate.gateway.store.accounting import beyond, denial
-from effectgate.gateway.store.base import (
+from effectgate.gateway.store.base import Store, Usage
+from effectgate.gateway.store.clock import StoreClock, skew_problem
+from effectgate.gateway.store.faults import (
     SchemaBehind,
-    Store,
     StoreDataRefused,
     StoreError,
     StoreRefused,
     StoreTextRefused,
     StoreUnavailable,
-    Usage,
 )
-from effectgate.gateway.store.clock import StoreClock, skew_problem
 from effectgate.gateway.store.registry import open_store, redact_url
 from effectgate.gateway.store.rows import decode_cursor, encode_cursor
 from effectgate.gateway.store.trail.check import Verdict

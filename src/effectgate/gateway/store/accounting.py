@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from effectgate.gateway.model import (
     MAX_COUNT,
@@ -34,10 +33,7 @@ from effectgate.gateway.model import (
     Reservation,
     State,
 )
-from effectgate.gateway.store.story import Script
-
-if TYPE_CHECKING:
-    from effectgate.gateway.store.sql import Dialect
+from effectgate.gateway.store.sql_primitives import Dialect, Script
 
 # An uncapped bucket's cap in the conditional upsert, a forced one's included: no counter goes
 # past MAX_COUNT (2^62), so no sum of the signed 64-bit columns can overflow.

@@ -8,7 +8,6 @@ and pass the store conformance suite (tests/store_conformance.py).
 
 from __future__ import annotations
 
-import base64
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -18,10 +17,8 @@ from effectgate.gateway.model import (
     ActionEvent,
     ActionRecord,
     ChainEnds,
-    DataRefused,
     EventPage,
     EventQuery,
-    InvalidRequest,
     LimitGrant,
     ListQuery,
     Page,
@@ -35,33 +32,6 @@ from effectgate.gateway.store.trail.stored import StoredRow
 
 # One counter row of a tool's limits: (currency, bucket, effects, spent).
 Usage = tuple[str, str, int, int]
-
-
-class StoreError(Exception):
-    """Base of store errors."""
-
-
-class StoreUnavailable(StoreError):
-    """The store cannot be read or written durably now. Nothing may be sent to a provider."""
-
-
-class StoreDataRefused(StoreError, DataRefused):
-    """The store refused the data for good (a number past its range, a constraint violation that
-    is not the protocol's own): not an outage, answered FAILED_PRECONDITION and never retried."""
-
-
-class StoreTextRefused(StoreError, InvalidRequest):
-    """The store cannot hold a character of some text (PostgreSQL text and NUL): INVALID_ARGUMENT.
-    The RPC edge refuses such text first, naming the field; this is the store's own word."""
-
-
-class StoreRefused(StoreError):
-    """The store answers but refuses us for a reason waiting cannot fix: a wrong password, a
-    missing database, a role that may not change a schema that is behind. `serve` ends at once."""
-
-
-class SchemaBehind(StoreRefused):
-    """Migrations are missing and this process may not apply them (`[store] migrate = "never"`)."""
 
 
 class Store(ProviderLog, NotifyOutbox, ABC):
@@ -249,16 +219,3 @@ class Store(ProviderLog, NotifyOutbox, ABC):
     def describe(self) -> str:
         """What this store is, safe to log: never a password."""
         return self.redacted_url() or type(self).__name__
-
-
-def encode_cursor(created_at: float, action_id: str) -> str:
-    """A position in list order (not an offset): rows inserted behind it do not shift pages."""
-    return base64.urlsafe_b64encode(f"{created_at!r}|{action_id}".encode()).decode()
-
-
-def decode_cursor(token: str) -> tuple[float, str]:
-    """Raises ValueError on a token this store did not make."""
-    created, sep, action_id = base64.urlsafe_b64decode(token.encode()).decode().partition("|")
-    if not sep:
-        raise ValueError("not a page token")
-    return float(created), action_id

@@ -21,7 +21,7 @@ from typing import Any
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
 from effectgate.gateway.model import ActionRecord, NextStep, RecordTooNew, State
-from effectgate.gateway.store.base import StoreError
+from effectgate.gateway.store.faults import StoreError
 
 SCHEMA_VERSION = 4
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from effectgate.gateway.store.hooks import SqlHooks
+from effectgate.gateway.store.sql_primitives import SqlHooks
 
 # Observations kept per lag key: enough for a stable p99, bounded so the table stays small.
 MAX_LAGS_PER_KEY = 2000

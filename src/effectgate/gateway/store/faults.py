@@ -1,4 +1,4 @@
-"""Store errors named by what they are, once, where the driver raised them.
+"""The store's errors, and each driver error named by what it is, once, where the driver raised it.
 
 An outage (the connection, a timeout, a serialisation failure or deadlock, a server shutting
 down or out of resources) is `StoreUnavailable`: retryable, nothing was written. Data the store
@@ -16,9 +16,37 @@ import sqlite3
 
 from asyncpg.exceptions import _base as asyncpg_base
 
-from effectgate.gateway.store.base import StoreDataRefused, StoreError, StoreTextRefused, StoreUnavailable
+from effectgate.gateway.model import DataRefused, InvalidRequest
 
 log = logging.getLogger("effectgate.store")
+
+
+class StoreError(Exception):
+    """Base of store errors."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be read or written durably now. Nothing may be sent to a provider."""
+
+
+class StoreDataRefused(StoreError, DataRefused):
+    """The store refused the data for good (a number past its range, a constraint violation that
+    is not the protocol's own): not an outage, answered FAILED_PRECONDITION and never retried."""
+
+
+class StoreTextRefused(StoreError, InvalidRequest):
+    """The store cannot hold a character of some text (PostgreSQL text and NUL): INVALID_ARGUMENT.
+    The RPC edge refuses such text first, naming the field; this is the store's own word."""
+
+
+class StoreRefused(StoreError):
+    """The store answers but refuses us for a reason waiting cannot fix: a wrong password, a
+    missing database, a role that may not change a schema that is behind. `serve` ends at once."""
+
+
+class SchemaBehind(StoreRefused):
+    """Migrations are missing and this process may not apply them (`[store] migrate = "never"`)."""
+
 
 # SQLSTATEs of text PostgreSQL cannot hold: 22021 character_not_in_repertoire (NUL),
 # 22P05 untranslatable_character, 22P02 invalid_text_representation.

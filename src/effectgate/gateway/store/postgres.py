@@ -20,11 +20,10 @@ import asyncpg
 
 from effectgate.gateway.store import schema
 from effectgate.gateway.store.accounting import AccountingStatements
-from effectgate.gateway.store.base import SchemaBehind, StoreRefused, StoreUnavailable
-from effectgate.gateway.store.faults import postgres_error
+from effectgate.gateway.store.faults import SchemaBehind, StoreRefused, StoreUnavailable, postgres_error
 from effectgate.gateway.store.registry import redact_url
-from effectgate.gateway.store.sql import POSTGRES, SqlStore, Statements
-from effectgate.gateway.store.story import Row, Script
+from effectgate.gateway.store.sql import SqlStore, Statements
+from effectgate.gateway.store.sql_primitives import POSTGRES, Row, Script
 
 # Transaction-scoped advisory lock key that serialises migrations across replicas ("effect").
 _MIGRATION_LOCK = 0x656666656374

@@ -12,9 +12,10 @@ where `MyStore` is a `Store` whose `from_url` builds it from `mydb://…`. The b
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from effectgate.adapters import plugins
 from effectgate.gateway.config import STORE_GROUP
 from effectgate.gateway.store.base import Store
 
@@ -26,38 +27,28 @@ EXTRAS = {"asyncpg": "postgres"}
 
 def installed() -> dict[str, EntryPoint]:
     """The store URL schemes installed now, by scheme (read afresh at each call)."""
-    found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=GROUP):
-        found.setdefault(ep.name, ep)  # the first on sys.path wins, like imports do
-    return found
+    return plugins.installed(GROUP)
+
+
+STORES = plugins.Plugins[Store](
+    GROUP,
+    Store,
+    label=lambda scheme: f"the {scheme!r} store",
+    unknown=lambda scheme, names: (
+        f"unsupported store URL scheme {scheme!r} (installed: {', '.join(names) or 'none'}): use sqlite:/// or "
+        f"postgresql://, or install the package that declares {scheme!r} in the {GROUP!r} entry-point group"
+    ),
+    extras=EXTRAS,
+)
 
 
 def store_class(scheme: str) -> type[Store]:
     """The store class serving `scheme` (only its entry point is loaded); a ValueError names the
     installed schemes, or the extra that brings a missing driver."""
-    available = installed()
-    ep = available.get(scheme)
-    if ep is None:
-        names = ", ".join(sorted(available)) or "none"
-        raise ValueError(
-            f"unsupported store URL scheme {scheme!r} (installed: {names}): use sqlite:/// or postgresql://, "
-            f"or install the package that declares {scheme!r} in the {GROUP!r} entry-point group"
-        )
     try:
-        cls = ep.load()
-    except ModuleNotFoundError as exc:
-        root = (exc.name or "").partition(".")[0]
-        extra = EXTRAS.get(root)
-        if extra is not None:
-            raise ValueError(
-                f"the {scheme!r} store needs the {root!r} package: pip install 'effectgate[{extra}]'"
-            ) from None
-        raise ValueError(f"the {scheme!r} store ({ep.value}) needs the missing module {exc.name!r}") from None
-    except Exception as exc:  # an import error in a plugin must name the plugin
-        raise ValueError(f"the {scheme!r} store ({ep.value}) failed to load: {exc!r}") from exc
-    if not (isinstance(cls, type) and issubclass(cls, Store)):
-        raise ValueError(f"the {scheme!r} store ({ep.value}) is not an effectgate Store subclass")
-    return cls
+        return STORES.load(scheme)
+    except plugins.PluginNotLoaded as exc:
+        raise ValueError(str(exc)) from exc.__cause__
 
 
 def open_store(url: str) -> Store:

@@ -8,12 +8,12 @@ over the body's copies when a row is read, on every backend alike.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from typing import Any
 
 from effectgate.gateway.model import ActionRecord, ListQuery, Page
 from effectgate.gateway.store import codec
-from effectgate.gateway.store.base import decode_cursor, encode_cursor
 
 # Insert order of `values()`; `SELECTED` is what every read returns, in `record()`'s order.
 COLUMNS = (
@@ -93,3 +93,16 @@ def page(records: list[ActionRecord], size: int) -> Page:
         return Page(records=records, next_token="")
     last = records[size - 1]
     return Page(records=records[:size], next_token=encode_cursor(last.created_at, last.action_id))
+
+
+def encode_cursor(created_at: float, action_id: str) -> str:
+    """A position in list order (not an offset): rows inserted behind it do not shift pages."""
+    return base64.urlsafe_b64encode(f"{created_at!r}|{action_id}".encode()).decode()
+
+
+def decode_cursor(token: str) -> tuple[float, str]:
+    """Raises ValueError on a token this store did not make."""
+    created, sep, action_id = base64.urlsafe_b64decode(token.encode()).decode().partition("|")
+    if not sep:
+        raise ValueError("not a page token")
+    return float(created), action_id

@@ -15,10 +15,8 @@ several, in one transaction). Lease rules, in one place:
 from __future__ import annotations
 
 import builtins
-import re
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from effectgate.gateway.model import (
@@ -36,9 +34,11 @@ from effectgate.gateway.model import (
 )
 from effectgate.gateway.store import accounting, rows
 from effectgate.gateway.store.accounting import AccountingStatements
-from effectgate.gateway.store.base import Store, StoreUnavailable, Usage
+from effectgate.gateway.store.action_events import StorySql, event_of
+from effectgate.gateway.store.base import Store, Usage
 from effectgate.gateway.store.evidence import SqlProviderLog
-from effectgate.gateway.store.story import Row, Script, StorySql, event_of
+from effectgate.gateway.store.faults import StoreUnavailable
+from effectgate.gateway.store.sql_primitives import Dialect, Row, Script
 from effectgate.gateway.store.trail import chain
 from effectgate.gateway.store.trail.outbox import SqlNotifyOutbox
 from effectgate.gateway.store.trail.reads import SqlTrail
@@ -57,26 +57,6 @@ DUE_WHERE = (
     f" AND (state IN ({_literals(RECOVERABLE)}) OR next_check_at <= ?)"
 )
 _TERMINAL = _literals(TERMINAL)
-
-
-@dataclass(frozen=True)
-class Dialect:
-    name: str
-    # PostgreSQL numbers its parameters ($1, $2, ...); SQLite takes `?`.
-    numbered: bool
-    # Appended to the row selection of `claim_due`: concurrent claimers skip each other's rows.
-    skip_locked: str
-
-    def render(self, sql: str) -> str:
-        """`sql` written with `?` placeholders, in this dialect."""
-        if not self.numbered:
-            return sql
-        counter = iter(range(1, 1000))
-        return re.sub(r"\?", lambda _: f"${next(counter)}", sql)
-
-
-SQLITE = Dialect("sqlite", numbered=False, skip_locked="")
-POSTGRES = Dialect("postgres", numbered=True, skip_locked=" FOR UPDATE SKIP LOCKED")
 
 
 class Statements:
@@ -125,7 +105,7 @@ class Statements:
         # CTE) runs `doomed` and two deletes in one transaction instead (sqlite.py).
         purge = StorySql.purge_logged if d.numbered else "DELETE FROM actions WHERE action_id IN ({})".format
         self.purge = purge(self.doomed)
-        # The story (story.py) in its chain (trail/chain.py): events, and on PostgreSQL the change with
+        # The story (action_events.py) in its chain (trail/chain.py): events, and on PostgreSQL the change with
         # its event in one statement. SQLite: the tenants of the doomed, the story before the chain.
         self.chain = chain.ChainStatements(d.numbered, d.render)
         self.prune = chain.PruneStatements(d.render)

@@ -27,10 +27,10 @@ from urllib.parse import parse_qs, urlparse
 from effectgate.gateway.model import ActionEvent, ActionRecord
 from effectgate.gateway.store import rows, schema
 from effectgate.gateway.store.accounting import AccountingStatements
-from effectgate.gateway.store.base import SchemaBehind, StoreUnavailable
-from effectgate.gateway.store.sql import SQLITE, SqlStore, Statements, update_params
+from effectgate.gateway.store.faults import SchemaBehind, StoreUnavailable
+from effectgate.gateway.store.sql import SqlStore, Statements, update_params
+from effectgate.gateway.store.sql_primitives import SQLITE, Row, Script
 from effectgate.gateway.store.sqlite_io import Readers, Writer, read_error
-from effectgate.gateway.store.story import Row, Script
 from effectgate.gateway.store.trail import chain
 
 SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")

@@ -30,8 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from effectgate.gateway.store.base import StoreError, StoreUnavailable
-from effectgate.gateway.store.faults import sqlite_error
+from effectgate.gateway.store.faults import StoreError, StoreUnavailable, sqlite_error
 
 T = TypeVar("T")
 Connect = Callable[[], sqlite3.Connection]

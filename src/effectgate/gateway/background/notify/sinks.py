@@ -1,4 +1,5 @@
-"""The sink interface: one module per kind (webhook, slack, email), built from `[[notify]]`.
+"""The sink interface: one module per kind (webhook, slack, email), built from `[[notify]]` by
+kinds.py.
 
 A sink sends one notification and returns, or raises `DeliveryFailed` with a short reason (the
 deliverer retries it with back-off). It must keep to its `timeout`, so that a sink that is down
@@ -9,10 +10,9 @@ path of an RPC.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config import NotifySink
 
 
@@ -34,22 +34,6 @@ class Sink(ABC):
 
     async def close(self) -> None:
         return None
-
-
-def build_sinks(configs: Sequence[NotifySink], source: str = "effectgate.toml") -> dict[str, Sink]:
-    """The sinks of the config, their secrets read now; a ConfigError names the sink and key."""
-    from effectgate.gateway.background.notify.email import EmailSink
-    from effectgate.gateway.background.notify.slack import SlackSink
-    from effectgate.gateway.background.notify.webhook import WebhookSink
-
-    kinds: dict[str, type[Sink]] = {"webhook": WebhookSink, "slack": SlackSink, "email": EmailSink}
-    sinks: dict[str, Sink] = {}
-    for index, config in enumerate(configs, 1):
-        try:
-            sinks[config.name] = kinds[config.kind](config)
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: [[notify]] #{index} ({config.name}) {exc}") from None
-    return sinks
 
 
 def secret(config: NotifySink, key: str, *, required: bool = True) -> str:

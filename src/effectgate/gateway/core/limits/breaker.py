@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 
 from effectgate.gateway.config import BreakerConfig
+from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.model import CircuitOpen
-from effectgate.gateway.observability import limits_log
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
@@ -80,7 +80,7 @@ class Breaker:
 
     def _change(self, state: str, why: str) -> None:
         self.state = state
-        limits_log.breaker_changed(self.tool, state, why)
+        INSTALLED.observer.breaker_changed(self.tool, state, why)
 
 
 class Breakers:

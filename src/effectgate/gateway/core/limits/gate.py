@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 
 from effectgate.gateway.config import OnUnique, Unique
 from effectgate.gateway.core.limits.breaker import Breakers
+from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.model import (
     UNCOUNTED,
     ActionEvent,
@@ -29,7 +30,6 @@ from effectgate.gateway.model import (
     ScopeTaken,
     notify,
 )
-from effectgate.gateway.observability import limits_log
 from effectgate.gateway.store import Store
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class LimitGate:
         try:
             return await self._store.claim(record, reservation, entry, ruling)
         except LimitExceeded as exc:
-            limits_log.denied(record.tool, exc.reason)
+            INSTALLED.observer.limit_denied(record.tool, exc.reason)
             exc.figures["action_id"] = record.action_id  # what an operator's grant names
             self._denied(record, exc)
             raise
@@ -134,7 +134,7 @@ class LimitGate:
             try:
                 return await self._store.update_accounted(record, hold=hold, event=entry)
             except LimitExceeded as exc:
-                limits_log.denied(record.tool, exc.reason)
+                INSTALLED.observer.limit_denied(record.tool, exc.reason)
                 exc.figures["action_id"] = record.action_id
                 self._denied(record, exc)
                 raise

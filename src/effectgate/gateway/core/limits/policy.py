@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 
 from effectgate.gateway.config import ToolLimits, Unique
 from effectgate.gateway.core.limits.rules import USAGE_VARIABLES, Rule, RuleError
-from effectgate.gateway.core.text import unstorable
+from effectgate.gateway.core.unstorable_text import unstorable
 from effectgate.gateway.model import (
     MAX_COUNT,
     ActionIdentity,

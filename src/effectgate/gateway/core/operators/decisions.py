@@ -18,9 +18,9 @@ import logging
 from collections.abc import Callable, Mapping
 
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.protocol import EffectProtocol
+from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.protocol.execute import EffectProtocol
 from effectgate.gateway.model import ActionRecord, InFlight, InvalidRequest, PolicyConflict, State
-from effectgate.gateway.observability import audit_log, metrics
 
 log = logging.getLogger("effectgate.decisions")
 RACE_POLLS = 200
@@ -126,8 +126,7 @@ class Decisions:
             await self.protocol.release(leased)
             return 0
         expired = await self.protocol.commit(leased, t.Expire(ttl=ttl))
-        metrics.approval_expired(expired.tool)
-        audit_log.operator_act("expire", "effectgate", expired.reason, expired)
+        INSTALLED.observer.approval_expired(expired)
         return 1
 
     async def _decide(

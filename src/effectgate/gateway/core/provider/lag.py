@@ -25,16 +25,13 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from effectgate.adapters.base import Outcome
-from effectgate.gateway.config import ConsistencySection
+from effectgate.adapters.base import ActionCall, Adapter, Outcome
+from effectgate.gateway.config import ConsistencySection, ToolConfig
+from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.model import ActionRecord
-from effectgate.gateway.observability import provider_metrics
 from effectgate.gateway.store import Store, StoreUnavailable
-
-if TYPE_CHECKING:
-    from effectgate.gateway.core.tools import BoundTool
 
 log = logging.getLogger("effectgate.lag")
 KEEP = 2000
@@ -90,6 +87,20 @@ def too_short(window: float, p99: float) -> bool:
     return window < p99
 
 
+class SampledTool(Protocol):
+    """What the sampler reads of a tool (`core.tools.BoundTool`, which holds a `LagBook`)."""
+
+    @property
+    def config(self) -> ToolConfig: ...
+    @property
+    def adapter(self) -> Adapter: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def lag_key(self) -> str: ...
+    def action_call(self, record: ActionRecord, *, receipt: bool = True) -> ActionCall: ...
+
+
 class LagSampler:
     """Starts a probe after one confirmed write in `sample_every` (`on_answered`)."""
 
@@ -101,7 +112,7 @@ class LagSampler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._warned: set[str] = set()
 
-    def on_answered(self, record: ActionRecord, tool: BoundTool, sent_at: float) -> None:
+    def on_answered(self, record: ActionRecord, tool: SampledTool, sent_at: float) -> None:
         """`sent_at`: when the call that was answered left (this sampler's clock)."""
         every = self._book.settings.sample_every
         if every <= 0 or not tool.adapter.capabilities.has_read_api or len(self._tasks) >= MAX_PROBES:
@@ -113,7 +124,7 @@ class LagSampler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _probe(self, record: ActionRecord, tool: BoundTool, sent_at: float) -> None:
+    async def _probe(self, record: ActionRecord, tool: SampledTool, sent_at: float) -> None:
         call = tool.action_call(record, receipt=False)
         limit = self._book.settings.probe_limit
         pause = FIRST_POLL
@@ -135,11 +146,11 @@ class LagSampler:
             await asyncio.sleep(pause)
             pause = min(pause * GROWTH, MAX_POLL)
 
-    async def _record(self, tool: BoundTool, lag: float) -> None:
+    async def _record(self, tool: SampledTool, lag: float) -> None:
         key = tool.lag_key
         self._book.add(key, lag)
         p50, p99 = self._book.quantile(key, 0.5), self._book.quantile(key, 0.99)
-        provider_metrics.read_lag(key, lag, p50, p99)
+        INSTALLED.observer.read_lag(key, lag, p50, p99)
         with contextlib.suppress(NotImplementedError, StoreUnavailable):
             await self._store.record_read_lag(key, self._clock(), lag)
         configured = tool.config.consistency_window

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from effectgate.adapters.base import Adapter, Observation, Outcome
 from effectgate.adapters.capabilities import EventKind, ProviderEvent, ReceivesWebhooks
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.protocol import EffectProtocol
+from effectgate.gateway.core.protocol.execute import EffectProtocol
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import IN_DOUBT, ActionRecord, InvalidRequest
 from effectgate.gateway.store import Store
@@ -144,7 +144,8 @@ class ProviderReports:
         writes what the read shows under the lease."""
         tool = self._tool_of(record, adapter)
         read_at = self._protocol.now()
-        if getattr(adapter, "reads_event_objects", False) and tool.adapter.capabilities.has_read_api:
+        caps = tool.adapter.capabilities
+        if isinstance(adapter, Adapter) and caps.reads_event_objects and caps.has_read_api:
             observation = await self._protocol.read_object(record, tool, event.object_id)
         else:
             observation = adapter.observe_event(event, tool.action_call(record))

@@ -10,14 +10,15 @@ Who writes what: the driver records its own events (dispatch, receipt, refusal, 
 the protocol creates actions and uses bypass grants; operators approve, reconcile and grant.
 Lease bookkeeping (renewal and release) is not a state change and lives in `stamped`/`released`.
 
-The rooms: `table` (the table, `allows`, the diagram), `steps` (`apply` and what each event
-writes), `records` (`create`, `stamped`, `released`), `policy` (`Policy` and the consistency
-window). Callers import this face: `from effectgate.gateway.core import transitions as t`.
+The rooms: `events` (what can happen to an action), `table` (the table, `allows`, the diagram),
+`steps` (`apply` and what each event writes), `records` (`create`, `stamped`, `released`),
+`policy` (`Policy` and the consistency window), `moves` (what the driver does next), `history`
+(the event each transition leaves). Callers import this face: `from effectgate.gateway.core import transitions as t`.
 """
 
 from __future__ import annotations
 
-from effectgate.gateway.core.events import (
+from effectgate.gateway.core.transitions.events import (
     Ambiguous,
     Answered,
     Approve,

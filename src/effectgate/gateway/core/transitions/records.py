@@ -3,18 +3,23 @@ the lease bookkeeping of every write (`stamped`, `released`), which is not a sta
 
 from __future__ import annotations
 
-from effectgate.gateway.core.events import Claim
+from effectgate.gateway.core.transitions.events import Claim
 from effectgate.gateway.core.transitions.policy import Policy
-from effectgate.gateway.core.transitions.table import A, D, P, check
-from effectgate.gateway.model import ActionRecord, NextStep
+from effectgate.gateway.core.transitions.table import check
+from effectgate.gateway.model import ActionRecord, NextStep, State
 
 
 def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
     """The record a first Execute inserts (insert-if-absent: the claim itself)."""
     if event.approval:
-        state, step, owner, expires = A, NextStep.APPROVE, "", 0.0
+        state, step, owner, expires = State.AWAITING_APPROVAL, NextStep.APPROVE, "", 0.0
     else:
-        state, step, owner, expires = (D if event.send_now else P), NextStep.NONE, event.owner, now + policy.lease_ttl
+        state, step, owner, expires = (
+            (State.DISPATCHED if event.send_now else State.PLANNED),
+            NextStep.NONE,
+            event.owner,
+            now + policy.lease_ttl,
+        )
     record = ActionRecord.of(
         event.action_id,
         event.identity,
@@ -32,7 +37,7 @@ def create(event: Claim, now: float, policy: Policy) -> ActionRecord:
         policy_version=event.policy_version,
         adapter=event.adapter,
     )
-    if state is D:
+    if state is State.DISPATCHED:
         record = record.evolve(attempts=1, dispatched_at=now, reason="dispatched")
     check(None, event, record.state)
     return record

@@ -6,27 +6,9 @@ kind of event. `apply` refuses what the table (`table`) does not allow, before a
 from __future__ import annotations
 
 from effectgate.adapters.base import Observation, Outcome, Receipt
-from effectgate.gateway.core.events import (
-    Ambiguous,
-    Answered,
-    Approve,
-    Deny,
-    Dispatch,
-    Event,
-    Expire,
-    GrantBypass,
-    NotSent,
-    Observed,
-    Park,
-    ProviderNote,
-    Reapprove,
-    Reconcile,
-    Refused,
-    RefusedBeforeActing,
-    UseBypass,
-)
+from effectgate.gateway.core.transitions import events as e
 from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, absence_provable_at, provider_done_by
-from effectgate.gateway.core.transitions.table import A, C, D, IllegalTransition, N, P, R, U, allows, check
+from effectgate.gateway.core.transitions.table import IllegalTransition, allows, check
 from effectgate.gateway.model import ActionRecord, NextStep, State
 
 RESOLUTIONS = {
@@ -36,7 +18,7 @@ RESOLUTIONS = {
 }
 
 
-def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+def apply(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
     """The record after `event`; raises IllegalTransition when the state does not allow it."""
     if not allows(record.state, event.name):
         raise IllegalTransition(
@@ -50,11 +32,11 @@ def apply(record: ActionRecord, event: Event, now: float, policy: Policy) -> Act
 # -- the steps -------------------------------------------------------------------------------------
 
 
-def _dispatch(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Dispatch)
+def _dispatch(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Dispatch)
     return record.evolve(
         adapter=event.adapter or record.adapter,
-        state=D,
+        state=State.DISPATCHED,
         attempts=record.attempts + 1,
         dispatched_at=now,
         attempt_ended_at=None,
@@ -65,26 +47,26 @@ def _dispatch(record: ActionRecord, event: Event, now: float, policy: Policy) ->
     )
 
 
-def _not_sent(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+def _not_sent(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
     return record.evolve(reason="no time left to send", attempt_ended_at=now)
 
 
-def _answered(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Answered)
-    return record.evolve(state=C, receipt=event.receipt, reason="receipt", next_step=NextStep.NONE)
+def _answered(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Answered)
+    return record.evolve(state=State.CONFIRMED, receipt=event.receipt, reason="receipt", next_step=NextStep.NONE)
 
 
-def _refused(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Refused)
+def _refused(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Refused)
     return record.evolve(
-        state=R,
+        state=State.REJECTED,
         reason=f"rejected by provider: {event.message}",
         receipt=Receipt(external_id="", result={"code": event.code, "error": event.message, **event.details}),
     )
 
 
-def _refused_before_acting(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, RefusedBeforeActing)
+def _refused_before_acting(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.RefusedBeforeActing)
     # A pause the provider asked for is stored: no worker sends again before it has passed.
     not_before = None if event.retry_after is None else now + event.retry_after
     if event.over_doubt:
@@ -95,26 +77,26 @@ def _refused_before_acting(record: ActionRecord, event: Event, now: float, polic
             next_check_at=not_before,
         )
     return record.evolve(
-        state=N,
+        state=State.NOT_FOUND,
         reason=f"provider refused before acting: {event.message}",
         next_step=NextStep.DISPATCH,
         next_check_at=not_before,
     )
 
 
-def _ambiguous(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Ambiguous)
+def _ambiguous(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Ambiguous)
     return record.evolve(reason=f"ambiguous: {event.detail}", attempt_ended_at=now)
 
 
-def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+def _observed(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
     """A read-back becomes a state. DISPATCHED comes back when absence is not yet proven."""
-    assert isinstance(event, Observed)
+    assert isinstance(event, e.Observed)
     obs = event.observation
     checks = record.checks + 1
     if obs.outcome is Outcome.CONFIRMED:
         return record.evolve(
-            state=C,
+            state=State.CONFIRMED,
             receipt=obs.receipt or record.receipt,
             observation=obs,
             checks=checks,
@@ -128,7 +110,7 @@ def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) ->
             since = read_at - (provider_done_by(record, policy) - policy.keeps_processing)
             wait = f"{policy.keeps_processing:g}s to finish + window {policy.consistency_window:g}s"
             return record.evolve(
-                state=N,
+                state=State.NOT_FOUND,
                 observation=obs,
                 checks=checks,
                 reason=f"not found {since:.1f}s after the attempt ended ({wait})",
@@ -136,11 +118,14 @@ def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) ->
                 next_check_at=None,
             )
         return record.evolve(
-            state=D, observation=obs, checks=checks, reason="not found yet, inside the consistency window"
+            state=State.DISPATCHED,
+            observation=obs,
+            checks=checks,
+            reason="not found yet, inside the consistency window",
         )
     delay = min(policy.recheck_min * 2 ** min(record.checks, 20), policy.recheck_max)
     return record.evolve(
-        state=U,
+        state=State.UNKNOWN,
         observation=obs,
         checks=checks,
         reason=obs.detail or "read-back inconclusive",
@@ -149,20 +134,20 @@ def _observed(record: ActionRecord, event: Event, now: float, policy: Policy) ->
     )
 
 
-def _park(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+def _park(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
     return record.evolve(
-        state=U,
+        state=State.UNKNOWN,
         reason="not found yet, inside the consistency window; re-checked when it closes",
         next_step=NextStep.RECHECK,
         next_check_at=max(absence_provable_at(record, policy), now + RETRY_PAUSE),
     )
 
 
-def _approve(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+def _approve(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
     """Counts one distinct principal; the last one needed moves the action to PLANNED. An
     approval given under another policy version re-binds the action to it, and the approvals
     given under the old one no longer count."""
-    assert isinstance(event, Approve)
+    assert isinstance(event, e.Approve)
     approvals, version = record.approvals, record.policy_version
     if event.policy_version and event.policy_version != version:
         approvals, version = (), event.policy_version
@@ -177,7 +162,7 @@ def _approve(record: ActionRecord, event: Event, now: float, policy: Policy) -> 
             notes=(*record.notes, note),
         )
     return record.evolve(
-        state=P,
+        state=State.PLANNED,
         approvals=approvals,
         policy_version=version,
         next_step=NextStep.NONE,
@@ -186,23 +171,23 @@ def _approve(record: ActionRecord, event: Event, now: float, policy: Policy) -> 
     )
 
 
-def _deny(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Deny)
+def _deny(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Deny)
     reason = f"denied by {event.who}: {event.note}".rstrip(": ")
-    return record.evolve(state=R, next_step=NextStep.NONE, reason=reason, notes=(*record.notes, reason))
+    return record.evolve(state=State.REJECTED, next_step=NextStep.NONE, reason=reason, notes=(*record.notes, reason))
 
 
-def _expire(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Expire)
+def _expire(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Expire)
     reason = f"approval expired after {span(event.ttl)}"
-    return record.evolve(state=R, next_step=NextStep.NONE, reason=reason, notes=(*record.notes, reason))
+    return record.evolve(state=State.REJECTED, next_step=NextStep.NONE, reason=reason, notes=(*record.notes, reason))
 
 
-def _reapprove(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Reapprove)
+def _reapprove(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Reapprove)
     reason = "the tool's policy changed after the approval; it needs a new approval"
     return record.evolve(
-        state=A,
+        state=State.AWAITING_APPROVAL,
         approvals=(),
         policy_version=event.policy_version,
         next_step=NextStep.APPROVE,
@@ -219,15 +204,15 @@ def span(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def _reconcile(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, Reconcile)
+def _reconcile(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.Reconcile)
     if event.resolution not in RESOLUTIONS:
         raise IllegalTransition(
             record.state, event.name, f"an operator cannot resolve an action as {event.resolution.value}"
         )
     evidence = {"operator": event.who, "note": event.note, "external_id": event.external_id}
     receipt = record.receipt
-    if event.resolution is C and event.external_id:
+    if event.resolution is State.CONFIRMED and event.external_id:
         receipt = Receipt(external_id=event.external_id, result={"reconciled_by": event.who}, at=now)
     return record.evolve(
         state=event.resolution,
@@ -236,30 +221,30 @@ def _reconcile(record: ActionRecord, event: Event, now: float, policy: Policy) -
             RESOLUTIONS[event.resolution], detail=f"operator: {event.note}", evidence=evidence, at=now
         ),
         reason=f"reconciled by {event.who}",
-        next_step=NextStep.DISPATCH if event.resolution is N else NextStep.NONE,
+        next_step=NextStep.DISPATCH if event.resolution is State.NOT_FOUND else NextStep.NONE,
         next_check_at=None,
         notes=(*record.notes, f"reconciled {event.resolution.value} by {event.who}: {event.note}"),
     )
 
 
-def _grant_bypass(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, GrantBypass)
+def _grant_bypass(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.GrantBypass)
     return record.evolve(bypass_granted=True, notes=(*record.notes, f"bypass granted by {event.who}: {event.note}"))
 
 
-def _provider_note(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
-    assert isinstance(event, ProviderNote)
+def _provider_note(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
+    assert isinstance(event, e.ProviderNote)
     note = f"{event.kind} reported by {event.source} (event {event.event_id})"
     return record.evolve(notes=(*record.notes, f"{note}: {event.detail}" if event.detail else note))
 
 
-def _use_bypass(record: ActionRecord, event: Event, now: float, policy: Policy) -> ActionRecord:
+def _use_bypass(record: ActionRecord, event: e.Event, now: float, policy: Policy) -> ActionRecord:
     if not record.bypass_granted:
         raise IllegalTransition(record.state, event.name, f"{record.action_id} has no bypass grant")
     generation = record.generation + 1
     return record.evolve(
         generation=generation,
-        state=P,
+        state=State.PLANNED,
         bypass_granted=False,
         receipt=None,
         observation=None,
@@ -269,20 +254,20 @@ def _use_bypass(record: ActionRecord, event: Event, now: float, policy: Policy) 
 
 
 _STEPS = {
-    Dispatch: _dispatch,
-    NotSent: _not_sent,
-    Answered: _answered,
-    Refused: _refused,
-    RefusedBeforeActing: _refused_before_acting,
-    Ambiguous: _ambiguous,
-    Observed: _observed,
-    Park: _park,
-    Approve: _approve,
-    Deny: _deny,
-    Expire: _expire,
-    Reapprove: _reapprove,
-    Reconcile: _reconcile,
-    GrantBypass: _grant_bypass,
-    ProviderNote: _provider_note,
-    UseBypass: _use_bypass,
+    e.Dispatch: _dispatch,
+    e.NotSent: _not_sent,
+    e.Answered: _answered,
+    e.Refused: _refused,
+    e.RefusedBeforeActing: _refused_before_acting,
+    e.Ambiguous: _ambiguous,
+    e.Observed: _observed,
+    e.Park: _park,
+    e.Approve: _approve,
+    e.Deny: _deny,
+    e.Expire: _expire,
+    e.Reapprove: _reapprove,
+    e.Reconcile: _reconcile,
+    e.GrantBypass: _grant_bypass,
+    e.ProviderNote: _provider_note,
+    e.UseBypass: _use_bypass,
 }

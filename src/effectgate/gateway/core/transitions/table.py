@@ -7,7 +7,7 @@ event writes, and cannot leave it.
 
 from __future__ import annotations
 
-from effectgate.gateway.core.events import Event
+from effectgate.gateway.core.transitions.events import Event
 from effectgate.gateway.model import State
 
 
@@ -22,15 +22,6 @@ class IllegalTransition(Exception):
         self.event = event
 
 
-P, D, C, R, N, U, A = (
-    State.PLANNED,
-    State.DISPATCHED,
-    State.CONFIRMED,
-    State.REJECTED,
-    State.NOT_FOUND,
-    State.UNKNOWN,
-    State.AWAITING_APPROVAL,
-)
 # The table: from-state, event, every state the event may lead to ("-": the action did not exist).
 TABLE = """
 -                  claim                  PLANNED DISPATCHED AWAITING_APPROVAL
@@ -83,7 +74,16 @@ def check(src: State | None, event: Event, dst: State) -> None:
 
 # -- the diagram -----------------------------------------------------------------------------------
 
-_ORDER = [None, A, P, D, C, R, N, U]
+_ORDER = [
+    None,
+    State.AWAITING_APPROVAL,
+    State.PLANNED,
+    State.DISPATCHED,
+    State.CONFIRMED,
+    State.REJECTED,
+    State.NOT_FOUND,
+    State.UNKNOWN,
+]
 
 
 def mermaid() -> str:

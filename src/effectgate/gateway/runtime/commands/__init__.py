@@ -1,2 +1,3 @@
-"""Commands that read and mend the store directly, with no gateway running (`effectgate notify`),
-and the `--config` option every command that reads the config shares (`config_option`)."""
+"""The commands beside `serve`, each reading and mending the store or a provider directly, with no
+gateway running (`effectgate migrate`, `audit`, `audit verify`, `notify`), and the `--config` option
+every command that reads the config shares (`config_option`)."""

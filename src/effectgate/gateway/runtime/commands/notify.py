@@ -63,7 +63,7 @@ async def run(args: argparse.Namespace) -> int:
     # commands build this parser too, and load only the client's modules (runtime/cli.py).
     from effectgate.gateway.config import load_config
     from effectgate.gateway.core import SystemClock
-    from effectgate.gateway.runtime.parts import open_configured_store
+    from effectgate.gateway.runtime.configured import open_configured_store
 
     config = load_config(args.config)
     store = open_configured_store(config)

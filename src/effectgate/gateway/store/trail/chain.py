@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from effectgate.gateway.model import ActionEvent, TrailEvent
-from effectgate.gateway.store.story import EVENT_COLUMNS, Script, event_of, event_values
+from effectgate.gateway.store.action_events import EVENT_COLUMNS, event_of, event_values
+from effectgate.gateway.store.sql_primitives import Script
 
 CHAINED_COLUMNS = f"{EVENT_COLUMNS}, tenant, tool, n, prev_hash, hash"
 TRAIL_SELECTED = f"seq, {CHAINED_COLUMNS}"

@@ -12,14 +12,12 @@ row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from effectgate.gateway.model import Outgoing
-from effectgate.gateway.store.hooks import SqlHooks
+from effectgate.gateway.store.sql_primitives import Script, SqlHooks
 
-# A script (as store/story.py names it; base.py imports this module, so not from there).
-Script = Generator[tuple[str, Sequence[Any]], list[Any], Any]
 _COLUMNS = "sink, event_id, tenant, kind, created_at, body, attempts, next_at, last_error, failed"
 _LEASE = "deliverer"
 

@@ -12,7 +12,7 @@ import base64
 from typing import Any
 
 from effectgate.gateway.model import ChainEnds, EventPage, EventQuery, TrailEvent
-from effectgate.gateway.store.hooks import SqlHooks
+from effectgate.gateway.store.sql_primitives import SqlHooks
 from effectgate.gateway.store.trail.chain import TRAIL_SELECTED, trail_of
 from effectgate.gateway.store.trail.stored import StoredRow, selected, stored_row, stored_values
 

@@ -17,7 +17,7 @@ from effectgate.client.cli import render
 from effectgate.gateway.background import DriftReport, audit
 from effectgate.gateway.config import load_config, parse_duration
 from effectgate.gateway.core import BoundTool, SystemClock
-from effectgate.gateway.runtime.parts import build_adapters, close_adapters, open_configured_store, tenants_of
+from effectgate.gateway.runtime.configured import build_adapters, close_adapters, open_configured_store, tenants_of
 
 
 async def run_audit(config_path: str, since: str, output: str) -> int:

@@ -11,7 +11,7 @@ offers verbs: to the RPC layer (execute, verify, get, list, answer_replays_with)
 (lease, commit, release), to the reconciler (claim_due, drive_leased, wait_for_work) and to the
 server (drain). This module holds the Execute path and the drives this process runs (which the
 reconciler's `drive_leased` and the server's `drain` also use); the parts are in
-`protocol_parts`, the lease verbs in `protocol_leases`, the read verbs in `protocol_reads`.
+`parts`, the lease verbs in `leases`, the read verbs in `reads`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,15 @@ import uuid
 from dataclasses import dataclass
 
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
-from effectgate.gateway.core import failpoints, history
+from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.driver import LeaseLost, SentThenStoreFailed
-from effectgate.gateway.core.moves import MIN_CALL_BUDGET
-from effectgate.gateway.core.protocol_reads import ReadVerbs
-from effectgate.gateway.core.replay_cache import RequestKey
+from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.protocol.driver import LeaseLost, SentThenStoreFailed
+from effectgate.gateway.core.protocol.reads import ReadVerbs
+from effectgate.gateway.core.protocol.replay_cache import RequestKey
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
+from effectgate.gateway.core.transitions import history
+from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET
 from effectgate.gateway.model import (
     ActionEvent,
     ActionIdentity,
@@ -48,7 +50,6 @@ from effectgate.gateway.model import (
     StoreFailedAfterSend,
     keys,
 )
-from effectgate.gateway.observability import audit_log, metrics, telemetry
 from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.protocol")
@@ -103,7 +104,7 @@ class EffectProtocol(ReadVerbs):
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
-        with telemetry.execute_span(cmd.identity.tool, cmd.identity.tool_call_id) as call:
+        with INSTALLED.observer.execute(cmd.identity.tool, cmd.identity.tool_call_id) as call:
             result = self._known_replay(cmd) or await self._execute(cmd, deadline)
             call.done(result.record, result.replayed)
             return result
@@ -155,7 +156,7 @@ class EffectProtocol(ReadVerbs):
             approval=needs_approval,
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
             send_now=deadline - now >= MIN_CALL_BUDGET,
-            trace_parent=telemetry.traceparent(),
+            trace_parent=INSTALLED.observer.traceparent(),
             policy_version=tool.policy_version,
             adapter=tool.config.adapter,
         )
@@ -222,11 +223,11 @@ class EffectProtocol(ReadVerbs):
             if leased is None:  # someone else took it between our read and our claim
                 record = await self._get(record.action_id)
                 continue
-            metrics.lease_taken_over(record)
+            INSTALLED.observer.lease_taken_over(record)
             return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
-        telemetry.waited_on_holder()
+        INSTALLED.observer.waited_on_holder()
         task = self._inflight.get(record.action_id) or self._claiming.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
@@ -304,20 +305,20 @@ class EffectProtocol(ReadVerbs):
                 log.warning("%s stays in doubt: %s", record.action_id, gone.reason)
                 return await self._driver.hold(record, tool, gone.reason, dispatched_by=gone.adapter)
             moved = sender.config.adapter != tool.config.adapter
-            return audit_log.settled(
-                await self._driver.drive(
-                    record,
-                    sender if moved else tool,
-                    deadline,
-                    unsent=unsent and record.state is State.DISPATCHED,
-                    current=tool if moved else None,
-                    reconciling=not caller,
-                )
+            settled = await self._driver.drive(
+                record,
+                sender if moved else tool,
+                deadline,
+                unsent=unsent and record.state is State.DISPATCHED,
+                current=tool if moved else None,
+                reconciling=not caller,
             )
+            INSTALLED.observer.settled(settled)
+            return settled
         except SentThenStoreFailed as exc:
             # The provider was called: the effect may exist. The lease runs out and the
             # reconciler verifies the action before anything more is sent.
-            metrics.store_error("drive")
+            INSTALLED.observer.store_error("drive")
             raise StoreFailedAfterSend(
                 f"the store failed after the request reached the provider ({exc}); the action is "
                 "verified before anything is sent again: call again with the same run context, never a new one",
@@ -325,7 +326,7 @@ class EffectProtocol(ReadVerbs):
             ) from exc
         except StoreUnavailable as exc:
             # Nothing was sent by this call; the action is verified before any send.
-            metrics.store_error("drive")
+            INSTALLED.observer.store_error("drive")
             raise GatewayUnavailable(
                 f"the store failed while the action was in flight ({exc}), before anything was sent: "
                 "call again with the same run context",

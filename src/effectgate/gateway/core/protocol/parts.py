@@ -4,7 +4,7 @@ the read of a record that must exist, the skew check and the small accessors the
 operators and the reconciler read.
 
 `EffectProtocol` is built in layers, each using only what is below it: these parts, the lease
-verbs (`protocol_leases`), the read verbs (`protocol_reads`) and the Execute path (`protocol`).
+verbs (`leases`), the read verbs (`reads`) and the Execute path (`execute`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import TypeVar
 from effectgate.adapters.base import KEEPS_PROCESSING
 from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.driver import Driver, DriverSettings, policy_of
 from effectgate.gateway.core.limits.gate import LimitGate
-from effectgate.gateway.core.replay_cache import ReplayCache, Serializer
+from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.protocol.driver import Driver, DriverSettings, policy_of
+from effectgate.gateway.core.protocol.replay_cache import ReplayCache, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import (
     ActionNotFound,
@@ -29,7 +30,6 @@ from effectgate.gateway.model import (
     InvalidRequest,
     Notice,
 )
-from effectgate.gateway.observability import metrics
 from effectgate.gateway.store import Store, StoreUnavailable
 
 T = TypeVar("T")
@@ -140,5 +140,5 @@ class ProtocolParts:
         try:
             return await work
         except StoreUnavailable as exc:
-            metrics.store_error("protocol")
+            INSTALLED.observer.store_error("protocol")
             raise GatewayUnavailable(str(exc)) from exc

@@ -32,11 +32,13 @@ from effectgate.adapters.base import (
     Observation,
     RateLimited,
 )
-from effectgate.gateway.core import failpoints, history
+from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
-from effectgate.gateway.core.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
+from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.tools import BoundTool
+from effectgate.gateway.core.transitions import history
+from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
 from effectgate.gateway.model import (
     UNSENT,
     ActionEvent,
@@ -46,7 +48,6 @@ from effectgate.gateway.model import (
     ProviderRateLimited,
     State,
 )
-from effectgate.gateway.observability import provider_metrics, telemetry
 from effectgate.gateway.store import Store, StoreUnavailable
 
 log = logging.getLogger("effectgate.driver")
@@ -287,7 +288,7 @@ class Driver:
         if calls is not None:
             calls.append(record.action_id)
         try:
-            with telemetry.provider_span("execute", record, tool.config.adapter):
+            with INSTALLED.observer.provider_call("execute", record, tool.config.adapter):
                 # asyncio.timeout, not wait_for: no task of its own, so no extra loop turns.
                 async with asyncio.timeout(timeout):
                     receipt = await tool.adapter.execute(tool.action_call(record))
@@ -298,7 +299,7 @@ class Driver:
         except CredentialsRefused as exc:
             # An operator's problem, not the agent's: every call to this adapter fails until the
             # key is fixed. A warning and a metric; readiness stays on (docs/production.md).
-            provider_metrics.credentials_refused(tool.config.adapter, time.time())
+            INSTALLED.observer.credentials_refused(tool.config.adapter, time.time())
             where = tool.credentials or f"[adapters.{tool.config.adapter}]"
             log.warning("provider refused the credentials of %s: %s", where, exc.message)
             # Never "retry later": nothing changes until the key does.
@@ -316,13 +317,13 @@ class Driver:
             # so this is ambiguous too and verification decides.
             log.info("ambiguous outcome for %s: %s", record.action_id, type(exc).__name__)
             return t.Ambiguous(type(exc).__name__)
-        provider_metrics.credentials_accepted(tool.config.adapter)
+        INSTALLED.observer.credentials_accepted(tool.config.adapter)
         return t.Answered(receipt)
 
     async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:
         timeout = max(MIN_CALL_BUDGET, min(tool.config.attempt_timeout, deadline - self.clock()))
         try:
-            with telemetry.provider_span("verify", record, tool.config.adapter) as call:
+            with INSTALLED.observer.provider_call("verify", record, tool.config.adapter) as call:
                 async with asyncio.timeout(timeout):
                     observation = await tool.adapter.verify(tool.action_call(record))
                 call.observed(observation)

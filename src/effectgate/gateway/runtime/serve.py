@@ -1,5 +1,5 @@
 """`effectgate serve`: one gateway process (or one worker of `--workers N`) from its config to
-its graceful stop: telemetry, the metrics port (runtime/probes.py), the wait for the store
+its graceful stop: telemetry, the metrics port (runtime/metrics_port.py), the wait for the store
 (runtime/waiting.py), the gateway, the ready line, SIGHUP reloads, the stop on SIGTERM.
 """
 
@@ -10,57 +10,25 @@ import logging
 import os
 import signal
 import sys
-import time
-from dataclasses import dataclass
 
 from effectgate.gateway.config import Config, ConfigError, load_config
-from effectgate.gateway.observability import IDENTITY, identify, json_line, mask_url, provider_sdk_logs, telemetry_sdk
+from effectgate.gateway.observability import IDENTITY, identify, provider_sdk_logs, telemetry_sdk
+from effectgate.gateway.runtime.configured import build_adapters, close_adapters, open_configured_store
 from effectgate.gateway.runtime.listener import credentials
-from effectgate.gateway.runtime.parts import build_adapters, close_adapters, open_configured_store
-from effectgate.gateway.runtime.probes import ProbeServer
+from effectgate.gateway.runtime.metrics_port import ProbeServer
 from effectgate.gateway.runtime.process import run as run_loop
 from effectgate.gateway.runtime.process import settle_heap
 from effectgate.gateway.runtime.server import Gateway
+from effectgate.gateway.runtime.startup import PROBES, READY, ServeOptions, StartupFailed, announce, store_failure
 from effectgate.gateway.runtime.waiting import WaitingRoom, open_store
+from effectgate.gateway.runtime.workers import serve_workers, watch_parent
 from effectgate.gateway.store import StoreError
 
 log = logging.getLogger("effectgate.server")
-READY = "effectgate serving on port"
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
-PROBES = "effectgate probes on port"
-
-
-class StartupFailed(Exception):
-    """Start-up failed; the message is the one line to print."""
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    config_path: str
-    workers: int = 0
-    worker_port: int = 0
-    log_level: str = "INFO"
-    log_format: str = "text"
-    fail_fast: bool = False
-
-
-def announce(text: str, log_format: str, **fields: object) -> None:
-    """A line supervisors and tests read on stdout (the port): JSON under `--log-format json`."""
-    if log_format == "json":
-        text = json_line(text, "INFO", "effectgate.server", time.time(), dict(fields))
-    # One write with its newline: stdout may be unbuffered (PYTHONUNBUFFERED), where print() writes
-    # the text and the newline apart, and a log line sharing the pipe could land in between.
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def store_failure(config: Config, exc: BaseException) -> StartupFailed:
-    return StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}")
 
 
 async def serve(options: ServeOptions) -> int:
-    from effectgate.gateway.runtime.workers import serve_workers, watch_parent
-
     config = load_config(options.config_path)
     identify(config.telemetry.service_name)
     if options.workers:

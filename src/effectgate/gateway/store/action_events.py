@@ -10,16 +10,13 @@ hash chain (trail/chain.py). Retention deletes an action's events when they are 
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from effectgate.gateway.model import ActionEvent, ListQuery, State
 from effectgate.gateway.store import rows
-from effectgate.gateway.store.base import decode_cursor
+from effectgate.gateway.store.rows import decode_cursor
 
-Row = Sequence[Any]
-# A script (store/accounting.py): yields `(sql, params)`, is sent each statement's rows, answers a value.
-Script = Generator[tuple[str, Sequence[Any]], list[Row], Any]
 EVENT_COLUMNS = "action_id, at, kind, state, principal, note, detail"
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 AWAITING = State.AWAITING_APPROVAL.value

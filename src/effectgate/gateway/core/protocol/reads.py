@@ -2,7 +2,7 @@
 settled_at, events (the audit trail), changes (the watch), awaiting (the approval expiry's work) and verify (a read-back
 now, which writes only under a lease it could take).
 
-A mixin, like the lease verbs (see `protocol_leases`): the RPC layer holds one `EffectProtocol`,
+A mixin, like the lease verbs (see `leases`): the RPC layer holds one `EffectProtocol`,
 and every read goes through the protocol's store guard and tenant check; verify also takes a
 lease and drives a read-back through the protocol's driver.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import builtins
 
 from effectgate.adapters.base import Observation, Receipt
-from effectgate.gateway.core.driver import LeaseLost
-from effectgate.gateway.core.protocol_leases import LeaseVerbs
+from effectgate.gateway.core.protocol.driver import LeaseLost
+from effectgate.gateway.core.protocol.leases import LeaseVerbs
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
 from effectgate.gateway.model import (
     ActionEvent,

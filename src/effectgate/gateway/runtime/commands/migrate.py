@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from effectgate.gateway.config import load_config
 from effectgate.gateway.observability import mask_url
-from effectgate.gateway.runtime.parts import open_configured_store
-from effectgate.gateway.runtime.serving import store_failure
+from effectgate.gateway.runtime.configured import open_configured_store
+from effectgate.gateway.runtime.startup import store_failure
 from effectgate.gateway.store import StoreError
 
 

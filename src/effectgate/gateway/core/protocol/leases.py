@@ -15,8 +15,8 @@ import builtins
 
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.driver import LeaseLost
-from effectgate.gateway.core.protocol_parts import ProtocolParts
+from effectgate.gateway.core.protocol.driver import LeaseLost
+from effectgate.gateway.core.protocol.parts import ProtocolParts
 from effectgate.gateway.model import ActionRecord, InFlight, State
 
 

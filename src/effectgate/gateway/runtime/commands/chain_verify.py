@@ -17,7 +17,7 @@ from typing import Any
 from effectgate.client.cli import render
 from effectgate.gateway.config import load_config, parse_duration
 from effectgate.gateway.core import SystemClock
-from effectgate.gateway.runtime.parts import open_configured_store
+from effectgate.gateway.runtime.configured import open_configured_store
 from effectgate.gateway.store import Verdict, verify_chain
 
 

@@ -11,7 +11,7 @@ from effectgate.adapters import Adapter, AdapterError
 from effectgate.adapters.base import CredentialsRefused
 from effectgate.adapters.capabilities import ProbesCredentials
 from effectgate.gateway.config import Config, ConfigError
-from effectgate.gateway.runtime.parts import credentials_setting
+from effectgate.gateway.runtime.configured import credentials_setting
 
 PROBE_TIMEOUT = 30.0
 

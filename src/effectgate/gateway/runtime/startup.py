@@ -1,0 +1,42 @@
+"""What a `serve` process is told and what it says: its options, the lines supervisors and tests
+read on stdout (the ports), and the one-line failure of a start-up (serve.py, workers.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from effectgate.gateway.config import Config
+from effectgate.gateway.observability import json_line, mask_url
+
+READY = "effectgate serving on port"
+PROBES = "effectgate probes on port"
+
+
+class StartupFailed(Exception):
+    """Start-up failed; the message is the one line to print."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    config_path: str
+    workers: int = 0
+    worker_port: int = 0
+    log_level: str = "INFO"
+    log_format: str = "text"
+    fail_fast: bool = False
+
+
+def announce(text: str, log_format: str, **fields: object) -> None:
+    """A line supervisors and tests read on stdout (the port): JSON under `--log-format json`."""
+    if log_format == "json":
+        text = json_line(text, "INFO", "effectgate.server", time.time(), dict(fields))
+    # One write with its newline: stdout may be unbuffered (PYTHONUNBUFFERED), where print() writes
+    # the text and the newline apart, and a log line sharing the pipe could land in between.
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def store_failure(config: Config, exc: BaseException) -> StartupFailed:
+    return StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}")

@@ -1,0 +1,82 @@
+"""The core reports what happened through one interface (core/observer.py) and the runtime's
+observer turns each report into spans, metrics and audit lines (runtime/observing.py)."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from effectgate.client import RunContext, State
+from effectgate.gateway.core import ExecuteWatch, Observer, ProviderWatch, install
+from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.model import ActionRecord
+from effectgate.gateway.runtime.observing import GatewayObserver
+from effectgate.testing import ScriptedAdapter, gateway
+from effectgate.tools.v1.tools_pb2 import ChargeCard
+
+CHARGE = ChargeCard(customer="cus_1", amount=1000, currency="usd", payment_method="pm_card_visa")
+
+
+def test_the_gateway_observer_answers_every_point_the_core_reports() -> None:
+    points = {name for name, _ in inspect.getmembers(Observer, inspect.isfunction) if not name.startswith("_")}
+    missing = sorted(name for name in points if name not in vars(GatewayObserver))
+    assert not missing, f"runtime/observing.py's GatewayObserver does not observe: {missing}"
+
+
+class Recorder(Observer):
+    """Keeps what the core reported, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @contextmanager
+    def _watch(self, name: str) -> Iterator[Recorder]:
+        self.seen.append(f"{name} begins")
+        yield self
+        self.seen.append(f"{name} ends")
+
+    def execute(self, tool: str, tool_call_id: str) -> AbstractContextManager[ExecuteWatch]:
+        return self._watch(f"execute {tool}")
+
+    def provider_call(
+        self, operation: str, record: ActionRecord, adapter: str
+    ) -> AbstractContextManager[ProviderWatch]:
+        return self._watch(f"provider {operation}")
+
+    def done(self, record: ActionRecord, replayed: bool) -> None:
+        self.seen.append(f"done {record.state.value}{' replayed' if replayed else ''}")
+
+    def observed(self, observation: object) -> None:
+        self.seen.append("observed")
+
+    def settled(self, record: ActionRecord) -> object:
+        self.seen.append(f"settled {record.state.value}")
+        return None
+
+
+async def test_an_installed_observer_hears_one_execute_and_its_replay() -> None:
+    recorder = Recorder()
+    before = INSTALLED.observer
+    cards = ScriptedAdapter(time.time)
+    async with gateway(adapters={"cards": cards}) as gw:
+        install(recorder)
+        try:
+            context = RunContext(run_id="run-1", step_id="charge")
+            first = await gw.client.execute("cards", CHARGE, scope="invoice:1", context=context)
+            again = await gw.client.execute("cards", CHARGE, scope="invoice:1", context=context)
+        finally:
+            install(before)
+    assert first.action.state == State.CONFIRMED and again.replayed
+    assert recorder.seen == [
+        "execute cards begins",
+        "provider execute begins",
+        "provider execute ends",
+        "settled CONFIRMED",
+        "done CONFIRMED",
+        "execute cards ends",
+        "execute cards begins",
+        "done CONFIRMED replayed",
+        "execute cards ends",
+    ]
