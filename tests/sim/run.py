@@ -1,0 +1,70 @@
+"""`python -m tests.sim.run --seeds N --seed S`: N simulated worlds from seed S.
+
+Prints each failing seed's trace and the command that replays it, then one last line:
+`sim: N seeds, E events, V violations, digest HEX`, the digest over every seed's trace in order
+(the same arguments always print the same digest)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections import Counter
+
+from tests.sim.world import Knobs, Outcome, World
+
+# What `make test` (tests/sim/test_sim.py) and a bare `make sim` run.
+SEEDS, SEED = 2000, 1
+
+
+def run(seeds: int, first: int, knobs: Knobs | None = None) -> tuple[list[Outcome], str]:
+    outcomes = []
+    digest = hashlib.sha256()
+    for seed in range(first, first + seeds):
+        outcome = World(seed, knobs).run()
+        digest.update(outcome.digest.encode())
+        outcomes.append(outcome)
+    return outcomes, digest.hexdigest()
+
+
+def replay_command(seed: int) -> str:
+    return f"make sim SEEDS=1 SEED={seed}"
+
+
+def report(outcome: Outcome, out: object = sys.stdout) -> None:
+    print(f"seed {outcome.seed}: {len(outcome.violations)} violation(s)", file=out)  # type: ignore[call-overload]
+    for line in outcome.trace:
+        print(f"  {line}", file=out)  # type: ignore[call-overload]
+    for violation in outcome.violations:
+        print(f"  violated: {violation}", file=out)  # type: ignore[call-overload]
+    print(f"  replay: {replay_command(outcome.seed)}", file=out)  # type: ignore[call-overload]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--trace", action="store_true", help="print every seed's trace")
+    parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
+    args = parser.parse_args(argv)
+    started = time.process_time()
+    outcomes, digest = run(args.seeds, args.seed)
+    counts: Counter[str] = Counter()
+    failed = 0
+    for outcome in outcomes:
+        counts.update(outcome.counts)
+        if outcome.violations or args.trace or args.seeds == 1:
+            report(outcome)
+        failed += bool(outcome.violations)
+    spent = time.process_time() - started
+    faults = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "events")
+    print(f"faults: {faults}")
+    print(f"cpu: {spent:.1f}s, {args.seeds / spent * 60 if spent else 0:.0f} seeds/min, {failed} failing seed(s)")
+    violations = sum(len(o.violations) for o in outcomes)
+    print(f"sim: {args.seeds} seeds, {counts['events']} events, {violations} violations, digest {digest}")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
