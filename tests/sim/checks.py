@@ -26,6 +26,8 @@ class Watch:
         self.world = world
         self.fences: dict[str, int] = {}
         self.states: dict[str, str] = {}
+        # The (action_id, state, fence) rows at the last look: only changed rows are checked.
+        self.seen: set[tuple[str, str, int]] = set()
 
     def fail(self, what: str) -> None:
         self.world.violation(what)
@@ -60,11 +62,15 @@ class Watch:
 
     def store(self) -> None:
         w = self.world
-        found = w.db.conn.execute("SELECT action_id, state, fence FROM actions").fetchall()
+        found = set(w.db.conn.execute("SELECT action_id, state, fence FROM actions").fetchall())
+        changed = found - self.seen
+        if not changed:
+            return
+        self.seen = found
         ledger: dict[str, int] = defaultdict(int)
         for e in w.provider.ledger:
             ledger[e.action_id] += 1
-        for action_id, state, fence in found:
+        for action_id, state, fence in sorted(changed):
             before = self.fences.get(action_id, 0)
             if fence < before:
                 self.fail(f"fence of {action_id} went back from {before} to {fence}")
@@ -87,13 +93,27 @@ class Watch:
         if record.state is State.CONFIRMED:
             ids = {e.external_id for e in effects if not e.partial}
             if record.receipt is None or record.receipt.external_id not in ids:
-                self.fail(
-                    f"answered CONFIRMED for {record.action_id} without that effect at the provider: {record.receipt!r} {sorted(ids)}"
-                )
+                got = record.receipt.external_id if record.receipt else "no receipt"
+                self.fail(f"answered CONFIRMED for {record.action_id} ({got}) without that effect at the provider")
         elif record.state in NO_EFFECT and (effects or w.provider.pending_for(record.action_id)):
             self.fail(f"answered {record.state.value} for {record.action_id} while the provider has its effect")
 
     # -- after the settling phase ---------------------------------------------------------------
+
+    def quiet(self) -> bool:
+        """Nothing left to happen: no request in flight at the provider, no action that the
+        gateway still has to settle (a NOT_FOUND waits for its agent; an UNKNOWN that no read can
+        settle stays)."""
+        w = self.world
+        if any(w.provider.pending_for(e) for e in w.provider.pending_actions()):
+            return False
+        for record in w.records(State.DISPATCHED, State.PLANNED, State.AWAITING_APPROVAL, State.UNKNOWN):
+            if record.state is not State.UNKNOWN:
+                return False
+            if record.state is State.UNKNOWN and record.tool not in BLIND:
+                if not any(e.partial for e in w.provider.effects_of(record.action_id)):
+                    return False
+        return True
 
     def settled(self) -> None:
         w = self.world

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from effectgate.adapters.base import Capabilities
 from effectgate.gateway.config import Config, parse_config
 from effectgate.testing.sim.provider import SimAdapter, SimProvider
@@ -36,6 +38,7 @@ def adapters(provider: SimProvider) -> dict[str, SimAdapter]:
     return made
 
 
+@functools.cache  # one Config for every seed: it is immutable, and parsing it costs more than a run
 def config() -> Config:
     tools: dict[str, dict[str, object]] = {
         name: {"adapter": name, "deadline": "20s", "attempt_timeout": "3s", "max_attempts": 3} for name in TOOLS
@@ -47,7 +50,7 @@ def config() -> Config:
             "server": {"listen": "127.0.0.1:0"},
             "store": {"url": "sqlite:///unused.db"},
             "gateway": {
-                "reconcile_interval": "1s",
+                "reconcile_interval": "3s",
                 "recheck_min": "1s",
                 "recheck_max": "20s",
                 "lease_ttl": "15s",

@@ -107,7 +107,7 @@ class Workload:
             replica = _pick(rng, w.alive())
             if replica is None:
                 continue
-            for record in w.records():
+            for record in w.records(State.AWAITING_APPROVAL, State.UNKNOWN):
                 if record.state is State.AWAITING_APPROVAL and rng.random() < 0.6:
                     await self._decide(rng, replica, record.action_id, record.payload)
                 elif record.state is State.UNKNOWN and rng.random() < 0.2:

@@ -8,17 +8,41 @@ import asyncio
 import hashlib
 import logging
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
-from effectgate.gateway.model import ActionRecord
+from effectgate.gateway.model import ActionRecord, State
 from effectgate.gateway.store import rows
 from effectgate.testing.sim.loop import Deadlock, VirtualLoop
 from effectgate.testing.sim.provider import Effect, SimProvider
 from effectgate.testing.sim.store import SimDatabase, StoreFaults
 from tests.sim import checks, config
+from tests.sim.caller import Caller
 from tests.sim.replicas import SimReplica
 from tests.sim.workload import Workload
+
+
+def _quiet_leftovers(hook: object = sys.unraisablehook) -> None:
+    """A finished run leaves its crashed replicas' tasks frozen; when they are collected, their
+    `finally` blocks run on a closed loop or outside their context. That is not the world's
+    concern: those errors are dropped, any other goes to the default hook."""
+
+    def filtered(unraisable: sys.UnraisableHookArgs) -> None:
+        text = str(unraisable.exc_value)
+        if "Event loop is closed" in text or "was created in a different Context" in text:
+            return
+        hook(unraisable)  # type: ignore[operator]
+
+    sys.unraisablehook = filtered
+    # The tracing library logs the same leftovers ("Failed to detach context") when they end.
+    logging.getLogger("opentelemetry.context").addFilter(lambda record: "detach" not in record.getMessage())
+
+
+_quiet_leftovers()
+
+# A run that has not ended after this much virtual time is stuck (a liveness violation).
+LIFETIME = 3600.0
 
 
 @dataclass
@@ -27,7 +51,7 @@ class Knobs:
     agents: int = 5
     steps: int = 3  # logical actions per agent
     crash_odds: float = 0.35  # a replica's chance to crash at some call of its life
-    settle: float = 400.0  # virtual seconds of the final phase with no faults and no crashes
+    settle: float = 150.0  # virtual seconds of the final phase with no faults and no crashes
     beyond_window: float = 0.0  # read lag past the declared window (the documented limit)
 
 
@@ -99,12 +123,14 @@ class World:
         self.replicas.append(replica)
         self.event(f"start {replica.name} skew={replica.skew:+.4f} crash_at={crash_at} after={after}")
         while not replica.dead:
-            try:
-                await replica.start(self.config, self.adapters)
+            outcome = await Caller.operate(replica.start(self.config, self.adapters), replica.died)
+            if outcome is None:
                 return
-            except Exception as exc:  # a store fault at start-up: the process exits, is restarted
-                self.event(f"start {replica.name} failed: {type(exc).__name__}")
-                await asyncio.sleep(1.0)
+            # A store fault at start-up: the process exits and is started again (or it crashed).
+            self.event(
+                f"start {replica.name} failed: {outcome if isinstance(outcome, str) else type(outcome).__name__}"
+            )
+            await asyncio.sleep(1.0)
 
     def crashed(self, replica: SimReplica) -> None:
         self.loop.create_task(self._restart(replica))
@@ -118,8 +144,10 @@ class World:
 
     # -- ground truth ---------------------------------------------------------------------------
 
-    def records(self) -> list[ActionRecord]:
-        found = self.db.conn.execute(f"SELECT {rows.SELECTED} FROM actions ORDER BY action_id").fetchall()
+    def records(self, *states: State) -> list[ActionRecord]:
+        """The stored actions (in `states` only, when given), in action id order."""
+        where = f" WHERE state IN ({', '.join(repr(s.value) for s in states)})" if states else ""
+        found = self.db.conn.execute(f"SELECT {rows.SELECTED} FROM actions{where} ORDER BY action_id").fetchall()
         return [rows.record(r) for r in found]
 
     def on_effect(self, effect: Effect) -> None:
@@ -142,23 +170,34 @@ class World:
         self.event("settling")
         if not self.alive():
             await self.start_replica()
-        await asyncio.sleep(self.knobs.settle)
+        until = self.loop.time() + self.knobs.settle
+        while self.loop.time() < until and not self.watch.quiet():
+            await asyncio.sleep(2.0)
+        self.event("settled")
         self.watch.settled()
         for replica in self.alive():
             assert replica.gateway is not None
             replica.dead = True  # stop it where it stands: the run is over
         self.event(f"end effects={len(self.provider.ledger)} records={len(self.records())}")
 
+    async def _bounded(self) -> None:
+        try:
+            async with asyncio.timeout(LIFETIME):
+                await self._main()
+        except TimeoutError:
+            self.violation(f"the run did not end within {LIFETIME:g} virtual seconds")
+
     def run(self) -> Outcome:
         asyncio.set_event_loop(self.loop)
         logging.disable(logging.CRITICAL)
         try:
-            self.loop.run_until_complete(self._main())
+            self.loop.run_until_complete(self._bounded())
         except Deadlock as exc:
             self.violation(f"deadlock: {exc}")
         finally:
             logging.disable(logging.NOTSET)
             asyncio.set_event_loop(None)
+            self.loop.close()
         counts = Counter(self.counts)
         counts.update(self.provider.counts)
         counts.update(self.store_faults.counts)

@@ -118,6 +118,10 @@ class SimProvider:
         """Whether a request for this action is still being processed (it may still apply)."""
         return self._busy_actions[action_id] > 0
 
+    def pending_actions(self) -> list[str]:
+        """The actions with a request still being processed."""
+        return [a for a, n in self._busy_actions.items() if n > 0]
+
     def quiet(self) -> None:
         """No more faults: every request applied and answered, reads within the window."""
         self.odds = ProviderOdds(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
