@@ -71,6 +71,7 @@ class Watch:
         for e in w.provider.ledger:
             ledger[e.action_id] += 1
         for action_id, state, fence in sorted(changed):
+            w.event(f"row {action_id[:12]} {state} fence={fence}")
             before = self.fences.get(action_id, 0)
             if fence < before:
                 self.fail(f"fence of {action_id} went back from {before} to {fence}")

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from tests.sim.world import World
 
 
+# A replica's chance, at each store or provider call, to stall there (longer than a lease).
+STALL_ODDS = 0.01
+
+
 class Gate:
     """A replica's way out (to the store, to the provider): counts its calls and crashes the
     replica at the n-th, before the call or after it returned."""
@@ -37,11 +41,13 @@ class Gate:
 
     async def enter(self, kind: str) -> None:
         await self.replica.crossing(f"{self.what}.{kind}", "before")
+        await self.replica.maybe_stall(f"before {self.what}.{kind}")
         if self.faults is not None and self.replica.world.faulty:
             await self.faults.enter(kind)
 
     async def leave(self, kind: str) -> None:
         await self.replica.crossing(f"{self.what}.{kind}", "after")
+        await self.replica.maybe_stall(f"after {self.what}.{kind}")
         if self.faults is not None and self.replica.world.faulty:
             await self.faults.leave(kind)
         if self.what == "store" and kind == "write":
@@ -59,11 +65,21 @@ class SimReplica:
         self.drift = (rng.random() * 2 - 1) * 50e-6
         self.mono0 = rng.random() * 1e5
         self.calls = 0
+        self.stalls = random.Random(f"stalls:{world.seed}:{number}")
         self.crash_at = crash_at
         self.crash_after = crash_after
         self.dead = False
         self.died = asyncio.Event()
         self.gateway: Replica | None = None
+
+    async def maybe_stall(self, where: str) -> None:
+        """Now and then a task of the replica stops for longer than a lease (a paused VM, a long
+        GC, SIGSTOP): when it resumes, another replica may hold its action."""
+        if self.world.faulty and self.stalls.random() < STALL_ODDS:
+            self.world.counts["replica_stall"] += 1
+            pause = 10 + self.stalls.random() * 30
+            self.world.event(f"stall {self.name} {where} for {pause:.3f}s")
+            await asyncio.sleep(pause)
 
     def wall(self) -> float:
         return self.world.now() + self.skew

@@ -12,19 +12,24 @@ import sys
 import time
 from collections import Counter
 
+import effectgate.gateway
 from tests.sim.world import Knobs, Outcome, World
 
 # What `make test` (tests/sim/test_sim.py) and a bare `make sim` run.
 SEEDS, SEED = 2000, 1
 
 
-def run(seeds: int, first: int, knobs: Knobs | None = None) -> tuple[list[Outcome], str]:
+def run(seeds: int, first: int, knobs: Knobs | None = None, *, stop: bool = False) -> tuple[list[Outcome], str]:
+    """The outcomes of seeds first.. first+seeds-1 (up to the first failing one with `stop`), and
+    the digest over their traces in order."""
     outcomes = []
     digest = hashlib.sha256()
     for seed in range(first, first + seeds):
         outcome = World(seed, knobs).run()
         digest.update(outcome.digest.encode())
         outcomes.append(outcome)
+        if stop and outcome.violations:
+            break
     return outcomes, digest.hexdigest()
 
 
@@ -47,9 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--trace", action="store_true", help="print every seed's trace")
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
+    parser.add_argument("--mutant-check", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.mutant_check and "effectgate-mutant-" not in str(effectgate.gateway.__file__):
+        print(f"mutated effectgate not loaded: {effectgate.gateway.__file__}")
+        return 2
     started = time.process_time()
-    outcomes, digest = run(args.seeds, args.seed)
+    outcomes, digest = run(args.seeds, args.seed, stop=args.stop)
     counts: Counter[str] = Counter()
     failed = 0
     for outcome in outcomes:
@@ -62,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"faults: {faults}")
     print(f"cpu: {spent:.1f}s, {args.seeds / spent * 60 if spent else 0:.0f} seeds/min, {failed} failing seed(s)")
     violations = sum(len(o.violations) for o in outcomes)
-    print(f"sim: {args.seeds} seeds, {counts['events']} events, {violations} violations, digest {digest}")
+    print(f"sim: {len(outcomes)} seeds, {counts['events']} events, {violations} violations, digest {digest}")
     return 1 if violations else 0
 
 

@@ -81,6 +81,7 @@ class World:
         self.provider = SimProvider(random.Random(f"provider:{seed}"), self.now)
         self.provider.odds.beyond_window = self.knobs.beyond_window
         self.provider.on_effect = self.on_effect
+        self.provider.on_request = self.event
         self.store_faults = StoreFaults(random.Random(f"store:{seed}"), asyncio.sleep)
         self.adapters = config.adapters(self.provider)
         self.config = config.config()

@@ -109,6 +109,12 @@ class SimProvider:
     _by_key: dict[str, Effect] = field(default_factory=dict)
     # Told of every new effect (a simulator checks its invariants there).
     on_effect: Callable[[Effect], None] | None = None
+    # Told of every request as it arrives and how it will go (a simulator's trace).
+    on_request: Callable[[str], None] | None = None
+
+    def note(self, what: str) -> None:
+        if self.on_request is not None:
+            self.on_request(what)
 
     def pending(self, provider_key: str) -> bool:
         """Whether a request with this key is still being processed (it may still apply)."""
@@ -216,6 +222,7 @@ class SimAdapter(Adapter):
             raise AmbiguousError("503 from the provider", code="unavailable")
         roll -= odds.error_before
         # From here the request is applied at send + delay, whatever happens to the caller.
+        p.note(f"request {call.tool} {call.action_id[:12]} key={call.provider_key[-8:]} applies in {delay:.3f}s")
         partial = roll < odds.partial
         applied: asyncio.Future[Effect] = asyncio.get_running_loop().create_future()
         p._busy[call.provider_key] += 1
