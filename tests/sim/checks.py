@@ -9,7 +9,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from effectgate.gateway.model import ActionRecord, State
+from effectgate.gateway.store import verify_chain
 from effectgate.testing.sim.provider import Effect
+from effectgate.testing.sim.store import SimStore
 from tests.sim import config
 
 if TYPE_CHECKING:
@@ -111,9 +113,8 @@ class Watch:
         for record in w.records(State.DISPATCHED, State.PLANNED, State.AWAITING_APPROVAL, State.UNKNOWN):
             if record.state is not State.UNKNOWN:
                 return False
-            if record.state is State.UNKNOWN and record.tool not in BLIND:
-                if not any(e.partial for e in w.provider.effects_of(record.action_id)):
-                    return False
+            if record.tool not in BLIND and not any(e.partial for e in w.provider.effects_of(record.action_id)):
+                return False
         return True
 
     def settled(self) -> None:
@@ -128,11 +129,21 @@ class Watch:
                 self.fail(f"{record.action_id} ({record.tool}) still UNKNOWN after settling: {record.reason}")
             self.answer(record)
         for effect in w.provider.ledger:
-            record = records.get(effect.action_id)
-            if record is None or record.state not in (State.CONFIRMED, State.UNKNOWN):
-                state = "missing" if record is None else record.state.value
+            stored = records.get(effect.action_id)
+            if stored is None or stored.state not in (State.CONFIRMED, State.UNKNOWN):
+                state = "missing" if stored is None else stored.state.value
                 self.fail(f"effect #{effect.number} of {effect.action_id} is {state} in the store")
         self._counters(records)
+
+    async def chain(self, store: SimStore) -> None:
+        """The audit chain of every tenant verifies, and every event is on it."""
+        await store.open()
+        verdict = await verify_chain(store)
+        if verdict.broken is not None:
+            self.fail(f"the audit chain is broken: {verdict.broken}")
+        if verdict.unchained:
+            self.fail(f"{verdict.unchained} event(s) are not on the audit chain")
+        self.world.event(f"chain {verdict.tenants} tenant(s) {verdict.rows} row(s)")
 
     def _counters(self, records: dict[str, ActionRecord]) -> None:
         """The `pay` limit's counters equal the ledger once nothing is UNKNOWN (an UNKNOWN action

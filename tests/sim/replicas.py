@@ -81,6 +81,12 @@ class SimReplica:
             self.world.event(f"stall {self.name} {where} for {pause:.3f}s")
             await asyncio.sleep(pause)
 
+    @property
+    def running(self) -> Replica:
+        """Its parts (only once started: `World.alive` lists started replicas only)."""
+        assert self.gateway is not None, f"{self.name} is not started"
+        return self.gateway
+
     def wall(self) -> float:
         return self.world.now() + self.skew
 

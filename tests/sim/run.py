@@ -37,13 +37,14 @@ def replay_command(seed: int) -> str:
     return f"make sim SEEDS=1 SEED={seed}"
 
 
-def report(outcome: Outcome, out: object = sys.stdout) -> None:
-    print(f"seed {outcome.seed}: {len(outcome.violations)} violation(s)", file=out)  # type: ignore[call-overload]
+def report(outcome: Outcome) -> None:
+    """A failing seed's trace, what it violated, and the one command that replays it."""
+    print(f"seed {outcome.seed}: {len(outcome.violations)} violation(s)")
     for line in outcome.trace:
-        print(f"  {line}", file=out)  # type: ignore[call-overload]
+        print(f"  {line}")
     for violation in outcome.violations:
-        print(f"  violated: {violation}", file=out)  # type: ignore[call-overload]
-    print(f"  replay: {replay_command(outcome.seed)}", file=out)  # type: ignore[call-overload]
+        print(f"  violated: {violation}")
+    print(f"  replay: {replay_command(outcome.seed)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,7 +63,7 @@ class Workload:
             return None
         who = cmd.identity
         tag = f"{who.run_id}/{who.step_id} {who.tool} {who.tool_call_id} on {replica.name}"
-        result = await Caller(replica.gateway.protocol, replica.gateway.clock, replica.died).execute(cmd, budget)
+        result = await Caller(replica.running.protocol, replica.running.clock, replica.died).execute(cmd, budget)
         if isinstance(result, ExecuteResult):
             w.event(f"answer {tag}: {result.record.state.value} replayed={result.replayed}")
             w.watch.answer(result.record)
@@ -118,7 +118,7 @@ class Workload:
         seen = tools_pb2.ChargeCard.FromString(shown)
         if rng.random() < 0.15:  # the console showed a stale payload
             seen = payload(rng.choice(AMOUNTS))
-        ops = replica.gateway.operations
+        ops = replica.running.operations
         if rng.random() < 0.75:
             act = "approve"  # what it was shown, whether or not the answer comes back
             self.approved.setdefault(action_id, set()).add(seen.amount)
@@ -135,7 +135,7 @@ class Workload:
         effects = [e for e in w.provider.effects_of(action_id) if not e.partial]
         if not effects:
             return  # absence is never certain to an operator while a request may still land
-        ops = replica.gateway.operations
+        ops = replica.running.operations
         done = ops.reconcile(TENANT, action_id, State.CONFIRMED, "ops", "seen in the ledger", effects[0].external_id)
         outcome = await Caller.operate(done, replica.died)
         w.event(f"operator reconcile {action_id[:12]} on {replica.name}: {_named(outcome)}")

@@ -16,7 +16,7 @@ from effectgate.gateway.model import ActionRecord, State
 from effectgate.gateway.store import rows
 from effectgate.testing.sim.loop import Deadlock, VirtualLoop
 from effectgate.testing.sim.provider import Effect, SimProvider
-from effectgate.testing.sim.store import SimDatabase, StoreFaults
+from effectgate.testing.sim.store import SimDatabase, SimStore, StoreFaults
 from tests.sim import checks, config
 from tests.sim.caller import Caller
 from tests.sim.replicas import SimReplica
@@ -172,10 +172,11 @@ class World:
         if not self.alive():
             await self.start_replica()
         until = self.loop.time() + self.knobs.settle
-        while self.loop.time() < until and not self.watch.quiet():
+        while self.loop.time() < until and not self.watch.quiet():  # noqa: ASYNC110 - a poll in virtual time
             await asyncio.sleep(2.0)
         self.event("settled")
         self.watch.settled()
+        await self.watch.chain(SimStore(self.db))
         for replica in self.alive():
             assert replica.gateway is not None
             replica.dead = True  # stop it where it stands: the run is over
@@ -190,13 +191,15 @@ class World:
 
     def run(self) -> Outcome:
         asyncio.set_event_loop(self.loop)
+        # The gateway's own logs (every fault it meets) would dwarf the trace; restored after.
+        disabled = logging.root.manager.disable
         logging.disable(logging.CRITICAL)
         try:
             self.loop.run_until_complete(self._bounded())
         except Deadlock as exc:
             self.violation(f"deadlock: {exc}")
         finally:
-            logging.disable(logging.NOTSET)
+            logging.disable(disabled)
             asyncio.set_event_loop(None)
             self.loop.close()
         counts = Counter(self.counts)

@@ -85,10 +85,11 @@ class VirtualLoop(base_events.BaseEventLoop):
     def _refuse(self, *_: Any, **__: Any) -> Any:
         raise RealIORefused("a simulated run has no real I/O (sockets, threads, processes, DNS)")
 
-    add_reader = remove_reader = add_writer = remove_writer = _refuse
+    # Refused outright, whatever their signatures say they take.
+    add_reader = remove_reader = add_writer = remove_writer = _refuse  # type: ignore[assignment]
     sock_recv = sock_sendall = sock_connect = sock_accept = _refuse
 
-    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> Any:
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> Any:  # type: ignore[override]
         self._refuse()
 
     async def getaddrinfo(self, *args: Any, **kwargs: Any) -> Any:
