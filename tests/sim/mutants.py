@@ -30,6 +30,8 @@ class Mutant:
     path: str
     old: str
     new: str
+    # More (path, old, new) edits of the same break, when one line is not enough to reach it.
+    also: tuple[tuple[str, str, str], ...] = ()
 
 
 MUTANTS = (
@@ -64,9 +66,19 @@ MUTANTS = (
     Mutant(
         "unknown-resent",
         "an UNKNOWN action is verified again, never re-sent on a guess",
-        f"{GATEWAY}/core/moves.py",
-        "    if record.state in UNSENT:",
-        "    if record.state in UNSENT or record.state is State.UNKNOWN:",
+        f"{GATEWAY}/model/domain.py",
+        "UNSENT: frozenset[State] = frozenset({State.PLANNED, State.NOT_FOUND})",
+        "UNSENT: frozenset[State] = frozenset({State.PLANNED, State.NOT_FOUND, State.UNKNOWN})",
+        # The transition table would refuse that send (a second line of defence): it is opened
+        # too, so that the break reaches the provider.
+        also=(
+            (
+                f"{GATEWAY}/core/transitions/table.py",
+                "NOT_FOUND          dispatch               DISPATCHED\n",
+                "NOT_FOUND          dispatch               DISPATCHED\n"
+                "UNKNOWN            dispatch               DISPATCHED\n",
+            ),
+        ),
     ),
     Mutant(
         "takeover-same-fence",
@@ -118,11 +130,12 @@ MUTANTS = (
 def apply(mutant: Mutant, into: Path) -> bool:
     """Copies the package into `into` with the mutant's line replaced; False when it is stale."""
     shutil.copytree(ROOT / "src" / "effectgate", into / "effectgate")
-    target = into / mutant.path
-    text = target.read_text()
-    if text.count(mutant.old) != 1:
-        return False
-    target.write_text(text.replace(mutant.old, mutant.new))
+    for path, old, new in ((mutant.path, mutant.old, mutant.new), *mutant.also):
+        target = into / path
+        text = target.read_text()
+        if text.count(old) != 1:
+            return False
+        target.write_text(text.replace(old, new))
     return True
 
 
