@@ -118,6 +118,13 @@ MUTANTS = (
         "    f\"state IN ({_literals(DUE)}) AND (lease_owner = '' OR lease_expires_at <= ? - 1e9)\"",
     ),
     Mutant(
+        "slow-first-probe-anchored",
+        "one clock: a replica never runs on an anchor its probe cannot vouch for (the defect seed 122 found)",
+        f"{GATEWAY}/store/clock.py",
+        "        if rtt > MAX_PROBE_RTT:",
+        "        if rtt > MAX_PROBE_RTT and self._anchor is not None:",
+    ),
+    Mutant(
         "outage-undocumented",
         "only documented answers: a store outage is UNAVAILABLE, not an internal error",
         f"{GATEWAY}/core/protocol_parts.py",
