@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
 PYTEST_ARGS ?=
 
-.PHONY: demo run test test-services test-ts ts-checks lint proto proto-check bench bench-notify chaos soak fuzz venv venv-crewai clean
+.PHONY: demo run test test-services test-ts ts-checks lint proto proto-check bench bench-notify chaos soak fuzz sim sim-mutants venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -110,6 +110,18 @@ soak: $(STAMP)
 
 ## fuzz: the stateful model of the protocol for FUZZ_MINUTES (30), a seed per round, found examples in .hypothesis/
 FUZZ_MINUTES ?= 30
+## sim: the deterministic simulator (tests/sim): SEEDS seeds from SEED (SEEDS=1 SEED=S replays one)
+# The default budget is the one `make test` gives it (tests/sim/test_sim.py); the last line is
+# `sim: N seeds, E events, V violations, digest HEX`.
+SEEDS ?=
+SEED ?= 1
+sim: $(STAMP)
+	$(PY) -m tests.sim.run $(if $(SEEDS),--seeds $(SEEDS)) --seed $(SEED)
+
+## sim-mutants: one-line breaks of the protocol, each must be caught by `make sim`'s budget
+sim-mutants: $(STAMP)
+	$(PY) -m tests.sim.mutants
+
 fuzz: $(STAMP) test-services
 	bash scripts/fuzz_model.sh $(FUZZ_MINUTES)
 

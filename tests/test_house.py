@@ -21,6 +21,7 @@ PROVIDERS = [f"effectgate.adapters.{name}" for name in ("stripe", "square", "pos
 # Lab tools that reach into a wing on purpose, and why.
 WHITE_BOX = {
     "effectgate_lab.bench.host_clock": "hides PostgreSQL's clock for the bench's store/host clock comparison",
+    "effectgate.testing.sim.store": "runs the SQLite store's own statements synchronously, without its writer thread",
 }
 SOURCES = [ROOT / "src", ROOT / "lab" / "src", ROOT / "clients" / "python" / "src"]
 

@@ -89,6 +89,20 @@ async def test_a_slow_probe_is_ignored_and_the_clock_never_goes_back() -> None:
     assert clock() >= before
 
 
+async def test_a_slow_first_probe_anchors_nothing() -> None:
+    """Found by the simulator (make sim SEEDS=1 SEED=122 before the fix): a first probe that took
+    36 s anchored the clock 18 s fast, within what the skew guard allows (rtt/2), and the replica
+    declared an absence inside the consistency window."""
+    times = Times()
+    clock = StoreClock(ProbedStore(times), wall=times.wall, monotonic=times.monotonic)
+    times.rtt = 36.0
+    assert not await clock.probe()
+    assert not clock.shared and clock() == pytest.approx(times.wall())
+    times.rtt = 0.002
+    assert await clock.probe()
+    assert clock.shared and clock.offset == pytest.approx(100.0)
+
+
 async def test_a_store_without_a_clock_leaves_the_hosts() -> None:
     clock = StoreClock(MemoryStore())
     assert await clock.probe()

@@ -58,6 +58,9 @@ class Readiness:
         half open); the next check waits on the same probe instead of starting another."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self.store.probe(self.clock()))
+            # A probe that outlived its check and then failed is read here, so its error is never
+            # "unretrieved" (the next check starts another; the simulator's seed 847 found this).
+            self._task.add_done_callback(lambda t: t.cancelled() or t.exception())
         # This check's own probe: a concurrent check may start the next one while we wait.
         task = self._task
         done, _ = await asyncio.wait({task}, timeout=self.timeout)

@@ -10,9 +10,6 @@ UNKNOWN backlog when metrics are on), and a graceful shutdown that lets in-fligh
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,28 +20,19 @@ from grpc_reflection.v1alpha import reflection
 
 from effectgate.adapters.base import Adapter
 from effectgate.gateway.background import (
-    ClockWatch,
     Deliverer,
     ForgeryWatch,
     Readiness,
     Runner,
     Sink,
     build_sinks,
-    compose_background,
-    no_problem,
-    notifier_of,
 )
 from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.core import (
     Clock,
-    DriverSettings,
     EffectProtocol,
     LagBook,
-    LagSampler,
-    LimitsDesk,
-    Operations,
     ProviderReports,
-    ToolSet,
     Waits,
 )
 from effectgate.gateway.intake import WebhookIntake, adapter_tenants
@@ -60,6 +48,7 @@ from effectgate.gateway.runtime.configured import (
 )
 from effectgate.gateway.runtime.listener import Certificates, credentials, listen
 from effectgate.gateway.runtime.observing import observe
+from effectgate.gateway.runtime.replica import build_replica
 from effectgate.gateway.runtime.shutdown import ShutdownDeadline
 from effectgate.gateway.store import Store, StoreClock
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
@@ -77,7 +66,7 @@ async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[s
     harmless read per adapter (its lines are returned), open the store, measure its clock's offset
     to this host's (the probed clock is returned), compare each tool's window with the read lags
     observed (the problems are returned), close the store."""
-    from effectgate.gateway.runtime.adapter_probes import probe_adapters
+    from effectgate.gateway.runtime.commands.adapter_probes import probe_adapters
 
     adapters = build_adapters(config)
     try:
@@ -222,35 +211,22 @@ class Gateway:
         clock: Clock | None,
         background_clock: Clock | None,
     ) -> Gateway:
-        lags = LagBook(config.consistency)
-        bound = bind_tools(config, adapters, lags)
-        tools = ToolSet(bound, adapters)
-        await lags.load(store, (t.lag_key for t in bound.values()))
-        for problem in window_problems(bound, lags):
-            log.warning("%s", problem)
-        owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        watch: ClockWatch | None = None
-        if clock is None:
-            # One clock for every replica of the store (store/clock.py), anchored before any work.
-            store_clock = StoreClock(store)
-            watch = ClockWatch(store_clock, config.clock_skew_bound)
-            await watch.check()
-            clock = store_clock
-        background_clock = background_clock or clock
-        protocol = EffectProtocol(
+        health_servicer = health_aio.HealthServicer()
+        replica = await build_replica(
+            config,
             store,
-            tools,
-            DriverSettings(
-                owner=owner,
-                lease_ttl=config.lease_ttl,
-                recheck_min=config.recheck_min,
-                recheck_max=config.recheck_max,
-            ),
+            adapters,
+            health_servicer,
+            services=("", *SERVICE_NAMES),
+            audited=tenants_of(config),
+            watch_backlog=watch_backlog,
             clock=clock,
-            sleep=clock.sleep,
-            clock_problem=watch or no_problem,
-            on_answered=LagSampler(store, lags, clock).on_answered,
+            background_clock=background_clock,
         )
+        for problem in replica.window_problems:
+            log.warning("%s", problem)
+        protocol, clock, notifier = replica.protocol, replica.clock, replica.notifier
+        background_clock, background, readiness = replica.background_clock, replica.background, replica.readiness
         auth = Authenticator(config.principals)
         if auth.dev_mode:
             log.warning(
@@ -275,42 +251,22 @@ class Gateway:
             ],
         )
         admission = Admission(auth)
-        desk = LimitsDesk(store, tools, clock)
-        waits = Waits(protocol)
+        desk, waits = replica.desk, replica.waits
         admission.register(
             server,
             gateway_pb2_grpc.add_EffectGatewayServicer_to_server,
             EffectGatewayService(protocol, limits, clock, desk, waits),
         )
-        operations = Operations(protocol)
         admission.register(
-            server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(operations, limits, desk)
+            server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(replica.operations, limits, desk)
         )
-        health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         certificates = Certificates(config) if config.tls is not None else None
         port = listen(server, config, shared_port, certificates)
-        notifier = await notifier_of(config, store, protocol, background_clock, owner)
-        background, readiness = compose_background(
-            config,
-            protocol,
-            store,
-            health_servicer,
-            background_clock,
-            watch,
-            services=("", *SERVICE_NAMES),
-            audited=tenants_of(config),
-            watch_backlog=watch_backlog,
-            operations=operations,
-            tools=bound,
-            adapters=adapters,
-            desk=desk,
-            notifier=notifier,
-        )
         intake = None
         if config.webhooks is not None:
-            reports = ProviderReports(protocol, store, tools, adapter_tenants(config))
+            reports = ProviderReports(protocol, store, replica.tools, adapter_tenants(config))
             intake = WebhookIntake(reports, adapters, config.webhooks)
             if notifier is not None:
                 intake.on_refused = ForgeryWatch(notifier, background_clock).refused

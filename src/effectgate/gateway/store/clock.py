@@ -32,8 +32,7 @@ from collections.abc import Callable
 
 from effectgate.gateway.store.base import Store
 
-# A probe whose round trip took longer than this is ignored (its midpoint is too uncertain) while
-# an earlier anchor exists.
+# A probe whose round trip took longer than this is ignored (its midpoint is too uncertain).
 MAX_PROBE_RTT = 0.5
 
 
@@ -81,7 +80,11 @@ class StoreClock:
             self.offset, self.rtt, self.shared = 0.0, 0.0, False
             return True
         rtt = mono1 - mono0
-        if rtt > MAX_PROBE_RTT and self._anchor is not None:
+        if rtt > MAX_PROBE_RTT:
+            # Too slow to anchor on, even the first: the store read its clock anywhere within
+            # the round trip, so the anchor could be off by half of it (a first probe stalled
+            # for 36 s made a replica's clock 18 s fast and it proved an absence inside the
+            # window; the skew guard allows rtt/2). The clock stays as it was until a quick one.
             return False
         self._anchor = (at_store, (mono0 + mono1) / 2)
         self.offset = at_store - (wall0 + wall1) / 2

@@ -1,0 +1,193 @@
+"""`make sim-mutants`: deliberate one-line breaks of the protocol, each applied to a temporary
+copy of the package, and the simulator run on it at the budget `make test` gives it. Each must be
+caught (a violation, with its seed, trace and replay command); one that is not is a hole in the
+simulator's workload, faults or invariants.
+
+A mutant names a file under src/effectgate, one line's text and its replacement: when the
+text is not found (the code moved), the mutant is reported as stale, not as caught."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.sim.run import SEEDS
+
+ROOT = Path(__file__).resolve().parents[2]
+GATEWAY = "effectgate/gateway"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    # The promise it breaks (what the simulator must notice).
+    breaks: str
+    path: str
+    old: str
+    new: str
+    # More (path, old, new) edits of the same break, when one line is not enough to reach it.
+    also: tuple[tuple[str, str, str], ...] = ()
+
+
+MUTANTS = (
+    Mutant(
+        "absence-inside-window",
+        "no false 'no effect': absence is proven only after the provider finished and the window closed",
+        f"{GATEWAY}/core/transitions/steps.py",
+        "        if read_at >= absence_provable_at(record, policy):",
+        "        if True:",
+    ),
+    Mutant(
+        "release-unproven",
+        "limits count effects: a reservation is released only on proof of no effect",
+        f"{GATEWAY}/model/limits.py",
+        "UNCOUNTED: frozenset[State] = frozenset({State.REJECTED, State.NOT_FOUND})",
+        "UNCOUNTED: frozenset[State] = frozenset({State.REJECTED, State.NOT_FOUND, State.UNKNOWN})",
+    ),
+    Mutant(
+        "fence-dropped",
+        "a holder that lost its lease writes nothing (the guarded update's fence)",
+        f"{GATEWAY}/store/sql.py",
+        '            " WHERE action_id = ? AND fence = ?"\n        )\n        self.update = d.render(update)',
+        '            " WHERE action_id = ? AND (fence = ? OR 1)"\n        )\n        self.update = d.render(update)',
+    ),
+    Mutant(
+        "approval-unbound",
+        "an approval applies only to the payload it was shown",
+        f"{GATEWAY}/core/operators/decisions.py",
+        "            if fingerprint and fingerprint != record.fingerprint:",
+        "            if False:",
+    ),
+    Mutant(
+        "unknown-resent",
+        "an UNKNOWN action is verified again, never re-sent on a guess",
+        f"{GATEWAY}/model/domain.py",
+        "UNSENT: frozenset[State] = frozenset({State.PLANNED, State.NOT_FOUND})",
+        "UNSENT: frozenset[State] = frozenset({State.PLANNED, State.NOT_FOUND, State.UNKNOWN})",
+        # The transition table would refuse that send (a second line of defence): it is opened
+        # too, so that the break reaches the provider.
+        also=(
+            (
+                f"{GATEWAY}/core/transitions/table.py",
+                "NOT_FOUND          dispatch               DISPATCHED\n",
+                "NOT_FOUND          dispatch               DISPATCHED\n"
+                "UNKNOWN            dispatch               DISPATCHED\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "takeover-same-fence",
+        "one lease holder writes at a time: taking a lease over fences the previous holder",
+        f"{GATEWAY}/store/sql.py",
+        '            "UPDATE actions SET fence = fence + 1, lease_owner = ?, lease_expires_at = ?"\n'
+        "            \" WHERE action_id = ? AND (lease_owner = '' OR lease_expires_at <= ?)\"",
+        '            "UPDATE actions SET fence = fence, lease_owner = ?, lease_expires_at = ?"\n'
+        "            \" WHERE action_id = ? AND (lease_owner = '' OR lease_expires_at <= ?)\"",
+    ),
+    Mutant(
+        "absent-is-confirmed",
+        "answers match the provider: a read that finds nothing never confirms",
+        f"{GATEWAY}/core/transitions/steps.py",
+        "    if obs.outcome is Outcome.CONFIRMED:",
+        "    if obs.outcome is not Outcome.UNKNOWN:",
+    ),
+    Mutant(
+        "approval-skipped",
+        "approvals before sends",
+        f"{GATEWAY}/core/protocol/execute.py",
+        "        needs_approval = tool.config.approval is Approval.REQUIRED or ruled",
+        "        needs_approval = ruled",
+    ),
+    Mutant(
+        "budget-unchecked",
+        "limits never exceeded",
+        f"{GATEWAY}/store/accounting.py",
+        '            " WHERE limit_counters.effects < ? AND excluded.spent <= ? - limit_counters.spent"',
+        '            " WHERE limit_counters.effects < ? + 99 AND excluded.spent <= ? + 9999 - limit_counters.spent"',
+    ),
+    Mutant(
+        "expired-lease-kept",
+        "nothing lost: a dead worker's action is taken over once its lease expires",
+        f"{GATEWAY}/store/sql.py",
+        "    f\"state IN ({_literals(DUE)}) AND (lease_owner = '' OR lease_expires_at <= ?)\"",
+        "    f\"state IN ({_literals(DUE)}) AND (lease_owner = '' OR lease_expires_at <= ? - 1e9)\"",
+    ),
+    Mutant(
+        "slow-first-probe-anchored",
+        "one clock: a replica never runs on an anchor its probe cannot vouch for (the defect seed 122 found)",
+        f"{GATEWAY}/store/clock.py",
+        "        if rtt > MAX_PROBE_RTT:",
+        "        if rtt > MAX_PROBE_RTT and self._anchor is not None:",
+    ),
+    Mutant(
+        "outage-undocumented",
+        "only documented answers: a store outage is UNAVAILABLE, not an internal error",
+        f"{GATEWAY}/core/protocol/parts.py",
+        "            raise GatewayUnavailable(str(exc)) from exc",
+        "            raise RuntimeError(str(exc)) from exc",
+    ),
+)
+
+
+def apply(mutant: Mutant, into: Path) -> bool:
+    """Copies the package into `into` with the mutant's line replaced; False when it is stale."""
+    shutil.copytree(ROOT / "src" / "effectgate", into / "effectgate")
+    for path, old, new in ((mutant.path, mutant.old, mutant.new), *mutant.also):
+        target = into / path
+        text = target.read_text()
+        if text.count(old) != 1:
+            return False
+        target.write_text(text.replace(old, new))
+    return True
+
+
+def hunt(mutant: Mutant, seeds: int) -> tuple[str, str]:
+    """("caught" | "missed" | "stale", the simulator's output)."""
+    with tempfile.TemporaryDirectory(prefix="effectgate-mutant-") as folder:
+        if not apply(mutant, Path(folder)):
+            return "stale", f"the line to break is not in {mutant.path} (the code moved: update the mutant)"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, str(ROOT)]), "EFFECTGATE_SIM_MUTANT": mutant.name}
+        run = subprocess.run(
+            [sys.executable, "-m", "tests.sim.run", "--seeds", str(seeds), "--seed", "1", "--stop", "--mutant-check"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        output = run.stdout + run.stderr
+        if "mutated effectgate not loaded" in output:
+            return "stale", output
+        caught = run.returncode == 1 and "violated:" in output
+        return ("caught" if caught else "missed"), output
+
+
+def main() -> int:
+    seeds = int(os.environ.get("SEEDS", SEEDS))
+    missed = 0
+    for mutant in MUTANTS:
+        verdict, output = hunt(mutant, seeds)
+        lines = output.strip().splitlines()
+        print(f"== {mutant.name}: {verdict} ({mutant.breaks})")
+        if verdict == "caught":
+            violated = [line for line in lines if "violated:" in line]
+            replay = [line for line in lines if "replay:" in line]
+            failing = [line for line in lines if line.startswith("seed ")]
+            print("\n".join(f"   {line.strip()}" for line in failing[:1] + violated[:3] + replay[:1]))
+            trace = [line for line in lines if line.startswith("  ") and "violated:" not in line]
+            print("   trace (last 15 events):")
+            print("\n".join(f"   {line}" for line in trace[-16:-1]))
+        else:
+            missed += 1
+            print("\n".join(f"   {line}" for line in lines[-4:]))
+    print(f"sim-mutants: {len(MUTANTS) - missed} of {len(MUTANTS)} caught within {seeds} seeds each")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Simulated replicas: each built by `build_replica` (the production wiring) on the shared
+in-memory store, with its own skewed wall clock and drifting monotonic clock, and its calls to the
+store and the provider passing through a gate that can crash it.
+
+A crash stops the process where it stands: every task of the replica that reaches its next store
+or provider call waits there forever (a killed process runs nothing more; its in-memory work
+between two calls has no effect outside). A restart is a new replica (a new owner) on the same
+store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from grpc_health.v1 import _async as health_aio
+
+from effectgate.gateway.config import Config
+from effectgate.gateway.runtime.replica import Replica, build_replica
+from effectgate.testing.sim.provider import SimAdapter
+from effectgate.testing.sim.store import SimStore
+
+if TYPE_CHECKING:
+    from tests.sim.world import World
+
+
+# A replica's chance, at each store or provider call, to stall there (longer than a lease).
+STALL_ODDS = 0.01
+
+
+class Gate:
+    """A replica's way out (to the store, to the provider): counts its calls and crashes the
+    replica at the n-th, before the call or after it returned."""
+
+    def __init__(self, replica: SimReplica, what: str, faults: Any) -> None:
+        self.replica = replica
+        self.what = what
+        self.faults = faults
+
+    async def enter(self, kind: str) -> None:
+        await self.replica.crossing(f"{self.what}.{kind}", "before")
+        await self.replica.maybe_stall(f"before {self.what}.{kind}")
+        if self.faults is not None and self.replica.world.faulty:
+            await self.faults.enter(kind)
+
+    async def leave(self, kind: str) -> None:
+        await self.replica.crossing(f"{self.what}.{kind}", "after")
+        await self.replica.maybe_stall(f"after {self.what}.{kind}")
+        if self.faults is not None and self.replica.world.faulty:
+            await self.faults.leave(kind)
+        if self.what == "store" and kind == "write":
+            self.replica.world.after_write()
+
+
+class SimReplica:
+    def __init__(self, world: World, number: int, crash_at: int | None, crash_after: bool) -> None:
+        self.world = world
+        self.name = f"r{number}"
+        rng = random.Random(f"replica:{world.seed}:{number}")
+        # Its host's clocks: the wall clock off by up to 0.2 s, the monotonic clock drifting by up
+        # to 50 ppm from its own arbitrary origin.
+        self.skew = (rng.random() * 2 - 1) * 0.2
+        self.drift = (rng.random() * 2 - 1) * 50e-6
+        self.mono0 = rng.random() * 1e5
+        self.calls = 0
+        self.stalls = random.Random(f"stalls:{world.seed}:{number}")
+        self.crash_at = crash_at
+        self.crash_after = crash_after
+        self.dead = False
+        self.died = asyncio.Event()
+        self.gateway: Replica | None = None
+
+    async def maybe_stall(self, where: str) -> None:
+        """Now and then a task of the replica stops for longer than a lease (a paused VM, a long
+        GC, SIGSTOP): when it resumes, another replica may hold its action."""
+        if self.world.faulty and self.stalls.random() < STALL_ODDS:
+            self.world.counts["replica_stall"] += 1
+            pause = 10 + self.stalls.random() * 30
+            self.world.event(f"stall {self.name} {where} for {pause:.3f}s")
+            await asyncio.sleep(pause)
+
+    @property
+    def running(self) -> Replica:
+        """Its parts (only once started: `World.alive` lists started replicas only)."""
+        assert self.gateway is not None, f"{self.name} is not started"
+        return self.gateway
+
+    def wall(self) -> float:
+        return self.world.now() + self.skew
+
+    def monotonic(self) -> float:
+        return self.mono0 + self.world.loop.time() * (1 + self.drift)
+
+    async def crossing(self, where: str, phase: str) -> None:
+        if self.dead:
+            await _forever()
+        if phase == "before":
+            self.calls += 1
+        if self.crash_at is not None and self.calls >= self.crash_at and (phase == "after") == self.crash_after:
+            self.crash(f"at its call {self.calls} ({where}, {phase})")
+            await _forever()
+
+    def crash(self, why: str) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        self.died.set()
+        self.world.event(f"crash {self.name} {why}")
+        self.world.counts["crash"] += 1
+        self.world.crashed(self)
+
+    async def start(self, config: Config, adapters: Mapping[str, SimAdapter]) -> None:
+        store = SimStore(self.world.db, Gate(self, "store", self.world.store_faults))
+        await store.open()
+        gate = Gate(self, "provider", None)
+        mine = {name: adapter.with_hooks(gate) for name, adapter in adapters.items()}
+        self.gateway = await build_replica(
+            config,
+            store,
+            mine,
+            health_aio.HealthServicer(),
+            services=("",),
+            audited=("dev",),
+            owner=self.name,
+            wall=self.wall,
+            monotonic=self.monotonic,
+        )
+        self.gateway.background.start()
+
+
+async def _forever() -> None:
+    await asyncio.get_running_loop().create_future()
+
+
+def pick(rng: random.Random, replicas: list[SimReplica], ok: Callable[[SimReplica], bool]) -> SimReplica | None:
+    alive = [r for r in replicas if ok(r)]
+    return rng.choice(alive) if alive else None

@@ -1,0 +1,80 @@
+"""`python -m tests.sim.run --seeds N --seed S`: N simulated worlds from seed S.
+
+Prints each failing seed's trace and the command that replays it, then one last line:
+`sim: N seeds, E events, V violations, digest HEX`, the digest over every seed's trace in order
+(the same arguments always print the same digest)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections import Counter
+
+import effectgate.gateway
+from tests.sim.world import Knobs, Outcome, World
+
+# What `make test` (tests/sim/test_sim.py) and a bare `make sim` run.
+SEEDS, SEED = 2000, 1
+
+
+def run(seeds: int, first: int, knobs: Knobs | None = None, *, stop: bool = False) -> tuple[list[Outcome], str]:
+    """The outcomes of seeds first.. first+seeds-1 (up to the first failing one with `stop`), and
+    the digest over their traces in order."""
+    outcomes = []
+    digest = hashlib.sha256()
+    for seed in range(first, first + seeds):
+        outcome = World(seed, knobs).run()
+        digest.update(outcome.digest.encode())
+        outcomes.append(outcome)
+        if stop and outcome.violations:
+            break
+    return outcomes, digest.hexdigest()
+
+
+def replay_command(seed: int) -> str:
+    return f"make sim SEEDS=1 SEED={seed}"
+
+
+def report(outcome: Outcome) -> None:
+    """A failing seed's trace, what it violated, and the one command that replays it."""
+    print(f"seed {outcome.seed}: {len(outcome.violations)} violation(s)")
+    for line in outcome.trace:
+        print(f"  {line}")
+    for violation in outcome.violations:
+        print(f"  violated: {violation}")
+    print(f"  replay: {replay_command(outcome.seed)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--trace", action="store_true", help="print every seed's trace")
+    parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
+    parser.add_argument("--mutant-check", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.mutant_check and "effectgate-mutant-" not in str(effectgate.gateway.__file__):
+        print(f"mutated effectgate not loaded: {effectgate.gateway.__file__}")
+        return 2
+    started = time.process_time()
+    outcomes, digest = run(args.seeds, args.seed, stop=args.stop)
+    counts: Counter[str] = Counter()
+    failed = 0
+    for outcome in outcomes:
+        counts.update(outcome.counts)
+        if outcome.violations or args.trace or args.seeds == 1:
+            report(outcome)
+        failed += bool(outcome.violations)
+    spent = time.process_time() - started
+    faults = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "events")
+    print(f"faults: {faults}")
+    print(f"cpu: {spent:.1f}s, {args.seeds / spent * 60 if spent else 0:.0f} seeds/min, {failed} failing seed(s)")
+    violations = sum(len(o.violations) for o in outcomes)
+    print(f"sim: {len(outcomes)} seeds, {counts['events']} events, {violations} violations, digest {digest}")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The deterministic simulator in the suite: `make test` runs the budget `make sim` runs (SEEDS
+seeds from SEED, in chunks that pytest-xdist deals out), each with no violation; the same seeds
+give the same digest twice in one process and under another PYTHONHASHSEED in another."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.sim import run
+from tests.sim.world import World
+
+ROOT = Path(__file__).resolve().parents[2]
+# Small chunks: xdist deals them out, and each ends well within the timeout on a loaded machine.
+CHUNKS = 20
+CHUNK = run.SEEDS // CHUNKS
+
+
+def _failures(outcomes: list[object]) -> str:
+    lines = []
+    for outcome in outcomes:
+        if outcome.violations:  # type: ignore[attr-defined]
+            lines.append(f"seed {outcome.seed}: {outcome.violations} -> {run.replay_command(outcome.seed)}")  # type: ignore[attr-defined]
+    return "\n".join(lines)
+
+
+@pytest.mark.timeout(300)  # about 6 s of one core; the suite's machine may be many times slower
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_the_protocol_keeps_its_promises_in_every_simulated_world(chunk: int) -> None:
+    first = run.SEED + chunk * CHUNK
+    outcomes, _ = run.run(CHUNK, first)
+    assert not _failures(outcomes), _failures(outcomes)  # type: ignore[arg-type]
+    events = sum(o.counts["events"] for o in outcomes)
+    assert events >= 50 * CHUNK, f"{events} events in {CHUNK} seeds: the worlds are too small to say much"
+    faults = sum(outcomes[0].counts.values(), 0)
+    assert faults > 0
+
+
+@pytest.mark.timeout(300)
+def test_one_seed_one_trace_in_this_process_and_under_another_hash_seed() -> None:
+    seeds, first = 40, 7001
+    _, digest = run.run(seeds, first)
+    _, again = run.run(seeds, first)
+    assert again == digest
+    env = {**os.environ, "PYTHONHASHSEED": "12345" if os.environ.get("PYTHONHASHSEED") != "12345" else "999"}
+    other = subprocess.run(
+        [sys.executable, "-m", "tests.sim.run", "--seeds", str(seeds), "--seed", str(first)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=280,
+    )
+    last = other.stdout.strip().splitlines()[-1]
+    assert last == f"sim: {seeds} seeds, {last.split(', ')[1]}, 0 violations, digest {digest}", other.stdout[-2000:]
+
+
+def test_a_failing_seed_prints_its_trace_and_the_command_that_replays_it(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = World(3).run()
+    outcome.violations.append("a violation planted by this test")
+    run.report(outcome)
+    printed = capsys.readouterr().out
+    assert printed.startswith("seed 3: 1 violation(s)")
+    assert "violated: a violation planted by this test" in printed
+    assert printed.rstrip().endswith("replay: make sim SEEDS=1 SEED=3")
+    assert any(" effect " in line or " request " in line for line in printed.splitlines())
+
+
+def test_seed_122_proves_no_absence_with_a_clock_anchored_on_a_stalled_probe() -> None:
+    """The regression of the first defect the simulator found (StoreClock took a 36 s first probe
+    as its anchor: tests/test_store_clock.py has the unit test)."""
+    outcome = World(122).run()
+    assert any("stall r2 before store.read" in line for line in outcome.trace[:5])
+    assert outcome.violations == []
+
+
+def test_seed_847_leaves_no_store_error_unretrieved() -> None:
+    """The regression of the second defect the simulator found: a readiness probe that outlived
+    its check and then failed (a commit whose answer was lost) was replaced by the next check's
+    probe with its error never read ("Task exception was never retrieved" in the gateway's log)."""
+    outcome = World(847).run()
+    assert outcome.counts["store_commit_unknown"] >= 1
+    assert outcome.violations == []

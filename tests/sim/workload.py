@@ -1,0 +1,153 @@
+"""What the simulated world asks of the gateway: agents (new actions, replays after an error or a
+non-final answer, re-plans with another payload, concurrent copies on two replicas, short
+deadlines) and operators (approve, sometimes on a stale view of the payload, deny, reconcile an
+UNKNOWN from the provider's own ledger). Each act and its answer is an event of the trace."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import TYPE_CHECKING
+
+from effectgate.gateway.core import ExecuteCommand, ExecuteResult
+from effectgate.gateway.model import ActionIdentity, GatewayError, State, keys
+from effectgate.tools.v1 import tools_pb2
+from tests.sim.caller import Caller
+
+if TYPE_CHECKING:
+    from tests.sim.replicas import SimReplica
+    from tests.sim.world import World
+
+TENANT = "dev"
+AMOUNTS = (100, 200, 300, 500)
+WAITING = frozenset({State.AWAITING_APPROVAL})
+
+
+def payload(amount: int) -> tools_pb2.ChargeCard:
+    return tools_pb2.ChargeCard(customer="cus_1", amount=amount, currency="usd", payment_method="pm_1")
+
+
+def command(run: str, step: str, tool: str, scope: str, amount: int, call: str) -> ExecuteCommand:
+    message = payload(amount)
+    return ExecuteCommand(
+        identity=ActionIdentity(TENANT, run, step, tool, scope, tool_call_id=call),
+        payload_type_url=f"type.googleapis.com/{message.DESCRIPTOR.full_name}",
+        payload=message.SerializeToString(),
+    )
+
+
+class Workload:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        # The amounts an operator approved, by action id (what the approval was shown).
+        self.approved: dict[str, set[int]] = {}
+        self.done = False
+
+    async def run(self) -> None:
+        w = self.world
+        agents = [w.loop.create_task(self.agent(i)) for i in range(w.knobs.agents)]
+        operator = w.loop.create_task(self.operator())
+        await asyncio.gather(*agents)
+        self.done = True
+        await operator
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    async def call(self, rng: random.Random, cmd: ExecuteCommand, budget: float) -> ExecuteResult | None:
+        """One Execute on a live replica, as a gRPC call would make it: the handler is cancelled
+        when the caller's deadline passes, and a replica that dies never answers."""
+        w = self.world
+        replica = _pick(rng, w.alive())
+        if replica is None:
+            await asyncio.sleep(1.0)
+            return None
+        who = cmd.identity
+        tag = f"{who.run_id}/{who.step_id} {who.tool} {who.tool_call_id} on {replica.name}"
+        result = await Caller(replica.running.protocol, replica.running.clock, replica.died).execute(cmd, budget)
+        if isinstance(result, ExecuteResult):
+            w.event(f"answer {tag}: {result.record.state.value} replayed={result.replayed}")
+            w.watch.answer(result.record)
+            return result
+        if isinstance(result, GatewayError) or result in ("deadline", "gone"):
+            w.event(f"answer {tag}: {result if isinstance(result, str) else type(result).__name__}")
+            return None
+        w.violation(f"undocumented answer to {tag}: {result!r}")
+        return None
+
+    async def agent(self, number: int) -> None:
+        w = self.world
+        rng = random.Random(f"agent:{w.seed}:{number}")
+        run = f"run{number}"
+        for step in range(w.knobs.steps):
+            await asyncio.sleep(rng.random() * 5)
+            tool = rng.choice(("pay", "pay", "send", "approve", "blind"))
+            amount = rng.choice(AMOUNTS)
+            scope = f"order:{number}.{step}"
+            for attempt in range(rng.randint(1, 4)):
+                if attempt and rng.random() < 0.1:  # the model re-plans the step with another amount
+                    amount = rng.choice(AMOUNTS)
+                cmd = command(run, f"s{step}", tool, scope, amount, f"call{number}.{step}.{attempt}")
+                budget = rng.choice((0.3, 2.0, 8.0, 20.0))
+                if rng.random() < 0.2:  # two copies of the call at once (a retry racing the first)
+                    results = await asyncio.gather(self.call(rng, cmd, budget), self.call(rng, cmd, budget))
+                    result = results[0] or results[1]
+                else:
+                    result = await self.call(rng, cmd, budget)
+                if result is not None and result.record.state in (State.CONFIRMED, State.REJECTED):
+                    break
+                await asyncio.sleep(rng.random() * 15)
+
+    # -- operators ------------------------------------------------------------------------------
+
+    async def operator(self) -> None:
+        w = self.world
+        rng = random.Random(f"operator:{w.seed}")
+        while not self.done:
+            await asyncio.sleep(1 + rng.random() * 4)
+            replica = _pick(rng, w.alive())
+            if replica is None:
+                continue
+            for record in w.records(State.AWAITING_APPROVAL, State.UNKNOWN):
+                if record.state is State.AWAITING_APPROVAL and rng.random() < 0.6:
+                    await self._decide(rng, replica, record.action_id, record.payload)
+                elif record.state is State.UNKNOWN and rng.random() < 0.2:
+                    await self._reconcile(replica, record.action_id, record.tool)
+
+    async def _decide(self, rng: random.Random, replica: SimReplica, action_id: str, shown: bytes) -> None:
+        w = self.world
+        seen = tools_pb2.ChargeCard.FromString(shown)
+        if rng.random() < 0.15:  # the console showed a stale payload
+            seen = payload(rng.choice(AMOUNTS))
+        ops = replica.running.operations
+        if rng.random() < 0.75:
+            act = "approve"  # what it was shown, whether or not the answer comes back
+            self.approved.setdefault(action_id, set()).add(seen.amount)
+            done = ops.approve(TENANT, action_id, "ops", "ok", fingerprint=keys.fingerprint(seen))
+        else:
+            act = "deny"
+            done = ops.deny(TENANT, action_id, "ops", "no")
+        outcome = await Caller.operate(done, replica.died)
+        w.event(f"operator {act} {action_id[:12]} amount={seen.amount} on {replica.name}: {_named(outcome)}")
+
+    async def _reconcile(self, replica: SimReplica, action_id: str, tool: str) -> None:
+        """An operator settles an UNKNOWN from the provider's own ledger (never on a guess)."""
+        w = self.world
+        effects = [e for e in w.provider.effects_of(action_id) if not e.partial]
+        if not effects:
+            return  # absence is never certain to an operator while a request may still land
+        ops = replica.running.operations
+        done = ops.reconcile(TENANT, action_id, State.CONFIRMED, "ops", "seen in the ledger", effects[0].external_id)
+        outcome = await Caller.operate(done, replica.died)
+        w.event(f"operator reconcile {action_id[:12]} on {replica.name}: {_named(outcome)}")
+
+
+def _named(outcome: object) -> str:
+    if isinstance(outcome, BaseException):
+        return type(outcome).__name__
+    if isinstance(outcome, str):
+        return outcome
+    return "ok"
+
+
+def _pick(rng: random.Random, replicas: list[SimReplica]) -> SimReplica | None:
+    return rng.choice(replicas) if replicas else None

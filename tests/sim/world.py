@@ -1,0 +1,210 @@
+"""One simulated world for one seed: a store, a provider, replicas, agents and operators on a
+virtual-time loop, every draw from the seed, every event in a trace, the invariants checked after
+each (`checks.py`). `World(seed).run()` returns the trace and the violations found."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import random
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from effectgate.gateway.model import ActionRecord, State
+from effectgate.gateway.store import rows
+from effectgate.testing.sim.loop import Deadlock, VirtualLoop
+from effectgate.testing.sim.provider import Effect, SimProvider
+from effectgate.testing.sim.store import SimDatabase, SimStore, StoreFaults
+from tests.sim import checks, config
+from tests.sim.caller import Caller
+from tests.sim.replicas import SimReplica
+from tests.sim.workload import Workload
+
+
+def _quiet_leftovers(hook: object = sys.unraisablehook) -> None:
+    """A finished run leaves its crashed replicas' tasks frozen; when they are collected, their
+    `finally` blocks run on a closed loop or outside their context. That is not the world's
+    concern: those errors are dropped, any other goes to the default hook."""
+
+    def filtered(unraisable: sys.UnraisableHookArgs) -> None:
+        text = str(unraisable.exc_value)
+        if "Event loop is closed" in text or "was created in a different Context" in text:
+            return
+        hook(unraisable)  # type: ignore[operator]
+
+    sys.unraisablehook = filtered
+    # The tracing library logs the same leftovers ("Failed to detach context") when they end.
+    logging.getLogger("opentelemetry.context").addFilter(lambda record: "detach" not in record.getMessage())
+
+
+_quiet_leftovers()
+
+# A run that has not ended after this much virtual time is stuck (a liveness violation).
+LIFETIME = 3600.0
+
+
+@dataclass
+class Knobs:
+    replicas: int = 2
+    agents: int = 5
+    steps: int = 3  # logical actions per agent
+    crash_odds: float = 0.35  # a replica's chance to crash at some call of its life
+    settle: float = 150.0  # virtual seconds of the final phase with no faults and no crashes
+    beyond_window: float = 0.0  # read lag past the declared window (the documented limit)
+
+
+@dataclass
+class Outcome:
+    seed: int
+    trace: list[str]
+    violations: list[str]
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
+
+
+class World:
+    def __init__(self, seed: int, knobs: Knobs | None = None) -> None:
+        self.seed = seed
+        self.knobs = knobs or Knobs()
+        self.rng = random.Random(f"world:{seed}")
+        self.loop = VirtualLoop()
+        self.loop.set_exception_handler(self._loop_error)
+        self.trace: list[str] = []
+        self.violations: list[str] = []
+        self.counts: Counter[str] = Counter()
+        self.db = SimDatabase(self.now)
+        self.provider = SimProvider(random.Random(f"provider:{seed}"), self.now)
+        self.provider.odds.beyond_window = self.knobs.beyond_window
+        self.provider.on_effect = self.on_effect
+        self.provider.on_request = self.event
+        self.store_faults = StoreFaults(random.Random(f"store:{seed}"), asyncio.sleep)
+        self.adapters = config.adapters(self.provider)
+        self.config = config.config()
+        self.replicas: list[SimReplica] = []
+        self.faulty = True
+        self.crashes_on = True
+        self.workload = Workload(self)
+        self.watch = checks.Watch(self)
+
+    # -- time, trace ----------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return config.EPOCH + self.loop.time()
+
+    def event(self, what: str) -> None:
+        self.trace.append(f"{self.loop.time():.6f} {what}")
+
+    def violation(self, what: str) -> None:
+        if what not in self.violations:
+            self.violations.append(what)
+            self.event(f"VIOLATION {what}")
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        message = str(context.get("message", ""))
+        if "was destroyed but it is pending" in message:  # a crashed replica's frozen tasks
+            return
+        self.violation(f"loop error: {message} {context.get('exception')!r}")
+
+    # -- replicas -------------------------------------------------------------------------------
+
+    def _crash_plan(self) -> tuple[int | None, bool]:
+        if not self.crashes_on or self.rng.random() >= self.knobs.crash_odds:
+            return None, False
+        return self.rng.randint(2, 120), self.rng.random() < 0.5
+
+    async def start_replica(self) -> None:
+        number = len(self.replicas) + 1
+        crash_at, after = self._crash_plan()
+        replica = SimReplica(self, number, crash_at, after)
+        self.replicas.append(replica)
+        self.event(f"start {replica.name} skew={replica.skew:+.4f} crash_at={crash_at} after={after}")
+        while not replica.dead:
+            outcome = await Caller.operate(replica.start(self.config, self.adapters), replica.died)
+            if outcome is None:
+                return
+            # A store fault at start-up: the process exits and is started again (or it crashed).
+            self.event(
+                f"start {replica.name} failed: {outcome if isinstance(outcome, str) else type(outcome).__name__}"
+            )
+            await asyncio.sleep(1.0)
+
+    def crashed(self, replica: SimReplica) -> None:
+        self.loop.create_task(self._restart(replica))
+
+    async def _restart(self, replica: SimReplica) -> None:
+        await asyncio.sleep(self.rng.random() * 10)
+        await self.start_replica()
+
+    def alive(self) -> list[SimReplica]:
+        return [r for r in self.replicas if not r.dead and r.gateway is not None]
+
+    # -- ground truth ---------------------------------------------------------------------------
+
+    def records(self, *states: State) -> list[ActionRecord]:
+        """The stored actions (in `states` only, when given), in action id order."""
+        where = f" WHERE state IN ({', '.join(repr(s.value) for s in states)})" if states else ""
+        found = self.db.conn.execute(f"SELECT {rows.SELECTED} FROM actions{where} ORDER BY action_id").fetchall()
+        return [rows.record(r) for r in found]
+
+    def on_effect(self, effect: Effect) -> None:
+        self.event(f"effect {effect.number} {effect.tool} {effect.action_id[:12]} amount={effect.amount}")
+        self.watch.effect(effect)
+
+    def after_write(self) -> None:
+        self.watch.store()
+
+    # -- the run --------------------------------------------------------------------------------
+
+    async def _main(self) -> None:
+        for _ in range(self.knobs.replicas):
+            await self.start_replica()
+        await self.workload.run()
+        # The final phase: no faults, no crashes, one replica at least, time to settle.
+        self.faulty = False
+        self.crashes_on = False
+        self.provider.quiet()
+        self.event("settling")
+        if not self.alive():
+            await self.start_replica()
+        until = self.loop.time() + self.knobs.settle
+        while self.loop.time() < until and not self.watch.quiet():  # noqa: ASYNC110 - a poll in virtual time
+            await asyncio.sleep(2.0)
+        self.event("settled")
+        self.watch.settled()
+        await self.watch.chain(SimStore(self.db))
+        for replica in self.alive():
+            assert replica.gateway is not None
+            replica.dead = True  # stop it where it stands: the run is over
+        self.event(f"end effects={len(self.provider.ledger)} records={len(self.records())}")
+
+    async def _bounded(self) -> None:
+        try:
+            async with asyncio.timeout(LIFETIME):
+                await self._main()
+        except TimeoutError:
+            self.violation(f"the run did not end within {LIFETIME:g} virtual seconds")
+
+    def run(self) -> Outcome:
+        asyncio.set_event_loop(self.loop)
+        # The gateway's own logs (every fault it meets) would dwarf the trace; restored after.
+        disabled = logging.root.manager.disable
+        logging.disable(logging.CRITICAL)
+        try:
+            self.loop.run_until_complete(self._bounded())
+        except Deadlock as exc:
+            self.violation(f"deadlock: {exc}")
+        finally:
+            logging.disable(disabled)
+            asyncio.set_event_loop(None)
+            self.loop.close()
+        counts = Counter(self.counts)
+        counts.update(self.provider.counts)
+        counts.update(self.store_faults.counts)
+        counts["events"] = len(self.trace)
+        self.db.close()
+        return Outcome(self.seed, self.trace, self.violations, counts)
