@@ -18,19 +18,20 @@ ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE} AS build
 # pip itself, pinned like everything else (the same version as constraints.txt; tests check it).
 ARG PIP_VERSION=26.3
-ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_CONFIG_FILE=/run/secrets/pip.conf
+# pip's download cache is a cache mount (kept by the builder between builds, in no layer).
+ENV PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_CONFIG_FILE=/run/secrets/pip.conf \
+    PIP_CACHE_DIR=/var/cache/pip
 WORKDIR /src
 
 # 1. Dependencies, from the distributions' metadata alone: this layer is rebuilt only when a
-#    pyproject.toml or a constraints file changes, not when the code does. Every adapter, store and
+#    pyproject.toml or constraints.txt changes, not when the code or the README does. Every adapter, store and
 #    exporter (the `all` extra), at the versions CI tested (constraints.txt), from wheels only.
 #    The gateway's virtualenv gets no pip: the pip of /opt/pip installs into it (`--python`).
-COPY VERSION pyproject.toml README.md LICENSE constraints.txt constraints-build.txt /src/
+COPY pyproject.toml constraints.txt /src/
 COPY clients/protos/pyproject.toml /src/clients/protos/
 COPY clients/python/pyproject.toml /src/clients/python/
 COPY scripts/image_requirements.py /src/scripts/
-RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert \
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
     python -m venv /opt/pip \
     && /opt/pip/bin/pip install --quiet "pip==${PIP_VERSION}" \
     && python -m venv --without-pip /opt/effectgate \
@@ -42,10 +43,11 @@ RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert \
 # 2. The three distributions, built with the pinned back-end (constraints-build.txt) and installed
 #    without touching the dependencies above, under a prefix of their own: the final stage copies
 #    them in a layer of their own, so a code change ships a small layer.
+COPY VERSION README.md LICENSE constraints-build.txt /src/
 COPY clients/protos /src/clients/protos
 COPY clients/python /src/clients/python
 COPY src /src/src
-RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert \
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
     /opt/pip/bin/pip --python /opt/effectgate/bin/python install --quiet --no-deps \
        --build-constraint constraints-build.txt --prefix /opt/effectgate-app \
        ./clients/protos ./clients/python ".[all]"
@@ -53,7 +55,7 @@ RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert \
 # The bill of materials of the installed environment, from its distributions' metadata
 # (`make image` exports it with `--target sbom-file --output`).
 FROM build AS sbom
-RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert \
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
     python -m venv /opt/sbom \
     && /opt/pip/bin/pip --python /opt/sbom/bin/python install --quiet -c constraints-build.txt cyclonedx-bom \
     && cp -a /opt/effectgate-app/. /opt/effectgate/ \
