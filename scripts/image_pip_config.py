@@ -37,10 +37,10 @@ def config_files() -> list[Path]:
     return files
 
 
-def settings() -> dict[str, str]:
-    """The network keys' merged values (files, then PIP_* variables)."""
+def settings(files: list[Path]) -> dict[str, str]:
+    """The network keys' merged values (`files` in order, then PIP_* variables)."""
     found: dict[str, str] = {}
-    for path in config_files():
+    for path in files:
         parser = configparser.RawConfigParser()
         try:
             parser.read(path)
@@ -64,9 +64,9 @@ def remote_only(value: str) -> str:
     return " ".join(url for url in value.split() if url.startswith(("http://", "https://")))
 
 
-def write(dest: Path) -> None:
+def write(dest: Path, files: list[Path] | None = None) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    values = settings()
+    values = settings(config_files() if files is None else files)
     lines = ["[global]"]
     cert = values.pop("cert", "")
     (dest / "pip-cert").write_bytes(b"")
