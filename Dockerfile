@@ -1,46 +1,86 @@
-# effectgate gateway image: slim base, numeric non-root user, dependencies in a layer of their own,
-# health check through the standard gRPC health service. Lint: `make lint` runs hadolint on it.
+# effectgate gateway image, built in stages: `build` installs the gateway into a virtualenv at
+# /opt/effectgate with a pinned pip kept outside it; the final stage is the slim base, a numeric
+# non-root user and that virtualenv alone (no pip, no source tree, no build back-end, no caches).
+# `sbom` writes the CycloneDX bill of materials of the same virtualenv. Lint: `make lint` runs
+# hadolint; `make image` builds it (docs/deploy.md).
 #
 # The base image is a build argument. The tag below is for reading; a production build pins the
 # digest the tag pointed to when it was tested, so a rebuild gets the same bytes:
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest> .
 # (`docker buildx imagetools inspect python:3.11-slim` prints the digest; update it on purpose.)
+#
+# pip's configuration (an index, a proxy's CA) reaches the installing RUNs as build secrets, mounted
+# for that RUN alone and never in a layer: `--secret id=pip.conf,src=FILE` (read through
+# PIP_CONFIG_FILE) and `--secret id=pip-cert,src=CA_BUNDLE` (named by that file's `cert =`).
+# Without them pip uses its defaults.
 ARG BASE_IMAGE=python:3.11-slim
-FROM ${BASE_IMAGE}
 
+FROM ${BASE_IMAGE} AS build
+# pip itself, pinned like everything else (the same version as constraints.txt; tests check it).
+ARG PIP_VERSION=26.3
+# pip's download cache is a cache mount (kept by the builder between builds, in no layer).
+ENV PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_CONFIG_FILE=/run/secrets/pip.conf \
+    PIP_CACHE_DIR=/var/cache/pip
+WORKDIR /src
+
+# 1. Dependencies, from the distributions' metadata alone: this layer is rebuilt only when a
+#    pyproject.toml or constraints.txt changes, not when the code or the README does. Every adapter, store and
+#    exporter (the `all` extra), at the versions CI tested (constraints.txt), from wheels only.
+#    The gateway's virtualenv gets no pip: the pip of /opt/pip installs into it (`--python`).
+COPY pyproject.toml constraints.txt /src/
+COPY clients/protos/pyproject.toml /src/clients/protos/
+COPY clients/python/pyproject.toml /src/clients/python/
+COPY scripts/image_requirements.py /src/scripts/
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
+    python -m venv /opt/pip \
+    && /opt/pip/bin/pip install --quiet "pip==${PIP_VERSION}" \
+    && python -m venv --without-pip /opt/effectgate \
+    && python scripts/image_requirements.py /tmp/requirements.txt /src \
+    && /opt/pip/bin/pip --python /opt/effectgate/bin/python install --quiet --only-binary :all: \
+       -c constraints.txt -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# 2. The three distributions, built with the pinned back-end (constraints-build.txt) and installed
+#    without touching the dependencies above, under a prefix of their own: the final stage copies
+#    them in a layer of their own, so a code change ships a small layer.
+COPY VERSION README.md LICENSE constraints-build.txt /src/
+COPY clients/protos /src/clients/protos
+COPY clients/python /src/clients/python
+COPY src /src/src
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
+    /opt/pip/bin/pip --python /opt/effectgate/bin/python install --quiet --no-deps \
+       --build-constraint constraints-build.txt --prefix /opt/effectgate-app \
+       ./clients/protos ./clients/python ".[all]"
+
+# The bill of materials of the installed environment, from its distributions' metadata
+# (`make image` exports it with `--target sbom-file --output`).
+FROM build AS sbom
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
+    python -m venv /opt/sbom \
+    && /opt/pip/bin/pip --python /opt/sbom/bin/python install --quiet -c constraints-build.txt cyclonedx-bom \
+    && cp -a /opt/effectgate-app/. /opt/effectgate/ \
+    && /opt/sbom/bin/cyclonedx-py environment --output-reproducible \
+       --output-format JSON --output-file /effectgate.cdx.json /opt/effectgate/bin/python
+
+FROM scratch AS sbom-file
+COPY --from=sbom /effectgate.cdx.json /
+
+FROM ${BASE_IMAGE}
 ARG BASE_IMAGE
 # The image's version label; `--build-arg VERSION="$(cat VERSION)"` (tests check the default).
 ARG VERSION=0.1.0
-# pip itself, pinned like everything else (the same version as constraints.txt; tests check it).
-ARG PIP_VERSION=26.3
 LABEL org.opencontainers.image.title="effectgate" \
       org.opencontainers.image.description="A gRPC gateway that gives AI agents exactly-once side effects" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}"
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-WORKDIR /app
-
-# 1. Dependencies, from the distributions' metadata alone: this layer is rebuilt only when a
-#    pyproject.toml or constraints.txt changes, not when the code does. Every adapter, store and
-#    exporter (the `all` extra), at the versions CI tested (constraints.txt).
-COPY VERSION pyproject.toml README.md LICENSE constraints.txt /app/
-COPY clients/protos/pyproject.toml /app/clients/protos/
-COPY clients/python/pyproject.toml /app/clients/python/
-COPY scripts/image_requirements.py /app/scripts/
-RUN pip install "pip==${PIP_VERSION}" \
-    && python /app/scripts/image_requirements.py /tmp/requirements.txt /app \
-    && pip install -c /app/constraints.txt -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt \
-    && groupadd --system --gid 10001 effectgate \
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/effectgate/bin:$PATH
+RUN groupadd --system --gid 10001 effectgate \
     && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/effectgate --create-home effectgate
-
-# 2. The three distributions themselves, without touching the dependencies installed above.
-COPY clients/protos /app/clients/protos
-COPY clients/python /app/clients/python
-COPY src /app/src
-RUN pip install --no-deps /app/clients/protos /app/clients/python "/app[all]"
+# The dependencies (changed by a pyproject.toml or constraints.txt), then the gateway's own code.
+COPY --from=build /opt/effectgate /opt/effectgate
+COPY --from=build /opt/effectgate-app /opt/effectgate
 
 # Numeric, so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
 USER 10001:10001

@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
 PYTEST_ARGS ?=
 
-.PHONY: demo run test test-services test-ts ts-checks lint proto proto-check bench bench-notify chaos soak fuzz sim sim-mutants venv venv-crewai clean
+.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify chaos soak fuzz sim sim-mutants venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ demo: $(STAMP)
 ## run: a gateway on SQLite + the provider simulators, until Ctrl-C (try the client example against it)
 run: $(STAMP)
 	$(PY) -m effectgate_lab.dev
+
+## image: the gateway's image (podman, or CONTAINER_ENGINE=docker) and its CycloneDX SBOM in dist/image/
+# On podman it builds on a local stand-in for python:3.11-slim made once from Debian's packages
+# (scripts/image_base.sh, cached in /var/cache/effectgate); BASE_IMAGE=python:3.11-slim@sha256:…
+# builds on the real one. docs/deploy.md has the commands it runs.
+image:
+	bash scripts/build_image.sh
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
 # Each step is mostly one busy core (pip, mypy, npm, node), so they run side by side: the two

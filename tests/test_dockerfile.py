@@ -1,6 +1,7 @@
-"""What the Dockerfile runs, without a Docker engine: its COPY lines lay out an /app tree (minus
-what .dockerignore keeps out), its RUN lines install into a fresh virtualenv from that tree alone,
-and its ENTRYPOINT + CMD serve a mounted config while its HEALTHCHECK command, aimed by
+"""What the Dockerfile runs, without a container engine (tests/test_image.py builds and runs the
+image itself where it runs as root): the build stage's COPY lines lay out its /src tree (minus what
+.dockerignore keeps out), its RUN lines install into a fresh virtualenv from that tree alone, and
+the final stage's ENTRYPOINT + CMD serve a mounted config while its HEALTHCHECK command, aimed by
 EFFECTGATE_HEALTH_TARGET, reports SERVING — all read from the Dockerfile. hadolint finds nothing."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,10 +26,23 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 
-def instruction(name: str) -> list[str]:
+def instruction(name: str, text: str = DOCKERFILE) -> list[str]:
     """The lines of every `name` instruction (continuations joined)."""
-    text = DOCKERFILE.replace("\\\n", " ")
+    text = text.replace("\\\n", " ")
     return [m.group(1).strip() for m in re.finditer(rf"^{name}\s+(.+)$", text, re.M)]
+
+
+def stages() -> dict[str, str]:
+    """Each stage's text by its name (`FROM … AS name`; the last, unnamed one is "final")."""
+    parts = re.split(r"^(FROM .+)$", DOCKERFILE, flags=re.M)
+    named = {}
+    for head, body in zip(parts[1::2], parts[2::2], strict=True):
+        match = re.search(r"\sAS\s+(\S+)$", head)
+        named[match.group(1) if match else "final"] = head + body
+    return named
+
+
+BUILD = stages()["build"]
 
 
 def exec_form(line: str) -> list[str]:
@@ -48,11 +63,11 @@ def dockerignore() -> list[str]:
 
 
 def lay_out_app(app: Path) -> None:
-    """Copies what the COPY lines name (paths relative to the build context) under `app`."""
+    """Copies what the build stage's COPY lines name (paths relative to the build context) under `app`."""
     ignore = shutil.ignore_patterns(*dockerignore())
-    for line in instruction("COPY"):
+    for line in instruction("COPY", BUILD):
         *sources, dest = line.split()
-        target = app / Path(dest).relative_to("/app")
+        target = app / Path(dest).relative_to("/src")
         for source in sources:
             src = ROOT / source
             if src.is_dir():
@@ -62,29 +77,37 @@ def lay_out_app(app: Path) -> None:
                 shutil.copy(src, target / src.name)
 
 
+INTO_THE_VENV = ["/opt/pip/bin/pip", "--python", "/opt/effectgate/bin/python", "install"]
+
+
 def run_commands(app: Path, scratch: Path, python: Path) -> list[list[str]]:
-    """The RUN lines' `pip install …` and `python …` commands, in order, with /app pointing at the
-    laid-out tree, /tmp at `scratch` and the ARGs substituted; user and file housekeeping skipped."""
+    """The build stage's RUN lines' installs into /opt/effectgate and `python …` commands, in order
+    (run in `app`, its WORKDIR /src), with /src pointing at the laid-out tree, /tmp at `scratch`,
+    the ARGs substituted and the app's `--prefix` folded into the venv; the venvs' creation and
+    file housekeeping skipped (the venv is `python`'s)."""
     args = build_args()
 
     def word(w: str) -> str:
         for name, value in args.items():
             w = w.replace(f"${{{name}}}", value)
-        if w.startswith("/app"):
-            return str(app) + w[len("/app") :]
+        if w.startswith("/src"):
+            return str(app) + w[len("/src") :]
         return str(scratch) + w[len("/tmp") :] if w.startswith("/tmp/") else w
 
     commands = []
-    for run in instruction("RUN"):
+    for run in instruction("RUN", BUILD):
         for part in run.split("&&"):
-            words = [word(w) for w in shlex.split(part)]
-            if words[:2] == ["pip", "install"]:  # this run's pip, into the venv (tests/wheelhouse.py)
+            words = [word(w) for w in shlex.split(part) if not w.startswith("--mount=")]
+            if words[:4] == INTO_THE_VENV:  # this run's pip, into the venv (tests/wheelhouse.py)
+                if "--prefix" in words:
+                    at = words.index("--prefix")
+                    del words[at : at + 2]
                 pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile"]
-                commands.append([*pip, *words[2:]])
-            elif words[:1] == ["python"]:
+                commands.append([*pip, *words[4:]])
+            elif words[:2] == ["python", "scripts/image_requirements.py"]:
                 commands.append([str(python), *words[1:]])
             else:
-                assert words[0] in ("rm", "groupadd", "useradd"), words
+                assert words[:3] == ["python", "-m", "venv"] or words[0] in ("rm", "/opt/pip/bin/pip"), words
     assert commands
     return commands
 
@@ -107,16 +130,36 @@ def test_the_image_is_built_in_layers_by_a_numeric_user_with_labels() -> None:
     for key in ("title", "description", "licenses", "version", "base.name"):
         assert f"org.opencontainers.image.{key}=" in labels
     # Dependencies are installed from single files (metadata, constraints) before any source
-    # directory is copied; the packages then go in alone.
-    text = DOCKERFILE.replace("\\\n", " ")
-    deps, packages = instruction("RUN")
-    assert "-c /app/constraints.txt -r " in deps and "--no-deps" in packages
-    before = [line for line in instruction("COPY") if text.index(f"COPY {line}") < text.index(deps)]
+    # directory is copied; the packages then go in alone, built with the pinned back-end.
+    text = BUILD.replace("\\\n", " ")
+    deps, packages = instruction("RUN", BUILD)
+    assert "--only-binary :all: -c constraints.txt -r " in " ".join(deps.split()) and "--no-deps" in packages
+    assert "--build-constraint constraints-build.txt" in " ".join(packages.split())
+    before = [line for line in instruction("COPY", BUILD) if text.index(f"COPY {line}") < text.index(deps)]
     assert before and all((ROOT / source).is_file() for line in before for source in line.split()[:-1])
     assert text.index("COPY src ") > text.index(deps)
     assert {"**/*.egg-info", ".venv", "**/node_modules", ".git", "build"} <= set(
         (ROOT / ".dockerignore").read_text().splitlines()
     )
+    # Every back-end a distribution builds with is pinned in constraints-build.txt.
+    pinned = {line.split("==")[0] for line in (ROOT / "constraints-build.txt").read_text().splitlines() if "==" in line}
+    for project in ("clients/protos", "clients/python", "."):
+        meta = tomllib.loads((ROOT / project / "pyproject.toml").read_text())
+        requires = {re.split(r"[<>=!~ \[]", r)[0] for r in meta["build-system"]["requires"]}
+        assert requires <= pinned, (project, requires - pinned)
+
+
+def test_the_final_stage_holds_the_environment_and_nothing_to_build_with() -> None:
+    final = stages()["final"]
+    assert final.startswith("FROM ${BASE_IMAGE}\n")
+    copies = instruction("COPY", final)
+    venv, app = "--from=build /opt/effectgate /opt/effectgate", "--from=build /opt/effectgate-app /opt/effectgate"
+    assert copies == [venv, app]
+    (run,) = instruction("RUN", final)
+    assert "pip" not in run and run.startswith("groupadd ")
+    # The gateway's venv is made without pip: the pip of /opt/pip (left in the build stage) fills it.
+    assert "python -m venv --without-pip /opt/effectgate" in " ".join(instruction("RUN", BUILD))
+    assert "ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/effectgate/bin:$PATH" in final
 
 
 @pytest.mark.timeout(900)
@@ -126,7 +169,7 @@ def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -
     python = fresh_venv(venv)
     (tmp_path / "scratch").mkdir()
     for command in run_commands(app, tmp_path / "scratch", python):
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=app)
         assert done.returncode == 0, done.stderr[-3000:]
     # Only what the image has: no lab (simulators, chaos, bench: the whole effectgate_lab package;
     # find_spec of a submodule would raise when its package is absent), no test code.
