@@ -2,7 +2,7 @@
 direct call and effectgate, side by side in one run (interleaved rounds, `load.Interleaved`).
 
     python -m effectgate_lab.bench.peers [--n 400] [--rounds 5] [--json FILE]
-    python -m effectgate_lab.bench.peers --render docs/bench-peers-run.json
+    python -m effectgate_lab.bench.peers --render docs/bench-peers-run.json [--write docs/benchmarks.md]
 
 One effect is one new Stripe charge at the Stripe simulator (its own process), made by:
 - direct: a keep-alive POST with a fresh idempotency key (the floor);
@@ -34,9 +34,10 @@ import httpx
 
 from effectgate_lab.bench import targets
 from effectgate_lab.bench.load import Interleaved, One
-from effectgate_lab.bench.peers_report import render
+from effectgate_lab.bench.peers_report import TAG, block, render
 from effectgate_lab.chaos.peers.restate_server import RestateServer
 from effectgate_lab.chaos.peers.supervisor import Worker
+from effectgate_lab.chaos.reporting import docs_blocks
 from effectgate_lab.chaos.reporting.record import machine
 from effectgate_lab.labkit.postgres import find_bindir, start_server
 
@@ -166,9 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--render", type=Path, help="print a recorded run and exit")
+    parser.add_argument("--write", type=Path, nargs="*", default=[], help="with --render: rewrite these files' block")
     args = parser.parse_args(argv)
     if args.render:
-        print(render(json.loads(args.render.read_text())))
+        doc = json.loads(args.render.read_text())
+        if not args.write:
+            print(render(doc))
+        for path in args.write:
+            path.write_text(docs_blocks.rewrite(path.read_text(), lambda _: block(doc), tag=TAG))
         return 0
     meta = machine(1)
     figures = asyncio.run(measure(args.n, args.rounds, not args.no_postgres, CONCURRENCY))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 Fig = dict[str, Any]
+TAG = "bench-peers"  # docs/benchmarks.md's block: <!-- bench-peers:run -->
 # Whom each path is compared with on the same store (effectgate's own rows: the direct call).
 SAME_STORE = {
     "restate": "effectgate sqlite",
@@ -50,3 +51,8 @@ def render(doc: dict[str, Any]) -> str:
         "effectgate's on the same kind of store (Restate's own log against effectgate on SQLite).",
     ]
     return "\n".join(lines)
+
+
+def block(doc: dict[str, Any]) -> str:
+    """The committed run as docs/benchmarks.md embeds it."""
+    return f"```\n{render(doc)}\n```"
