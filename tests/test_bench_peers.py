@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from effectgate_lab.bench.peers import CONCURRENCY
-from effectgate_lab.bench.peers_report import render
+from effectgate_lab.bench.peers_report import TAG, block, render
+from effectgate_lab.chaos.reporting import docs_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = {"direct", "effectgate sqlite", "effectgate postgres", "restate", "dbos sqlite", "dbos postgres"}
@@ -35,3 +36,13 @@ def test_every_path_makes_its_effects_side_by_side(tmp_path: Path, pg_bindir: Pa
     assert seen == {(p, c) for p in PATHS for c in CONCURRENCY}
     assert all(f["calls"] == 16 and f["per_s"] > 0 for f in doc["figures"])
     assert render(doc) == done.stdout.rstrip("\n")
+
+
+def test_the_docs_block_is_the_committed_run() -> None:
+    doc = json.loads((ROOT / "docs" / "bench-peers-run.json").read_text())
+    found = docs_blocks.blocks((ROOT / "docs" / "benchmarks.md").read_text(), tag=TAG)
+    assert found["run"] == block(doc), (
+        "regenerate with `python -m effectgate_lab.bench.peers --render docs/bench-peers-run.json "
+        "--write docs/benchmarks.md`"
+    )
+    assert {f["setup"] for f in doc["figures"]} == PATHS
