@@ -53,6 +53,10 @@ def server_binary() -> Path:
     return binary
 
 
+class PortTaken(RuntimeError):
+    """A port the server was given was taken before it could bind it."""
+
+
 class RestateServer:
     """One `restate-server` process: `start()`, `register(uri)`, `stop()`."""
 
@@ -74,7 +78,19 @@ class RestateServer:
     def admin(self) -> str:
         return f"http://127.0.0.1:{self.admin_port}"
 
-    async def start(self, timeout: float = 90.0) -> None:
+    async def start(self, timeout: float = 90.0, attempts: int = 3) -> None:
+        """Starts the server; a port taken between probe and bind (another process on a shared
+        machine) is retried on fresh ports."""
+        for attempt in range(attempts):
+            try:
+                await self._start(timeout, self.base_dir / f"data-{attempt}")
+                return
+            except PortTaken:
+                if attempt == attempts - 1:
+                    raise
+                self.admin_port, self.ingress_port, self.fabric_port = free_port(), free_port(), free_port()
+
+    async def _start(self, timeout: float, data: Path) -> None:
         env = {
             **os.environ,
             "RESTATE_ADMIN__BIND_ADDRESS": f"127.0.0.1:{self.admin_port}",
@@ -90,10 +106,10 @@ class RestateServer:
             "RESTATE_LOG_FILTER": "error",
         }
         binary = await asyncio.to_thread(server_binary)
-        with (self.base_dir / "server.log").open("ab") as log:
+        with (self.base_dir / "server.log").open("wb") as log:  # this attempt's
             self.proc = await asyncio.create_subprocess_exec(
                 str(binary),
-                *("--no-logo", "--base-dir", str(self.base_dir / "data")),
+                *("--no-logo", "--base-dir", str(data)),
                 stdout=log,
                 stderr=log,
                 env=env,
@@ -102,7 +118,10 @@ class RestateServer:
             deadline = asyncio.get_running_loop().time() + timeout
             while True:
                 if self.proc.returncode is not None:
-                    raise RuntimeError(f"restate-server exited {self.proc.returncode}: {self.log_tail()}")
+                    tail = self.log_tail()
+                    if "Address in use" in tail:
+                        raise PortTaken(tail)
+                    raise RuntimeError(f"restate-server exited {self.proc.returncode}: {tail}")
                 try:
                     admin = await http.get(f"{self.admin}/health")
                     ingress = await http.get(f"{self.ingress}/restate/health")
