@@ -13,12 +13,12 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
 PYTEST_ARGS ?=
 
-.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify chaos soak fuzz sim sim-mutants venv venv-crewai clean
+.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-mutants venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents,pydantic-ai,otel]' -e '.[dev]' -e lab
+	$(PY) -m pip install --quiet -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents,pydantic-ai,otel]' -e '.[dev]' -e 'lab[peers]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -101,6 +101,10 @@ proto-check: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m effectgate_lab.bench --json bench-results.json
+
+## bench-peers: one effect through Restate, DBOS (SQLite, PostgreSQL) and effectgate against the direct call, side by side (docs/benchmarks.md)
+bench-peers: $(STAMP)
+	$(PY) -m effectgate_lab.bench.peers --json bench-peers.json
 
 ## bench-notify: a down [[notify]] sink with a failing backlog against no sink, side by side (docs/benchmarks.md)
 bench-notify: $(STAMP)

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from effectgate_lab.chaos.cli import block, violations
-from effectgate_lab.chaos.model import LEVELS, METHODS, Result, Truth
+from effectgate_lab.chaos.model import ENGINES, LEVELS, METHODS, Result, Truth
 from effectgate_lab.chaos.progress import Progress
 from effectgate_lab.chaos.reporting import docs_blocks
 from effectgate_lab.chaos.reporting.record import document, load, results_of, save
@@ -129,8 +129,10 @@ async def test_every_method_small_run_and_recorded_format(tmp_path: Path) -> Non
             "behaviours", ("low",), ("activate_customer", "charge_card"), ("single", "resume"), seeds=3, margins=(3.0,)
         ),
     )
-    results = await run(Options(parts=parts, parallel=6))
-    assert len(results) == (3 * 3 * 2 + 3 * 2 * 2) * len(METHODS)
+    # The engines have a small cell each in tests/test_chaos_peers.py (their workers are heavier).
+    methods = tuple(m for m in METHODS if m not in ENGINES)
+    results = await run(Options(parts=parts, methods=methods, parallel=6))
+    assert len(results) == (3 * 3 * 2 + 3 * 2 * 2) * len(methods)
     assert_effectgate_exact(results)
     resumed = [r for r in results if r.method == "baseline" and r.episode.behaviour == "resume"]
     assert any(r.duplicate for r in resumed), "the baseline never duplicated a resumed step"
@@ -141,7 +143,7 @@ async def test_every_method_small_run_and_recorded_format(tmp_path: Path) -> Non
     save(doc, path)
     again = load(path)
     assert again == json.loads(json.dumps(doc))
-    assert {r["method"] for r in again["rows"]} == set(METHODS)
+    assert {r["method"] for r in again["rows"]} == set(methods)
     for row in again["rows"]:
         assert set(row) >= ROW_FIELDS, ROW_FIELDS - set(row)
         low, high = row["duplicates_ci95"]
@@ -149,7 +151,7 @@ async def test_every_method_small_run_and_recorded_format(tmp_path: Path) -> Non
     assert summarize(results_of(again), lag=0.3) == again["rows"]
     for name, render in TABLES.items():
         text = render(results_of(again))
-        assert text.startswith("| "), name
+        assert text.startswith("| ") or (name == "engines" and not text), name  # engines: test_chaos_peers
     cells = [[c.strip() for c in line.split("|")[1:4]] for line in TABLES["headline"](results).splitlines()]
     assert ["high", "record_invoice", "effectgate"] in cells
 

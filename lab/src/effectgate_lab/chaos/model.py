@@ -7,7 +7,19 @@ import hashlib
 from dataclasses import dataclass, field
 
 LEVELS = ("low", "medium", "high")
-METHODS = ("baseline", "retries_only", "idempotency_only", "wrapper", "stable_key", "effectgate")
+METHODS = (
+    "baseline",
+    "retries_only",
+    "idempotency_only",
+    "wrapper",
+    "stable_key",
+    "restate",
+    "dbos_sqlite",
+    "dbos_postgres",
+    "effectgate",
+)
+# The durable-execution engines teams pick instead (methods/engines.py).
+ENGINES = ("restate", "dbos_sqlite", "dbos_postgres")
 # `single` is the study's setting; the others are orchestration behaviours the study never ran.
 BEHAVIOURS = (
     "single",

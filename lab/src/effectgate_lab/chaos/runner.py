@@ -24,6 +24,7 @@ import httpx
 from effectgate_lab.chaos.agent import run_agents
 from effectgate_lab.chaos.mcp_scenario import McpCreateIssue
 from effectgate_lab.chaos.methods.direct import Baseline, RetriesOnly
+from effectgate_lab.chaos.methods.engines import DbosPostgres, DbosSqlite, RestateMethod
 from effectgate_lab.chaos.methods.method import Method, Run
 from effectgate_lab.chaos.methods.stable_key import StableKey
 from effectgate_lab.chaos.methods.via_gateway import ViaGateway
@@ -50,6 +51,9 @@ METHOD_TYPES: dict[str, Callable[[], Method]] = {
     "idempotency_only": IdempotencyOnly,
     "wrapper": Wrapper,
     "stable_key": StableKey,
+    "restate": RestateMethod,
+    "dbos_sqlite": DbosSqlite,
+    "dbos_postgres": DbosPostgres,
     "effectgate": ViaGateway,
 }
 CRM = ("activate_customer", "record_invoice")
@@ -97,6 +101,9 @@ def default_parts(seeds: int = 50) -> tuple[Part, ...]:
     )
     return (
         Part("headline", LEVELS, CRM, seeds=seeds),
+        # The study's setting at a provider that honours idempotency keys (Stripe-like): where a
+        # durable engine's step key is enough, beside the headline's providers without keys.
+        Part("keyed", LEVELS, ("charge_card",), seeds=seeds),
         Part("behaviours", ("medium",), BEHAVIOUR_TASKS, BEHAVIOURS, seeds=half),
         *(Part(name, ("high",), CRM, seeds=half, first_fault=f.value, stuck=stuck) for name, f, stuck in conditions),
         # The sweep's point at MARGIN is the headline's high level on the same seeds (streams).
@@ -219,7 +226,7 @@ async def run_cell(cell: Cell, options: Options, progress: Progress) -> list[Res
             await method.quiesce()
             if method.kills:
                 for run in runs:
-                    run.notes.append(f"gateway killed with SIGKILL {method.kills}x during the cell")
+                    run.notes.append(f"{method.kill_note} {method.kills}x during the cell")
             return list(
                 await asyncio.gather(
                     *(_settle_phase(method, run, result, progress) for run, result in zip(runs, acted, strict=True))

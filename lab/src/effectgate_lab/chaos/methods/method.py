@@ -56,6 +56,7 @@ class Method:
     # effectgate's tools with `unique = "scope"` (one action per business object); others ignore it.
     unique = False
     kills = 0  # kill -9s of the gateway during the cell
+    kill_note = "gateway killed with SIGKILL"
 
     async def open(self, runs: list[Run], crash: bool) -> None:
         """Prepares the cell (effectgate starts its gateway here)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from effectgate_lab.chaos.model import Result
+from effectgate_lab.chaos.model import ENGINES, Result
+from effectgate_lab.chaos.reporting.engines import KEYED
 from effectgate_lab.chaos.reporting.report import summarize
 from effectgate_lab.chaos.reporting.stats import wilson
 from effectgate_lab.chaos.runner import Part, all_parts
@@ -65,7 +66,7 @@ def readme(results: Sequence[Result], meta: dict[str, Any]) -> str:
     if rival:
         rate = fmt_rate(_row(rival), "duplicates")
         text += f"; the same agents retrying the provider themselves duplicated in {rate}"
-    text += "."
+    text += "." + _engines(results)
     limits = []
     if diff_off:
         on = f", with it {fmt_rate(_row(diff_on), 'duplicates')}" if diff_on else ""
@@ -82,3 +83,26 @@ def readme(results: Sequence[Result], meta: dict[str, Any]) -> str:
     if limits:
         text += " **Its limits:** " + "; and ".join(limits) + " — [docs/states.md](docs/states.md)."
     return text
+
+
+def _engines(results: Sequence[Result]) -> str:
+    """The engines' sentence: their step key holds where the provider honours it, not elsewhere."""
+    mine = [r for r in results if r.method in ENGINES]
+    if not mine:
+        return ""
+    keyed = [r for r in mine if r.episode.scenario in KEYED]
+    keyless = [r for r in mine if r.episode.scenario not in KEYED]
+    parts = []
+    if keyless:
+        row = _row(keyless)
+        parts.append(
+            f"at the providers without keys duplicated in {fmt_rate(row, 'duplicates')} "
+            f"(false successes {fmt_rate(row, 'false_success')})"
+        )
+    if keyed:
+        parts.append(f"at the provider with keys in {fmt_rate(_row(keyed), 'duplicates')}")
+    return (
+        " Restate and DBOS (SQLite, PostgreSQL), the tool call in a durable step as their docs recommend, "
+        + ", and ".join(parts)
+        + " ([the engines' table](docs/chaos.md#against-the-engines-teams-pick-instead-restate-and-dbos))."
+    )

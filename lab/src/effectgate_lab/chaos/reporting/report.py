@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from effectgate_lab.chaos.model import Result, Told
+from effectgate_lab.chaos.model import METHODS, Result, Told
 from effectgate_lab.chaos.reporting.stats import percentile, wilson
 
 KEYS = ("part", "level", "scenario", "behaviour", "margin", "method")
@@ -20,7 +20,7 @@ ORDER = {
     name: i
     for i, name in enumerate(
         (
-            *("baseline", "retries_only", "idempotency_only", "wrapper", "stable_key", "effectgate"),
+            *METHODS,
             *("low", "medium", "high"),
             *("single", "replan_paraphrase", "resume", "approval_twice", "subagents_same_step"),
             "subagents_diff_step",

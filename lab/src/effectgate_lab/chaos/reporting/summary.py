@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from effectgate_lab.chaos.model import Result
+from effectgate_lab.chaos.model import ENGINES, Result
+from effectgate_lab.chaos.reporting.engines import KEYED
 from effectgate_lab.chaos.reporting.report import fmt_rate, summarize
 from effectgate_lab.chaos.reporting.tables import CONDITIONS, methods_in, part, sweep_runs
 
@@ -169,9 +170,30 @@ def _faults_off(results: Sequence[Result], meta: dict[str, Any]) -> list[str]:
     return [f"- Effects made by writes after the faults stopped: {off} of {effects} ({when})."]
 
 
+def _engines(results: Sequence[Result]) -> list[str]:
+    """Each engine over the whole run, at the providers with keys and without."""
+    out = []
+    for method in (m for m in ENGINES if any(r.method == m for r in results)):
+        mine = [r for r in results if r.method == method]
+        sides = []
+        for label, runs in (
+            ("with keys", [r for r in mine if r.episode.scenario in KEYED]),
+            ("without keys", [r for r in mine if r.episode.scenario not in KEYED]),
+        ):
+            if runs:
+                (row,) = summarize(runs, ())
+                sides.append(
+                    f"{label} {fmt_rate(row, 'duplicates')} duplicates, {row['false_success']} false successes, "
+                    f"{row['false_failure']} false failures"
+                )
+        out.append(f"- {method}, every part: " + "; ".join(sides) + ".")
+    return out
+
+
 def summary(results: Sequence[Result], meta: dict[str, Any]) -> str:
     lines = [
         *_study(results, float(meta.get("margin", 1.5))),
+        *_engines(results),
         *_behaviours(results),
         *_conditions(results),
         *_sweep(results),

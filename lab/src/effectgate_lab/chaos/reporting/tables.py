@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from effectgate_lab.chaos.model import METHODS, Result
+from effectgate_lab.chaos.reporting.engines import engines
 from effectgate_lab.chaos.reporting.report import fmt_count, fmt_rate, fmt_time, summarize, table
 from effectgate_lab.chaos.reporting.stats import mcnemar_exact
 
@@ -234,8 +235,15 @@ def mcp(results: Sequence[Result]) -> str:
     return headline(results, "mcp")
 
 
+def keyed(results: Sequence[Result]) -> str:
+    """The study's setting at the provider that honours idempotency keys (part keyed)."""
+    return headline(results, "keyed")
+
+
 TABLES: dict[str, Callable[[Sequence[Result]], str]] = {
     "headline": headline,
+    "keyed": keyed,
+    "engines": engines,
     "paired": paired,
     "fault_kinds": fault_kinds,
     "behaviours": behaviours,

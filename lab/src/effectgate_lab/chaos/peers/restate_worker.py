@@ -1,0 +1,79 @@
+"""The Restate method's worker: the agent's tool call as a Restate service handler whose provider
+call runs in `ctx.run`, as Restate's docs recommend for a payment or an email.
+
+    python -m effectgate_lab.chaos.peers.restate_worker --port P
+
+- The harness invokes the handler through the Restate server's ingress with an `idempotency-key`
+  header naming the logical action (run id and step), so a re-plan, a resume or a second subagent
+  with the same step attaches to the same invocation instead of starting another.
+- The idempotency key sent to the provider is the invocation id and the step's name: stable
+  across the invocation's retries and across a worker that died mid-step.
+- `ctx.run` has no retry options of its own: the server's default invocation retry policy applies
+  (Restate 1.7: 500 ms, doubling, at most 70 attempts, then the invocation pauses).
+- The request body carries {scenario, base_url, typed}; the handler answers {told, detail}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import restate
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+from effectgate_lab.chaos.peers.provider_call import JsonDict, Providers
+from effectgate_lab.chaos.peers.worker_http import announce, crash_point, parse
+
+STEP = "provider_call"
+PROVIDERS = Providers()
+tool = restate.Service("ChaosTool")
+
+
+@tool.handler("call")
+async def call(ctx: restate.Context, request: JsonDict) -> JsonDict:
+    key = f"{ctx.request().id}-{STEP}"
+
+    async def provider_call() -> JsonDict:
+        answer = await PROVIDERS.call(request, key)
+        crash_point()
+        return answer
+
+    return await ctx.run_typed(STEP, provider_call)
+
+
+async def listening(port: int, server: asyncio.Future[None]) -> None:
+    """Returns once the port takes connections (the harness registers the worker right after)."""
+    while not server.done():
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
+    server.result()  # it failed to start: raise why
+
+
+async def run(port: int) -> None:
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.h2_max_concurrent_streams = 2**31 - 1  # as the SDK's own test harness serves it
+    config.keep_alive_timeout = 2**31 - 1
+    config.accesslog = None
+    config.errorlog = None
+    app = restate.app(services=[tool])
+    server = asyncio.ensure_future(serve(app, config, mode="asgi"))
+    await listening(port, server)
+    announce(port)
+    try:
+        await server
+    finally:
+        await PROVIDERS.close()
+
+
+def main() -> None:
+    asyncio.run(run(parse("restate_worker").port))
+
+
+if __name__ == "__main__":
+    main()

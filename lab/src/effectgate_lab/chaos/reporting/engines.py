@@ -1,0 +1,71 @@
+"""The engines beside effectgate: every part pooled into fault families, split by whether the
+provider honours idempotency keys (Stripe-like) or has none (the CRM), so that a reader sees where
+a durable step's key is enough and where it is not."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from effectgate_lab.chaos.model import ENGINES, Result
+from effectgate_lab.chaos.reporting.report import fmt_count, fmt_rate, summarize, table
+
+KEYED = frozenset({"charge_card"})  # the simulators whose writes dedup on an Idempotency-Key
+COMPARED = ("retries_only", "stable_key", *ENGINES, "effectgate")
+# Parts pooled into one family each (the settings parts are effectgate's alone).
+FAMILIES = {
+    "headline": "study faults",
+    "keyed": "study faults",
+    "behaviours": "re-plans, resumes, approvals, subagents",
+    "partial_finishing": "first write half-done",
+    "partial_stuck": "first write half-done",
+    "timeout_after_commit": "first write's answer lost",
+    "timeout_after_commit_unseen": "first write's answer lost",
+    "timeout_before_commit": "first write's request lost",
+    "sweep": "wait below and above the lag",
+}
+
+
+def family(r: Result) -> str:
+    keys = "keys" if r.episode.scenario in KEYED else "no keys"
+    return f"{FAMILIES[r.episode.part]} ({keys})"
+
+
+def engines(results: Sequence[Result]) -> str:
+    runs = [r for r in results if r.method in COMPARED and r.episode.part in FAMILIES]
+    if not any(r.method in ENGINES for r in runs):
+        return ""
+    order = {name: i for i, name in enumerate(dict.fromkeys(FAMILIES.values()))}
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for r in runs:
+        groups.setdefault((family(r), r.method), []).append(r)
+
+    def rank(key: tuple[str, str]) -> tuple[int, str, int]:
+        name, method = key
+        return (order[name.rsplit(" (", 1)[0]], name, COMPARED.index(method))
+
+    lines = []
+    for key in sorted(groups, key=rank):
+        (row,) = summarize(groups[key], ())
+        lines.append(
+            [
+                key[0],
+                key[1],
+                str(row["episodes"]),
+                fmt_rate(row, "duplicates"),
+                fmt_count(row, "false_success"),
+                fmt_count(row, "false_failure"),
+                fmt_count(row, "unknown_final"),
+                fmt_rate(row, "success_final", counts=False),
+            ]
+        )
+    header = (
+        "fault family (provider)",
+        "method",
+        "episodes",
+        "duplicates (95% CI)",
+        "false success",
+        "false failure",
+        "unknown",
+        "success",
+    )
+    return table(header, lines)

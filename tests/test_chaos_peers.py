@@ -1,0 +1,89 @@
+"""The engines teams pick instead (Restate, DBOS on SQLite and on PostgreSQL) in the chaos
+harness: one small cell each, so the comparison cannot rot.
+
+What is asserted holds on any machine, because every episode's faults come from its seeded
+stream: at the provider that honours idempotency keys the engine's step key holds (one charge);
+at the CRM, whose first write is applied and its answer lost, the engine's retry of its step
+applies it again (the duplicate the docs' tables count). With --crash the worker dies after a
+provider answered and before the step was recorded, and the engine runs the step again.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import pytest
+
+from effectgate_lab.chaos.model import ENGINES, Episode, Result, Told, Truth
+from effectgate_lab.chaos.peers.throwaway_pg import DSN_ENV
+from effectgate_lab.chaos.progress import Progress
+from effectgate_lab.chaos.reporting.engines import engines
+from effectgate_lab.chaos.runner import Options, Part, run_matrix
+from effectgate_lab.simulators.faults import Fault
+
+SEEDS = 2
+PARTS = (
+    Part("keyed", ("low",), ("charge_card",), seeds=SEEDS),
+    Part("timeout_after_commit", ("low",), ("record_invoice",), seeds=SEEDS, first_fault=Fault.DROP_AFTER_COMMIT.value),
+)
+
+
+async def run(options: Options) -> list[Result]:
+    total = sum(p.seeds * len(p.levels) * len(p.scenarios) for p in options.parts) * len(options.methods)
+    return await run_matrix(options, Progress(total, stream=io.StringIO()))
+
+
+def by_part(results: Sequence[Result], name: str) -> list[Result]:
+    return [r for r in results if r.episode.part == name]
+
+
+@pytest.fixture
+def peers_pg(pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DBOS on PostgreSQL uses the session's throw-away cluster (a fresh database per cell)."""
+    monkeypatch.setenv(DSN_ENV, pg_admin_dsn)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, peers_pg: None) -> None:
+    results = await run(Options(parts=PARTS, methods=(engine,), parallel=2))
+    assert len(results) == 2 * SEEDS
+    for r in by_part(results, "keyed"):
+        where = (r.episode, r.truth, r.told_final, r.notes)
+        assert r.truth.effects == 1 and r.told_final is Told.SUCCESS, where
+    for r in by_part(results, "timeout_after_commit"):
+        where = (r.episode, r.truth, r.told_final, r.notes)
+        assert r.first_fault == Fault.DROP_AFTER_COMMIT.value, where
+        assert r.duplicate, where  # the step's retry wrote again: the CRM has no key to dedup on
+
+
+@pytest.mark.timeout(400)
+async def test_a_worker_killed_after_the_effect_runs_the_step_again() -> None:
+    """DBOS's recovery at launch re-runs a step the dead worker never recorded, with the same
+    key: the CRM applies it again (Stripe would not: the key test above)."""
+    part = Part("headline", ("low",), ("activate_customer",), seeds=SEEDS)
+    results = await run(Options(parts=(part,), methods=("dbos_sqlite",), crash=True, parallel=1))
+    assert len(results) == SEEDS
+    assert any("worker died" in n for r in results for n in r.notes), [r.notes for r in results]
+    assert any(r.duplicate for r in results), [(r.truth, r.notes) for r in results]
+
+
+def test_the_engines_table_splits_providers_with_and_without_keys() -> None:
+    """The docs' engines table: one row per fault family, provider kind and method, from rows
+    made here (the table's arithmetic, not a run)."""
+
+    def result(method: str, part: str, scenario: str, effects: int) -> Result:
+        episode = Episode.draw(part, 0, "high", scenario, "single", 1.5)
+        return Result(method, episode, told_final=Told.SUCCESS, truth=Truth(effects, effects))
+
+    rows = [
+        result("dbos_sqlite", "keyed", "charge_card", 1),
+        result("dbos_sqlite", "headline", "record_invoice", 2),
+        result("effectgate", "headline", "record_invoice", 1),
+    ]
+    text = engines(rows).splitlines()
+    assert "| study faults (no keys)" in text[3] and "dbos_sqlite" in text[3] and "1/1 = 100%" in text[3]
+    assert "| study faults (keys)" in text[2] and "0/1 = 0%" in text[2]
+    assert "effectgate" in text[4] and "0/1" in text[4]
+    assert engines(rows[2:]) == ""  # no engine in the run: no table
