@@ -108,6 +108,13 @@ async def test_an_event_with_a_nul_changes_nothing_and_is_never_retried(live: Li
         answers.append(await crm.webhooks.deliver(json.dumps(event).encode()))
     assert [(a.status, a.answer) for a in answers] == [
         (400, {"error": "malformed"}),
-        (200, {"outcome": "unmatched", "event": "evt_y"}),
+        (
+            200,
+            {
+                "outcome": "unmatched",
+                "event": "evt_y",
+                "reason": "no action this adapter dispatched (for a tenant it serves) carries the event's action id",
+            },
+        ),
     ]
     assert not (await live.stub.ListActions(pb.ListActionsRequest())).actions and crm.ledger == []

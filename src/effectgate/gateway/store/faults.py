@@ -14,8 +14,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-from asyncpg.exceptions import _base as asyncpg_base
-
 from effectgate.gateway.model import DataRefused, InvalidRequest
 
 log = logging.getLogger("effectgate.store")
@@ -55,6 +53,9 @@ _TEXT_STATES = frozenset({"22021", "22P05", "22P02"})
 
 def postgres_error(exc: BaseException) -> StoreError:
     """What an asyncpg (or socket) error raised by a statement is."""
+    # Imported here: asyncpg is the `postgres` extra's, and only its store calls this.
+    from asyncpg.exceptions import _base as asyncpg_base
+
     state = str(getattr(exc, "sqlstate", "") or "")
     name = type(exc).__name__
     if state in _TEXT_STATES:
