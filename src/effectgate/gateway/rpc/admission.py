@@ -132,7 +132,7 @@ class Admission:
                 set_current_principal(auth.authenticate(metadata, roles))
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
-                refuse_unstorable(request)  # the same on every store (core/unstorable_text.py)
+                refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
                 return await inner(request, context)
             except ANSWERED as error:
                 if isinstance(error, Unauthenticated | PermissionDenied):
@@ -190,7 +190,7 @@ class Admission:
                 set_current_principal(auth.authenticate(context.invocation_metadata() or (), roles))
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
-                refuse_unstorable(request)  # the same on every store (core/unstorable_text.py)
+                refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
                 async for message in inner(request, context):
                     yield message
             except ANSWERED as error:
