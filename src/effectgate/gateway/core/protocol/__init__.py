@@ -6,8 +6,8 @@ composition; its file says where each verb lives:
   `changes`, `awaiting`;
 - `leases`: `try_lease`, `lease`, `commit`, `preview`, `release`, `claim_due`, `wake_reconciler`,
   `wait_for_work`;
-- `verbs` itself: `now`, `tool`, `tool_config`, `tool_deadline`, `approvals_required`,
-  `post_notices`, `answer_replays_with`; `collaborators`: `refuse_if_skewed`.
+- `collaborators`: `refuse_if_skewed`, `now`, `tool`, `tool_config`, `tool_deadline`,
+  `approvals_required`, `post_notices`, `answer_replays_with`.
 
 `collaborators` is the one place that holds what every part uses (store, tools, settings, clock,
 limits, the replay cache, the drives and claims in flight); the driver (`driver`: write, call,

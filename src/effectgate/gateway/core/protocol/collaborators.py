@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from effectgate.adapters.base import KEEPS_PROCESSING
+from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.observer import INSTALLED
-from effectgate.gateway.core.protocol.replay_cache import ReplayCache
+from effectgate.gateway.core.protocol.replay_cache import ReplayCache, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import (
     ActionNotFound,
@@ -28,6 +29,7 @@ from effectgate.gateway.model import (
     ClockSkewed,
     GatewayUnavailable,
     InvalidRequest,
+    Notice,
 )
 from effectgate.gateway.store import Store, StoreUnavailable
 
@@ -96,6 +98,39 @@ class Collaborators:
         problem = self.clock_problem()
         if problem:
             raise ClockSkewed(f"{problem}: this replica takes no work until it is back; another replica may")
+
+    # -- small verbs, for the RPC layer, operators and the reconciler (bound on the face) --------
+
+    def post_notices(self, post: Callable[[Notice], None]) -> None:
+        """Where limit denials and breaker openings go ([[notify]]); `post` must not block."""
+        self.limits.on_notice = post
+
+    def now(self) -> float:
+        """The protocol's clock (the reconciler measures its lag with it)."""
+        return self.clock()
+
+    def answer_replays_with(self, serialize: Serializer) -> None:
+        """How the RPC layer answers a replay of a record (opaque bytes here): made once per kept
+        settled action and handed back in `ExecuteResult.answer`."""
+        self.cache.answer_with(serialize)
+
+    def tool_deadline(self, tool: str) -> float:
+        """The tool's default budget of one Execute (when the caller sets no deadline)."""
+        return self.tools.get(tool).config.deadline
+
+    def tool_config(self, tool: str) -> ToolConfig:
+        return self.tools.get(tool).config
+
+    def approvals_required(self, tool: str) -> int:
+        """How many people must approve an action of `tool` (0 for a tool since removed from the
+        config): what every answer showing an action to a person says."""
+        try:
+            return self.tools.get(tool).config.approvals
+        except InvalidRequest:
+            return 0
+
+    def tool(self, name: str) -> BoundTool:
+        return self.tools.get(name)
 
     def policy(self, tool: BoundTool) -> t.Policy:
         return policy_of(tool, self.settings)

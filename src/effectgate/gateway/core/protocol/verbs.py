@@ -14,15 +14,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core.protocol.collaborators import Collaborators, DriverSettings
 from effectgate.gateway.core.protocol.driver import Driver
 from effectgate.gateway.core.protocol.execute import ExecutePath
 from effectgate.gateway.core.protocol.leases import Leases
 from effectgate.gateway.core.protocol.reads import Reads
-from effectgate.gateway.core.protocol.replay_cache import ReplayCache, Serializer
+from effectgate.gateway.core.protocol.replay_cache import ReplayCache
 from effectgate.gateway.core.tools import BoundTool, ToolSet
-from effectgate.gateway.model import ActionRecord, InvalidRequest, Notice
+from effectgate.gateway.model import ActionRecord
 from effectgate.gateway.store import Store
 
 
@@ -49,7 +48,6 @@ class EffectProtocol:
             clock_problem=clock_problem,
             on_answered=on_answered,
         )
-        self._parts = parts
         driver = Driver(parts)
         leases = Leases(parts, driver)
         reads = Reads(parts, driver, leases)
@@ -79,38 +77,13 @@ class EffectProtocol:
         self.claim_due = leases.claim_due
         self.wake_reconciler = leases.wake_reconciler
         self.wait_for_work = leases.wait_for_work
-        # `collaborators`: the skew check every verb that takes work makes.
+        # `collaborators`: the skew check, the clock, the tools' settings and where notices and
+        # replays' answers go.
         self.refuse_if_skewed = parts.refuse_if_skewed
-
-    # -- small verbs over the collaborators, for the RPC layer, operators and the reconciler ------
-
-    def post_notices(self, post: Callable[[Notice], None]) -> None:
-        """Where limit denials and breaker openings go ([[notify]]); `post` must not block."""
-        self._parts.limits.on_notice = post
-
-    def now(self) -> float:
-        """The protocol's clock (the reconciler measures its lag with it)."""
-        return self._parts.clock()
-
-    def answer_replays_with(self, serialize: Serializer) -> None:
-        """How the RPC layer answers a replay of a record (opaque bytes here): made once per kept
-        settled action and handed back in `ExecuteResult.answer`."""
-        self._parts.cache.answer_with(serialize)
-
-    def tool_deadline(self, tool: str) -> float:
-        """The tool's default budget of one Execute (when the caller sets no deadline)."""
-        return self._parts.tools.get(tool).config.deadline
-
-    def tool_config(self, tool: str) -> ToolConfig:
-        return self._parts.tools.get(tool).config
-
-    def approvals_required(self, tool: str) -> int:
-        """How many people must approve an action of `tool` (0 for a tool since removed from the
-        config): what every answer showing an action to a person says."""
-        try:
-            return self._parts.tools.get(tool).config.approvals
-        except InvalidRequest:
-            return 0
-
-    def tool(self, name: str) -> BoundTool:
-        return self._parts.tools.get(name)
+        self.now = parts.now
+        self.tool = parts.tool
+        self.tool_config = parts.tool_config
+        self.tool_deadline = parts.tool_deadline
+        self.approvals_required = parts.approvals_required
+        self.post_notices = parts.post_notices
+        self.answer_replays_with = parts.answer_replays_with
