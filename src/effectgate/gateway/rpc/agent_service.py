@@ -26,14 +26,15 @@ from effectgate.gateway.core import (
 )
 from effectgate.gateway.model import ActionIdentity, ActionRecord, EventQuery, InvalidRequest, ListQuery
 from effectgate.gateway.observability import audit_log
-from effectgate.gateway.rpc.auth import Authenticator, current_principal
-from effectgate.gateway.rpc.limits import Limits, fit_page
+from effectgate.gateway.rpc.admission import Authenticator, current_principal
 from effectgate.gateway.rpc.wire import (
     PB_TO_STATE,
+    Limits,
     action_pb,
     detailed_action_pb,
     event_pb,
     execute_answer,
+    fit_page,
     observation_pb,
     person_action_pb,
     replay_answer,
