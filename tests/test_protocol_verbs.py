@@ -10,12 +10,14 @@ import pytest
 
 from effectgate.adapters.base import Outcome
 from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.protocol.collaborators import Collaborators
 from effectgate.gateway.core.protocol.driver import Driver, LeaseLost
-from effectgate.gateway.core.tools import BoundTool
+from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model.domain import NextStep, State
 from effectgate.gateway.model.errors import ActionNotFound, InFlight
 from effectgate.testing import CHARGE, Hang, Lost, ScriptedAdapter, command, rig
 from effectgate.testing.clock import FakeClock
+from effectgate.testing.rig import TOOL
 
 ACTION = command().identity.action_id
 
@@ -83,7 +85,8 @@ async def test_an_action_id_of_another_tenant_is_never_mixed_in() -> None:
 async def test_no_time_left_to_send_is_recorded_and_nothing_is_sent() -> None:
     clock = FakeClock()
     r = await rig(clock=clock)
-    driver = Driver(r.store, r.settings, clock=clock, sleep=clock.sleep)
+    tools = ToolSet({TOOL: BoundTool(r.tool, r.adapter)})
+    driver = Driver(Collaborators(r.store, tools, r.settings, clock=clock, sleep=clock.sleep))
     claim = t.Claim(command().identity, ACTION, "t", CHARGE.SerializeToString(), "fp", "worker-1", send_now=True)
     record = t.create(claim, clock(), r.policy)
     await r.store.insert_if_absent(record)

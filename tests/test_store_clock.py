@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from effectgate.gateway.core.protocol.execute import EffectProtocol
+from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model.errors import ClockSkewed
 from effectgate.gateway.store.clock import MAX_PROBE_RTT, StoreClock, skew_problem

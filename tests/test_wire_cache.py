@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from effectgate.adapters.base import Receipt
 from effectgate.gateway.config.schema import Bypass
-from effectgate.gateway.core.protocol.replay_cache import ReplayCache
-from effectgate.gateway.core.ttl_cache import TtlCache
+from effectgate.gateway.core.protocol.replay_cache import ReplayCache, TtlCache
 from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, State
 from effectgate.gateway.rpc.wire import execute_answer, replay_answer
 from effectgate.testing.clock import FakeClock

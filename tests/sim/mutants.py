@@ -127,7 +127,7 @@ MUTANTS = (
     Mutant(
         "outage-undocumented",
         "only documented answers: a store outage is UNAVAILABLE, not an internal error",
-        f"{GATEWAY}/core/protocol/parts.py",
+        f"{GATEWAY}/core/protocol/collaborators.py",
         "            raise GatewayUnavailable(str(exc)) from exc",
         "            raise RuntimeError(str(exc)) from exc",
     ),

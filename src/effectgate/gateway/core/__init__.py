@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
+from effectgate.gateway.core.limits.policy import refuse_unstorable, unstorable
 from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch, install
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
@@ -21,7 +22,6 @@ from effectgate.gateway.core.provider.lag import LagBook, LagSampler, quantile
 from effectgate.gateway.core.provider.reports import AdapterTenants, Applied, Busy, ProviderReports, Replayed
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
-from effectgate.gateway.core.unstorable_text import refuse_unstorable, unstorable
 
 __all__ = [
     "MASK",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from effectgate.gateway.rpc.admission import Admission
+from effectgate.gateway.rpc.admission import Admission, Authenticator
 from effectgate.gateway.rpc.agent_service import EffectGatewayService
-from effectgate.gateway.rpc.auth import Authenticator
-from effectgate.gateway.rpc.limits import Limits
 from effectgate.gateway.rpc.operator_service import OperatorService
 from effectgate.gateway.rpc.status import to_status
+from effectgate.gateway.rpc.wire import Limits
 
 __all__ = [
     "Admission",

@@ -26,15 +26,15 @@ from effectgate.gateway.core import (
 )
 from effectgate.gateway.model import ActionIdentity, ActionRecord, EventQuery, InvalidRequest, ListQuery
 from effectgate.gateway.observability import audit_log
-from effectgate.gateway.rpc.auth import Authenticator, current_principal
-from effectgate.gateway.rpc.handlers import deadline_of
-from effectgate.gateway.rpc.limits import Limits, fit_page
+from effectgate.gateway.rpc.admission import Authenticator, current_principal
 from effectgate.gateway.rpc.wire import (
     PB_TO_STATE,
+    Limits,
     action_pb,
     detailed_action_pb,
     event_pb,
     execute_answer,
+    fit_page,
     observation_pb,
     person_action_pb,
     replay_answer,
@@ -269,3 +269,10 @@ class EffectGatewayService:
 def _seconds(ts: Timestamp) -> float:
     """A Timestamp as Unix seconds."""
     return ts.seconds + ts.nanos / 1e9
+
+
+def deadline_of(context: grpc.aio.ServicerContext[Any, Any], default: float, clock: Callable[[], float]) -> float:
+    """Absolute deadline on `clock` (the protocol's): the caller's, capped by the tool's own budget."""
+    remaining = context.time_remaining()
+    budget = default if remaining is None else min(remaining, default)
+    return clock() + max(budget, 0.0)

@@ -12,9 +12,8 @@ import grpc
 from effectgate.gateway.core import LimitsDesk, Operations
 from effectgate.gateway.model import ActionRecord, InvalidRequest
 from effectgate.gateway.observability import audit_log, limits_log
-from effectgate.gateway.rpc.auth import current_principal
-from effectgate.gateway.rpc.limits import Limits
-from effectgate.gateway.rpc.wire import PB_TO_STATE, grant_pb, person_action_pb
+from effectgate.gateway.rpc.admission import current_principal
+from effectgate.gateway.rpc.wire import PB_TO_STATE, Limits, grant_pb, person_action_pb
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc as pb_grpc
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.observer import INSTALLED
-from effectgate.gateway.core.protocol.execute import EffectProtocol
+from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.model import ActionRecord, InFlight, InvalidRequest, PolicyConflict, State
 
 log = logging.getLogger("effectgate.decisions")

@@ -23,7 +23,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from effectgate.gateway.core.protocol.execute import EffectProtocol
+from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.model import ActionRecord, Change, InvalidRequest, ListQuery
 from effectgate.gateway.store import decode_cursor, encode_cursor
 

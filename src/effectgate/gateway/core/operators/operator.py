@@ -15,7 +15,7 @@ from __future__ import annotations
 from effectgate.gateway.config import Bypass
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.operators.decisions import Decisions
-from effectgate.gateway.core.protocol.execute import EffectProtocol
+from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.model import ActionRecord, InvalidRequest, PolicyConflict, State
 
 RESOLUTIONS = tuple(t.RESOLUTIONS)

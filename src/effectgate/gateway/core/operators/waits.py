@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.operators.inbox import POLL, Watch
-from effectgate.gateway.core.protocol.execute import EffectProtocol
+from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.model import REPORTED, ActionRecord, ListQuery, State
 
 log = logging.getLogger("effectgate.waits")

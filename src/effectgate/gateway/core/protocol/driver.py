@@ -21,8 +21,6 @@ import contextvars
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from effectgate.adapters.base import (
     AmbiguousError,
@@ -36,6 +34,7 @@ from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.protocol.collaborators import Collaborators, policy_of
 from effectgate.gateway.core.tools import BoundTool
 from effectgate.gateway.core.transitions import history
 from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
@@ -48,7 +47,7 @@ from effectgate.gateway.model import (
     ProviderRateLimited,
     State,
 )
-from effectgate.gateway.store import Store, StoreUnavailable
+from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.driver")
 
@@ -65,50 +64,17 @@ class LeaseLost(Exception):
     """Another worker took the action over; this one must stop without writing."""
 
 
-@dataclass(frozen=True)
-class DriverSettings:
-    owner: str
-    lease_ttl: float
-    recheck_min: float
-    recheck_max: float
-
-
-def policy_of(tool: BoundTool, settings: DriverSettings) -> t.Policy:
-    caps = tool.adapter.capabilities
-    return t.Policy(
-        lease_ttl=settings.lease_ttl,
-        recheck_min=settings.recheck_min,
-        recheck_max=settings.recheck_max,
-        consistency_window=tool.consistency_window,
-        attempt_timeout=tool.config.attempt_timeout,
-        keeps_processing=tool.keeps_processing,
-        has_read_api=caps.has_read_api,
-        dedups_on_key=caps.dedups_on_key,
-        key_retention=caps.key_retention,
-        approvals=tool.config.approvals,
-    )
-
-
 class Driver:
-    def __init__(
-        self,
-        store: Store,
-        settings: DriverSettings,
-        *,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock_problem: Callable[[], str] = lambda: "",
-        gate: LimitGate | None = None,
-        on_answered: Callable[[ActionRecord, BoundTool, float], None] | None = None,
-    ) -> None:
-        self.store = store
-        self.gate = gate
+    def __init__(self, parts: Collaborators) -> None:
+        """Takes what it uses from the protocol's one holder of collaborators."""
+        self.store = parts.store
+        self.gate: LimitGate | None = parts.limits
         # Told of every write the provider answered with a receipt (the read-lag sampler).
-        self.on_answered = on_answered
-        self.settings = settings
-        self.clock = clock
-        self.sleep = sleep
-        self.clock_problem = clock_problem
+        self.on_answered = parts.on_answered
+        self.settings = parts.settings
+        self.clock = parts.clock
+        self.sleep = parts.sleep
+        self.clock_problem = parts.clock_problem
         # The provider calls running now: action id -> when the call's budget ends (our clock).
         # A caller whose deadline comes first is answered IN_FLIGHT while the call goes on.
         self.calling: dict[str, float] = {}

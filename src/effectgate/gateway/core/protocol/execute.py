@@ -1,4 +1,4 @@
-"""The effect protocol: Execute and Verify as docs/protocol.md describes them, with no gRPC in sight.
+"""The Execute path, as docs/protocol.md describes it, with no gRPC in sight.
 
 Execute = derive the key, normalise and fingerprint the payload, read the action (a replay ends
 here, usually from the cache of settled records), else claim it atomically (insert-if-absent,
@@ -6,12 +6,9 @@ already DISPATCHED under our lease when no approval is needed), then either answ
 stored outcome, wait for the worker that holds the lease (single flight), or drive the action
 under our own lease.
 
-The protocol keeps its parts (store, driver, clock, in-flight drives, replay cache) private and
-offers verbs: to the RPC layer (execute, verify, get, list, answer_replays_with), to operators
-(lease, commit, release), to the reconciler (claim_due, drive_leased, wait_for_work) and to the
-server (drain). This module holds the Execute path and the drives this process runs (which the
-reconciler's `drive_leased` and the server's `drain` also use); the parts are in
-`parts`, the lease verbs in `leases`, the read verbs in `reads`.
+This module also holds the drives this process runs, which the reconciler's `drive_leased` and
+the server's `drain` use too. It takes leases through `leases` and everything else from the
+protocol's `Collaborators`; `verbs.EffectProtocol` is the face the callers hold.
 """
 
 from __future__ import annotations
@@ -27,8 +24,9 @@ from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.observer import INSTALLED
-from effectgate.gateway.core.protocol.driver import LeaseLost, SentThenStoreFailed
-from effectgate.gateway.core.protocol.reads import ReadVerbs
+from effectgate.gateway.core.protocol.collaborators import Collaborators
+from effectgate.gateway.core.protocol.driver import Driver, LeaseLost, SentThenStoreFailed
+from effectgate.gateway.core.protocol.leases import Leases
 from effectgate.gateway.core.protocol.replay_cache import RequestKey
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
 from effectgate.gateway.core.transitions import history
@@ -100,7 +98,12 @@ def validate_context(run_id: str, step_id: str, tool: str) -> None:
         raise InvalidRequest(violations)
 
 
-class EffectProtocol(ReadVerbs):
+class ExecutePath:
+    def __init__(self, parts: Collaborators, driver: Driver, leases: Leases) -> None:
+        self._parts = parts
+        self._driver = driver
+        self._leases = leases
+
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
@@ -115,20 +118,20 @@ class EffectProtocol(ReadVerbs):
         the full path, which gives the same answer more slowly."""
         if cmd.bypass:
             return None
-        kept = self._cache.known(request_key(cmd))
-        if kept is None or self._tools.get(kept.record.tool).config.on_repeat is not OnRepeat.COALESCE:
+        kept = self._parts.cache.known(request_key(cmd))
+        if kept is None or self._parts.tools.get(kept.record.tool).config.on_repeat is not OnRepeat.COALESCE:
             return None
         answer = kept.answer
-        return ExecuteResult(kept.record, True, answer if answer is not None else self._cache.answer(kept))
+        return ExecuteResult(kept.record, True, answer if answer is not None else self._parts.cache.answer(kept))
 
     async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
-        self.refuse_if_skewed()  # before anything is read, stored or sent
+        self._parts.refuse_if_skewed()  # before anything is read, stored or sent
         who = cmd.identity
         validate_context(who.run_id, who.step_id, who.tool)
-        tool = self._tools.get(who.tool)
+        tool = self._parts.tools.get(who.tool)
         payload = tool.normalize(tool.parse(cmd.payload_type_url, cmd.payload))
         fingerprint = keys.fingerprint(payload)
-        limited_id = self._limits.action_id(tool, who, payload)  # the payload's bounds checked first
+        limited_id = self._parts.limits.action_id(tool, who, payload)  # the payload's bounds checked first
         if tool.config.on_repeat is OnRepeat.ALLOW:
             # No dedup for harmless effects: every call is its own action, still recorded.
             action_id = "act_" + uuid.uuid4().hex
@@ -136,15 +139,15 @@ class EffectProtocol(ReadVerbs):
             action_id = limited_id
             # Read before claim: an existing action never takes the write path. A bypass always
             # reads the store (a grant may come from another replica).
-            existing = None if cmd.bypass else self._cache.get(action_id)
+            existing = None if cmd.bypass else self._parts.cache.get(action_id)
             if existing is None:
-                existing = await self._guard(self._store.get(action_id))
+                existing = await self._parts.guard(self._parts.store.get(action_id))
             if existing is not None:
                 result = await self._repeat(existing, cmd, fingerprint, tool, deadline)
-                self._cache.learn(request_key(cmd), action_id)  # the payload passed the fingerprint check
+                self._parts.cache.learn(request_key(cmd), action_id)  # the payload passed the fingerprint check
                 return result
-        now = self._clock()
-        ruled, reservation, deferred = await self._guard(self._limits.admit(tool, who, payload, now))
+        now = self._parts.clock()
+        ruled, reservation, deferred = await self._parts.guard(self._parts.limits.admit(tool, who, payload, now))
         needs_approval = tool.config.approval is Approval.REQUIRED or ruled
         claim = t.Claim(
             identity=who,
@@ -152,7 +155,7 @@ class EffectProtocol(ReadVerbs):
             payload_type=tool.payload_type_name,
             payload=payload.SerializeToString(deterministic=True),
             fingerprint=fingerprint,
-            owner=self._settings.owner,
+            owner=self._parts.settings.owner,
             approval=needs_approval,
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
             send_now=deadline - now >= MIN_CALL_BUDGET,
@@ -160,12 +163,12 @@ class EffectProtocol(ReadVerbs):
             policy_version=tool.policy_version,
             adapter=tool.config.adapter,
         )
-        created = t.create(claim, now, self._policy(tool))
+        created = t.create(claim, now, self._parts.policy(tool))
         ruling = None
         if deferred and not needs_approval:  # rules over the counters: decided in the claim
             asked = dataclasses.replace(claim, approval=True)
-            held = t.create(asked, now, self._policy(tool))
-            ruling = self._limits.ruling(tool, who, payload, now, held, history.entry(asked, held, now))
+            held = t.create(asked, now, self._parts.policy(tool))
+            ruling = self._parts.limits.ruling(tool, who, payload, now, held, history.entry(asked, held, now))
         record, inserted = await self._claim(created, history.entry(claim, created, now), reservation, ruling)
         if not inserted:  # another caller claimed it between our read and our insert
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
@@ -174,22 +177,22 @@ class EffectProtocol(ReadVerbs):
         failpoints.hit("after_dispatched" if record.state is State.DISPATCHED else "after_planned")
         settled = await self._run(record, tool, deadline, unsent=True)
         if tool.config.on_repeat is not OnRepeat.ALLOW:  # its action id names this request's action
-            self._cache.learn(request_key(cmd), action_id)
+            self._parts.cache.learn(request_key(cmd), action_id)
         return ExecuteResult(settled, replayed=False)
 
     async def _claim(
         self, record: ActionRecord, entry: ActionEvent, reservation: Reservation | None, ruling: Ruling | None = None
     ) -> tuple[ActionRecord, bool]:
         """Inserts the claim. While the insert commits, a duplicate in this process that already
-        sees the claimed row waits on `_claiming` instead of polling: the future resolves when the
+        sees the claimed row waits on `claiming` instead of polling: the future resolves when the
         insert returns, and by the time its waiters run, the drive is registered in `_inflight`."""
         claiming = asyncio.get_running_loop().create_future()
-        self._claiming.setdefault(record.action_id, claiming)
+        self._parts.claiming.setdefault(record.action_id, claiming)
         try:
-            return await self._guard(self._limits.claim(record, reservation, entry, ruling))
+            return await self._parts.guard(self._parts.limits.claim(record, reservation, entry, ruling))
         finally:
-            if self._claiming.get(record.action_id) is claiming:
-                del self._claiming[record.action_id]
+            if self._parts.claiming.get(record.action_id) is claiming:
+                del self._parts.claiming[record.action_id]
             claiming.set_result(None)
 
     async def _repeat(
@@ -198,54 +201,54 @@ class EffectProtocol(ReadVerbs):
         """A second Execute of an existing action."""
         if record.tenant != cmd.identity.tenant:  # a hash collision across tenants: never mix them
             raise ActionNotFound(record.action_id)
-        self._limits.refuse_repeat(tool, record, cmd.identity)
+        self._parts.limits.refuse_repeat(tool, record, cmd.identity)
         if record.fingerprint != fingerprint and tool.config.on_mismatch is OnMismatch.REFUSE:
             raise PayloadMismatch(record, fingerprint)
         if cmd.bypass:
             return await self._bypass(record, tool, deadline)
         delay = POLL_MIN
-        patience = answer_by(deadline, self._clock())
+        patience = answer_by(deadline, self._parts.clock())
         while True:
             if record.state.terminal:
                 if tool.config.on_repeat is OnRepeat.REFUSE:
-                    self._cache.put(record)
+                    self._parts.cache.put(record)
                     raise AlreadyExecuted(record)
-                return ExecuteResult(record, True, self._cache.replay(record))
+                return ExecuteResult(record, True, self._parts.cache.replay(record))
             if record.state is State.AWAITING_APPROVAL:
                 return ExecuteResult(record, replayed=True)
-            now = self._clock()
+            now = self._parts.clock()
             if record.leased_at(now):
                 if now >= patience:
                     raise InFlight(record.action_id, retry_after=max(0.5, record.lease_expires_at - now))
                 record, delay = await self._wait_for_holder(record, patience, delay)
                 continue
-            leased = await self.try_lease(record.action_id)
+            leased = await self._leases.try_lease(record.action_id)
             if leased is None:  # someone else took it between our read and our claim
-                record = await self._get(record.action_id)
+                record = await self._parts.get(record.action_id)
                 continue
             INSTALLED.observer.lease_taken_over(record)
             return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
         INSTALLED.observer.waited_on_holder()
-        task = self._inflight.get(record.action_id) or self._claiming.get(record.action_id)
+        task = self._parts.inflight.get(record.action_id) or self._parts.claiming.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
             # whatever the holder left is re-read below.
-            await asyncio.wait([task], timeout=max(deadline - self._clock(), 0.0))
+            await asyncio.wait([task], timeout=max(deadline - self._parts.clock(), 0.0))
         else:
-            await self._sleep(min(delay, max(deadline - self._clock(), 0.0)))
+            await self._parts.sleep(min(delay, max(deadline - self._parts.clock(), 0.0)))
             delay = min(delay * 2, POLL_MAX)
-        return await self._get(record.action_id), delay
+        return await self._parts.get(record.action_id), delay
 
     async def _bypass(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ExecuteResult:
         if not record.bypass_granted:
             raise PolicyConflict(f"action {record.action_id} has no operator bypass grant", reason="BYPASS_NOT_GRANTED")
-        leased = await self.lease(record.action_id)
+        leased = await self._leases.lease(record.action_id)
         if not leased.bypass_granted:  # used by another caller between our read and our lease
             raise PolicyConflict(f"action {record.action_id} has no operator bypass grant", reason="BYPASS_NOT_GRANTED")
         try:  # written with its entry in the story before the new generation is sent
-            fresh = await self._guard(self._driver.step(leased, t.UseBypass(), self._policy(tool)))
+            fresh = await self._parts.guard(self._driver.step(leased, t.UseBypass(), self._parts.policy(tool)))
         except LeaseLost:
             raise InFlight(record.action_id, retry_after=1.0) from None
         return ExecuteResult(await self._run(fresh, tool, deadline), replayed=False)
@@ -261,21 +264,21 @@ class EffectProtocol(ReadVerbs):
         cut by the caller's deadline: `Driver._send`), with IN_FLIGHT and a RetryInfo of the
         call's remaining budget, while the call and the drive go on under our lease."""
         task = asyncio.create_task(self._drive(record, tool, deadline, unsent, caller))
-        self._inflight[record.action_id] = task
+        self._parts.inflight[record.action_id] = task
         task.add_done_callback(functools.partial(self._finished, record.action_id))
         if caller:
             await self._answer_in_time(task, record.action_id, deadline)
         settled = await asyncio.shield(task)
-        self._cache.put(settled)
+        self._parts.cache.put(settled)
         return settled
 
     async def _answer_in_time(self, task: asyncio.Task[ActionRecord], action_id: str, deadline: float) -> None:
         """Returns once `task` is done, or once it is past the caller's answer time and no
         provider call is running (the drive's own moves end by `deadline`); raises InFlight
         when a provider call is running at the answer time, or starts after it."""
-        answer_at = answer_by(deadline, self._clock())
+        answer_at = answer_by(deadline, self._parts.clock())
         while not task.done():
-            now = self._clock()
+            now = self._parts.clock()
             if now >= answer_at:
                 ends = self._driver.calling.get(action_id)
                 if ends is not None:
@@ -285,8 +288,8 @@ class EffectProtocol(ReadVerbs):
             await asyncio.wait([task], timeout=max(answer_at - now, CALL_POLL))
 
     def _finished(self, action_id: str, task: asyncio.Task[ActionRecord]) -> None:
-        if self._inflight.get(action_id) is task:
-            del self._inflight[action_id]
+        if self._parts.inflight.get(action_id) is task:
+            del self._parts.inflight[action_id]
         if not task.cancelled():
             task.exception()  # retrieved: its callers (if any are left) got it already
 
@@ -296,11 +299,11 @@ class EffectProtocol(ReadVerbs):
         try:
             if _approved_under_another_policy(record, tool):  # nothing is sent: it asks again
                 event = t.Reapprove(tool.policy_version)
-                changed = t.apply(record, event, self._clock(), self._policy(tool))
+                changed = t.apply(record, event, self._parts.clock(), self._parts.policy(tool))
                 return await self._driver.release(changed, event)
             try:
                 # An attempt in doubt is read (and retried) only where it was sent (ToolSet.driving).
-                sender = self._tools.driving(record)
+                sender = self._parts.tools.driving(record)
             except DispatcherGone as gone:
                 log.warning("%s stays in doubt: %s", record.action_id, gone.reason)
                 return await self._driver.hold(record, tool, gone.reason, dispatched_by=gone.adapter)
@@ -322,7 +325,7 @@ class EffectProtocol(ReadVerbs):
             raise StoreFailedAfterSend(
                 f"the store failed after the request reached the provider ({exc}); the action is "
                 "verified before anything is sent again: call again with the same run context, never a new one",
-                retry_after=self._settings.lease_ttl,
+                retry_after=self._parts.settings.lease_ttl,
             ) from exc
         except StoreUnavailable as exc:
             # Nothing was sent by this call; the action is verified before any send.
@@ -330,20 +333,20 @@ class EffectProtocol(ReadVerbs):
             raise GatewayUnavailable(
                 f"the store failed while the action was in flight ({exc}), before anything was sent: "
                 "call again with the same run context",
-                retry_after=self._settings.lease_ttl,
+                retry_after=self._parts.settings.lease_ttl,
             ) from exc
         except LeaseLost:
             log.warning("lease on %s lost to another worker; stopped", record.action_id)
-            return await self._get(record.action_id)
+            return await self._parts.get(record.action_id)
 
     async def drive_leased(self, record: ActionRecord) -> ActionRecord:
         """For the reconciler: drive an action it claimed, with the tool's own deadline."""
-        tool = self._tools.get(record.tool)
-        return await self._run(record, tool, self._clock() + tool.config.deadline, caller=False)
+        tool = self._parts.tools.get(record.tool)
+        return await self._run(record, tool, self._parts.clock() + tool.config.deadline, caller=False)
 
     async def drain(self, timeout: float) -> None:
         """Lets the drives running in this process finish, for at most `timeout` seconds."""
-        inflight = list(self._inflight.values())
+        inflight = list(self._parts.inflight.values())
         if inflight:
             await asyncio.wait(inflight, timeout=timeout)
 

@@ -1,11 +1,6 @@
 """The effect protocol's lease verbs, for those who take an action's lease outside Execute:
-operators (try_lease, lease, commit, release) and the reconciler (claim_due, wait_for_work,
-wake_reconciler).
-
-A mixin rather than a collaborator: operators, the reconciler and the server hold one
-`EffectProtocol` and call these verbs on it, and the verbs use the protocol's own parts (store,
-cache, clock, lease settings, the store guard, the reconciler's wake-up); a collaborator would
-take all of them and need a forwarding method per verb.
+operators (try_lease, lease, commit, preview, release) and the reconciler (claim_due,
+wait_for_work, wake_reconciler). The Execute path and `verify` take leases through them too.
 """
 
 from __future__ import annotations
@@ -15,47 +10,52 @@ import builtins
 
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.protocol.driver import LeaseLost
-from effectgate.gateway.core.protocol.parts import ProtocolParts
+from effectgate.gateway.core.protocol.collaborators import Collaborators
+from effectgate.gateway.core.protocol.driver import Driver, LeaseLost
 from effectgate.gateway.model import ActionRecord, InFlight, State
 
 
-class LeaseVerbs(ProtocolParts):
+class Leases:
+    def __init__(self, parts: Collaborators, driver: Driver) -> None:
+        self._parts = parts
+        self._driver = driver
+
     # -- verbs for operators ---------------------------------------------------------------------
 
     async def try_lease(self, action_id: str) -> ActionRecord | None:
         """The action's lease if nobody holds a live one (any change we make drops the cache)."""
-        self._cache.drop(action_id)
-        return await self._guard(
-            self._store.acquire_lease(action_id, self._settings.owner, self._clock(), self._settings.lease_ttl)
+        parts = self._parts
+        parts.cache.drop(action_id)
+        return await parts.guard(
+            parts.store.acquire_lease(action_id, parts.settings.owner, parts.clock(), parts.settings.lease_ttl)
         )
 
     async def lease(self, action_id: str) -> ActionRecord:
         """The action's lease, or InFlight when another worker holds it."""
         leased = await self.try_lease(action_id)
         if leased is None:
-            await self._get(action_id)  # raises ActionNotFound when absent
+            await self._parts.get(action_id)  # raises ActionNotFound when absent
             raise InFlight(action_id, retry_after=1.0)
         return leased
 
     async def commit(self, leased: ActionRecord, event: t.Event) -> ActionRecord:
         """Applies an operator's event to a leased record and releases the lease in one write
         (with the event's entry in the action's story)."""
-        changed = t.apply(leased, event, self._clock(), self._policy_of_record(leased))
+        changed = t.apply(leased, event, self._parts.clock(), self._parts.policy_of_record(leased))
         released = await self.release(changed, event)
         if released.state is State.PLANNED:
             failpoints.hit("after_planned")
-            self._work_ready.set()  # the reconciler dispatches it unless an agent does first
+            self._parts.work_ready.set()  # the reconciler dispatches it unless an agent does first
         return released
 
     def preview(self, record: ActionRecord, event: t.Event) -> ActionRecord:
         """What `commit` would write for `event`, without writing (the same rules, the same clock)."""
-        return t.apply(record, event, self._clock(), self._policy_of_record(record))
+        return t.apply(record, event, self._parts.clock(), self._parts.policy_of_record(record))
 
     async def release(self, leased: ActionRecord, event: t.Event | None = None) -> ActionRecord:
-        self._cache.drop(leased.action_id)
+        self._parts.cache.drop(leased.action_id)
         try:
-            return await self._guard(self._driver.release(leased, event))
+            return await self._parts.guard(self._driver.release(leased, event))
         except LeaseLost:
             raise InFlight(leased.action_id, retry_after=1.0) from None
 
@@ -63,19 +63,20 @@ class LeaseVerbs(ProtocolParts):
 
     async def claim_due(self, limit: int) -> builtins.list[ActionRecord]:
         """Leases up to `limit` actions that need the reconciler (see `Store.claim_due`)."""
-        settings = self._settings
-        if self._clock_problem():  # paused: the watcher logs it once and wakes us when it ends
+        parts = self._parts
+        settings = parts.settings
+        if parts.clock_problem():  # paused: the watcher logs it once and wakes us when it ends
             return []
-        return await self._guard(self._store.claim_due(settings.owner, self._clock(), settings.lease_ttl, limit))
+        return await parts.guard(parts.store.claim_due(settings.owner, parts.clock(), settings.lease_ttl, limit))
 
     def wake_reconciler(self) -> None:
         """Work may be due now (e.g. the clock is trusted again after a skew)."""
-        self._work_ready.set()
+        self._parts.work_ready.set()
 
     async def wait_for_work(self, stop: asyncio.Event, timeout: float) -> None:
         """Returns when work is signalled, `stop` is set, or after `timeout`."""
-        self._work_ready.clear()
-        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._work_ready.wait())]
+        self._parts.work_ready.clear()
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._parts.work_ready.wait())]
         try:
             await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:  # also when the waiting task is cancelled at shutdown

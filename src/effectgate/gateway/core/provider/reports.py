@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from effectgate.adapters.base import Adapter, Observation, Outcome
 from effectgate.adapters.capabilities import EventKind, ProviderEvent, ReceivesWebhooks
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.protocol.execute import EffectProtocol
+from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import IN_DOUBT, ActionRecord, InvalidRequest
 from effectgate.gateway.store import Store
