@@ -8,7 +8,14 @@ from __future__ import annotations
 import pytest
 
 from effectgate.adapters import AdapterError, CredentialsRefused
+from effectgate.adapters.http.adapter import HttpAdapter
 from tests.adapter_targets import Target, start_target
+
+
+async def built(target: Target, secret: str | None = None) -> HttpAdapter:
+    adapter = await target.build(secret)
+    assert isinstance(adapter, HttpAdapter)
+    return adapter
 
 
 def with_changes(target: Target, **changes: object) -> None:
@@ -21,14 +28,14 @@ async def test_the_verify_read_is_probed_without_a_probe_path(name: str) -> None
     target = await start_target(name)
     try:
         effects = await target.effects()
-        good = await target.build()
+        good = await built(target)
         try:
             said = await good.probe()
         finally:
             await good.close()
         assert "nothing checked" not in said, said
         assert "verify GET /" in said and "for an action that never happened" in said, said
-        wrong = await target.build(secret="wrong-secret-0000")
+        wrong = await built(target, "wrong-secret-0000")
         try:
             with pytest.raises(CredentialsRefused) as refused:
                 await wrong.probe()
@@ -43,7 +50,7 @@ async def test_the_verify_read_is_probed_without_a_probe_path(name: str) -> None
 async def test_a_list_read_proves_the_made_up_action_absent() -> None:
     target = await start_target("http:record_invoice")
     try:
-        adapter = await target.build()
+        adapter = await built(target)
         try:
             said = await adapter.probe()
         finally:
@@ -59,7 +66,7 @@ async def test_a_read_that_confirms_anything_fails_the_probe() -> None:
     target = await start_target("http:record_invoice")
     try:
         with_changes(target, verify={"url": "/invoices"}, expect=[{"path": "data", "present": True}], absent_when=[])
-        adapter = await target.build()
+        adapter = await built(target)
         try:
             with pytest.raises(AdapterError) as caught:
                 await adapter.probe()
@@ -75,7 +82,7 @@ async def test_a_read_without_an_absence_rule_is_told() -> None:
     target = await start_target("http:record_invoice")
     try:
         with_changes(target, absent_when=[])
-        adapter = await target.build()
+        adapter = await built(target)
         try:
             said = await adapter.probe()
         finally:
