@@ -126,6 +126,12 @@ def short_keeps_processing(base: type[Adapter]) -> type[Adapter]:
     return Mutant
 
 
+def keeps_processing_shorter_than_a_late_write(base: type[Adapter]) -> type[Adapter]:
+    """The same mistake, caught by what the provider does: a write that lands after its caller
+    gave up, read as absent before it landed (no static comparison with slow_seconds)."""
+    return short_keeps_processing(base)
+
+
 def key_not_sent(base: type[Adapter]) -> type[Adapter]:
     class Mutant(base):  # type: ignore[valid-type,misc]
         async def execute(self, call: ActionCall) -> Receipt:
@@ -152,6 +158,10 @@ LEDGER_MUTANTS: dict[Callable[[type[Adapter]], type[Adapter]], tuple[str, str]] 
     verify_never_finds: ("lost_response_is_verified", "after a lost response: verify gave Outcome.NOT_FOUND"),
     window_ignored: ("not_found_is_not_absence", "consistency window (0 s) must cover the provider's visibility lag"),
     short_keeps_processing: ("slow_write_is_ambiguous", "keeps_processing (1 s) is shorter than the provider's slow"),
+    keeps_processing_shorter_than_a_late_write: (
+        "late_write_is_never_absent_early",
+        "keeps_processing (1 s) is shorter than this provider takes to apply a write",
+    ),
     key_not_sent: ("key_dedups_a_resend", "the idempotency key is not sent"),
     retry_after_ignored: ("rate_limit_is_no_effect", "the provider named a pause (Retry-After: 1)"),
 }
@@ -217,6 +227,11 @@ HTTP_MUTANTS: dict[str, tuple[dict[str, Any], str, str]] = {
         {"keeps_processing": 1},
         "slow_write_is_ambiguous",
         "keeps_processing (1 s) is shorter",
+    ),
+    "keeps_processing_shorter_than_a_late_write": (
+        {"keeps_processing": 1},
+        "late_write_is_never_absent_early",
+        "keeps_processing (1 s) is shorter than this provider takes to apply a write",
     ),
     "dedup_claimed_by_an_api_without_keys": (
         {"dedups_on_key": True, "idempotency_header": "Idempotency-Key", "key_retention": 86400},

@@ -73,7 +73,7 @@ async def test_check_probe_names_a_bad_stripe_key_in_one_line_and_passes_a_good_
 async def test_every_built_in_adapter_probes_its_credentials(name: str) -> None:
     target = await start_target(name)
     try:
-        if name.startswith("http"):  # the http adapter probes only a configured probe_path
+        if name.startswith("http"):  # a probe_path as well as the verify read (test_http_probe.py)
             settings = target._settings
             target._settings = lambda: settings() | {"probe_path": "/invoices"}
         good = await target.build()

@@ -6,6 +6,7 @@ newcomer's shell finds it after the banner's `export` line."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import shutil
@@ -85,6 +86,42 @@ def typescript_or_skip() -> None:
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)
 async def test_runnable_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Path) -> None:
+    code, out = await run_snippet(snippet, make_run, tmp_path)
+    assert code == 0, f"{snippet.name} failed:\n{out}"
+    assert "Traceback" not in out
+    # Every runnable snippet charges through the gateway: the simulator saw at most one charge per
+    # logical action, and the README quick start says so.
+    intents = charges(make_run)
+    assert len(intents) == len({e["idempotency_key"] for e in intents})
+    if "charged:" in snippet.code:
+        assert "charged: pi_" in out, out
+    if snippet.language == "python" or snippet.source == "README.md":
+        # What it prints is what a person reads: no line ends in a space, no line is left empty.
+        # (docs/agents.md's TypeScript program still prints "undefined undefined " for one of its
+        # concurrent agents: not held to this yet.)
+        assert all(line and line == line.rstrip() for line in out.splitlines()), repr(out)
+
+
+QUICK_STARTS = [s for s in SNIPPETS if s.source == "README.md" and "charged:" in s.code]
+
+
+@pytest.mark.parametrize("snippet", QUICK_STARTS, ids=lambda s: s.name)
+async def test_the_quick_start_says_the_state_when_not_charged(
+    snippet: Snippet, make_run: DevRun, tmp_path: Path
+) -> None:
+    """The README's programs on a tool that waits for an approval (the dev run's
+    charge_with_approval): an action with no reason yet prints its state alone, never an empty
+    line or a trailing space."""
+    waiting = dataclasses.replace(snippet, code=snippet.code.replace('"charge_card"', '"charge_with_approval"'))
+    assert waiting.code != snippet.code, f"{snippet.name} no longer calls charge_card"
+    code, out = await run_snippet(waiting, make_run, tmp_path)
+    assert code == 0, f"{snippet.name} failed:\n{out}"
+    assert out.splitlines() == ["AWAITING_APPROVAL"], repr(out)
+    assert charges(make_run) == [], "nothing is charged before an approval"
+
+
+async def run_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Path) -> tuple[int, str]:
+    """Runs one snippet against the dev run, as pasted: its exit status and what it printed."""
     # A newcomer's shell after the banner's `export` line (no token: development mode).
     env = make_run.env()
     if snippet.language == "python":
@@ -105,17 +142,7 @@ async def test_runnable_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Pa
         assert code == 0, f"{snippet.name} does not compile:\n{out}"
         code, out = await run(["node", str(folder / "snippet.js")], folder, env)
         shutil.rmtree(folder, ignore_errors=True)
-    assert code == 0, f"{snippet.name} failed:\n{out}"
-    assert "Traceback" not in out
-    # Every runnable snippet charges through the gateway: the simulator saw at most one charge per
-    # logical action, and the README quick start says so.
-    intents = charges(make_run)
-    assert len(intents) == len({e["idempotency_key"] for e in intents})
-    if "charged:" in snippet.code:
-        assert "charged: pi_" in out, out
-    if snippet.language == "python":
-        # What it prints is what a person reads: no line ends in a space, no line is left empty.
-        assert all(line and line == line.rstrip() for line in out.splitlines()), repr(out)
+    return code, out
 
 
 # "save it as `charge.mts` and run `npx tsx charge.mts`": the file name and the command, as documented.

@@ -57,6 +57,17 @@ export class PayloadMismatch extends EffectGateError {
 }
 /** FAILED_PRECONDITION for another reason (BYPASS_NOT_GRANTED, ...). */
 export class PolicyConflict extends EffectGateError {}
+/** FAILED_PRECONDITION/RECORD_VERSION_TOO_NEW: a newer gateway release stored this action (a
+ * rolling upgrade under way); this replica cannot read it and changed nothing. A replica of the
+ * newer release answers it; `storedVersion` and `readableVersion` say which record versions. */
+export class RecordTooNew extends PolicyConflict {
+  get storedVersion(): string {
+    return this.info["stored_version"] ?? "";
+  }
+  get readableVersion(): string {
+    return this.info["readable_version"] ?? "";
+  }
+}
 /** ALREADY_EXISTS/ALREADY_EXECUTED: the tool refuses repeats; `action` is the stored one. */
 export class AlreadyExecuted extends EffectGateError {
   get action(): Action | undefined {
@@ -105,6 +116,7 @@ const byCode = new Map<Code, new (e: ConnectError) => EffectGateError>([
 
 const byReason = new Map<string, new (e: ConnectError) => EffectGateError>([
   ["PAYLOAD_MISMATCH", PayloadMismatch],
+  ["RECORD_VERSION_TOO_NEW", RecordTooNew],
   ["BUDGET_EXCEEDED", BudgetExceeded],
   ["RATE_LIMITED", RateLimited],
   ["SCOPE_TAKEN", ScopeTaken],

@@ -19,6 +19,7 @@ export {
   PermissionDenied,
   PolicyConflict,
   RateLimited,
+  RecordTooNew,
   ScopeTaken,
   Unauthenticated,
   Unavailable,

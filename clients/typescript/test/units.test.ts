@@ -9,6 +9,7 @@ import {
   ErrorInfoSchema,
   InFlight,
   PolicyConflict,
+  RecordTooNew,
   Unavailable,
   chargeCard,
   currentContext,
@@ -37,9 +38,9 @@ test("payloads are packed in Any by their schema; unknown types are refused", ()
   assert.equal(pack(payloadRegistry([ActionSchema]), create(ActionSchema)).typeUrl.endsWith("effectgate.v1.Action"), true);
 });
 
-function wireError(code: Code, reason: string, retrySeconds?: number): ConnectError {
+function wireError(code: Code, reason: string, retrySeconds?: number, metadata: Record<string, string> = {}): ConnectError {
   const details = [
-    { desc: ErrorInfoSchema, value: { reason, domain: "effectgate.dev", metadata: { action_id: "act_1" } } },
+    { desc: ErrorInfoSchema, value: { reason, domain: "effectgate.dev", metadata: { action_id: "act_1", ...metadata } } },
     ...(retrySeconds === undefined ? [] : [{ desc: RetryInfoSchema, value: { retryDelay: { seconds: BigInt(retrySeconds), nanos: 500_000_000 } } }]),
   ];
   // As Connect parses them off the wire: type names and bytes.
@@ -63,6 +64,19 @@ test("reasons map to typed errors; RetryInfo drives the retry delay", () => {
   assert.ok(future instanceof PolicyConflict && !(future instanceof InFlight));
   assert.equal(retryDelayMs(DEFAULT_RETRY, future, 1, 0), undefined);
   assert.ok(!(new ConnectError("plain", Code.Aborted) instanceof InFlight), "a plain ConnectError is no InFlight");
+});
+
+test("a record too new is a RecordTooNew naming both versions, still a PolicyConflict", () => {
+  const versions = { stored_version: "5", readable_version: "4" };
+  const tooNew = toEffectGateError(wireError(Code.FailedPrecondition, "RECORD_VERSION_TOO_NEW", undefined, versions));
+  assert.ok(tooNew instanceof RecordTooNew && tooNew instanceof PolicyConflict && tooNew instanceof ConnectError);
+  assert.equal(tooNew.reason, "RECORD_VERSION_TOO_NEW");
+  assert.equal(tooNew.storedVersion, "5");
+  assert.equal(tooNew.readableVersion, "4");
+  assert.equal(tooNew.actionId, "act_1");
+  assert.equal(retryDelayMs(DEFAULT_RETRY, tooNew, 1, 0), undefined, "never retried: the same replica answers the same");
+  const other = toEffectGateError(wireError(Code.FailedPrecondition, "NOT_SETTLED"));
+  assert.ok(other instanceof PolicyConflict && !(other instanceof RecordTooNew));
 });
 
 test("settings come from options, then the environment", () => {

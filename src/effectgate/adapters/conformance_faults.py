@@ -9,6 +9,10 @@ Each is one line of docs/writing-an-adapter.md's error table, proven against the
   `AmbiguousError`, lands, and is confirmed without a second effect; the adapter's
   `keeps_processing` covers how late the provider answers, so a `NOT_FOUND` read before the
   write lands is never taken for absence;
+- `late_write_is_never_absent_early`: a write the provider applies `slow_seconds` after it
+  arrived, whatever the caller does (the `lands_late` fault: the caller timed out first), is
+  `AmbiguousError`, lands once and is confirmed; every moment verify still answered NOT_FOUND lies
+  inside `keeps_processing`, so the gateway never takes that NOT_FOUND for absence and sends again;
 - `conflict_is_not_a_refusal`: a 409 (the provider's "key in use", nothing applied) is
   `AmbiguousError` (`NoEffectError` where the protocol's answer proves nothing was applied, as
   SMTP's 451 does), never a refusal or a receipt, applies nothing, is never `CONFIRMED`, and the
@@ -18,6 +22,9 @@ Each is one line of docs/writing-an-adapter.md's error table, proven against the
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Outcome, Receipt
 from effectgate.adapters.conformance_kit import (
@@ -73,6 +80,45 @@ async def slow_write_is_ambiguous(target: ConformanceTarget) -> None:
         assert landed == before + 1, f"the slow write should land once; the provider has {landed - before} effects"
         obs = await adapter.verify(call)
         assert_verified(adapter, obs, Outcome.CONFIRMED, "after a write slower than the attempt")
+        assert await target.effects() == before + 1, "verify must not write"
+        assert_no_secret(target, outcome, obs)
+    finally:
+        await impatient.close()
+        await adapter.close()
+
+
+async def late_write_is_never_absent_early(target: ConformanceTarget) -> None:
+    adapter = await target.build()
+    impatient = await target.build(timeout=target.slow_seconds / 3)
+    try:
+        kept = adapter.capabilities.keeps_processing
+        before = await target.effects()
+        call = new_call(impatient, target.good_payload(tag()))
+        target.inject("lands_late")
+        sent = time.monotonic()
+        outcome = await attempt(impatient, call)
+        assert isinstance(outcome, AmbiguousError), (
+            f"a write the caller gave up on before the provider applied it must be ambiguous, got {outcome!r}"
+        )
+        # Read until it lands: the latest moment (seconds after the send) a read began that found
+        # nothing while the provider had still to apply the write.
+        absent_at = -1.0
+        deadline = sent + target.slow_seconds + 60.0
+        while await target.effects() == before and time.monotonic() < deadline:
+            asked = time.monotonic() - sent
+            early = await adapter.verify(call)
+            if early.outcome is Outcome.NOT_FOUND and await target.effects() == before:
+                absent_at = asked
+            await asyncio.sleep(0.1)
+        landed = await target.effects()
+        assert landed == before + 1, f"the late write should land once; the provider has {landed - before} effects"
+        assert absent_at < kept, (
+            f"keeps_processing ({kept:g} s) is shorter than this provider takes to apply a write: verify answered"
+            f" NOT_FOUND {absent_at:.1f} s after the send and the write landed later; past keeps_processing the"
+            " gateway takes that NOT_FOUND for absence and sends the action again (two effects)"
+        )
+        obs = await adapter.verify(call)
+        assert_verified(adapter, obs, Outcome.CONFIRMED, "after a write that landed after its caller gave up")
         assert await target.effects() == before + 1, "verify must not write"
         assert_no_secret(target, outcome, obs)
     finally:

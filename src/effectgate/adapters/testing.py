@@ -19,7 +19,8 @@ An adapter package proves itself by describing how to drive it against its provi
 - `no_secret_leaks`: the provider secret (a canary) appears in no error, observation or repr,
   including when the provider rejects the credentials;
 - and the fault checks of `conformance_faults`: a 5xx after the write, a write slower than the
-  attempt (`keeps_processing`), a 409, and a resend with the key of an adapter that dedups on it.
+  attempt (`keeps_processing`), a write the provider applies after its caller gave up, a 409,
+  and a resend with the key of an adapter that dedups on it.
 
 The simulator's secret must be the target's `canary`, so every check also scans its errors and
 observations for it.
@@ -42,6 +43,7 @@ from effectgate.adapters.conformance_faults import (
     conflict_is_not_a_refusal,
     error_after_commit_is_ambiguous,
     key_dedups_a_resend,
+    late_write_is_never_absent_early,
     slow_write_is_ambiguous,
 )
 from effectgate.adapters.conformance_kit import (
@@ -197,6 +199,7 @@ CHECKS: dict[str, Check] = {
     "not_found_is_not_absence": not_found_is_not_absence,
     "error_after_commit_is_ambiguous": error_after_commit_is_ambiguous,
     "slow_write_is_ambiguous": slow_write_is_ambiguous,
+    "late_write_is_never_absent_early": late_write_is_never_absent_early,
     "conflict_is_not_a_refusal": conflict_is_not_a_refusal,
     "key_dedups_a_resend": key_dedups_a_resend,
     "definitive_refusal": definitive_refusal,

@@ -38,6 +38,7 @@ MCP_FAULTS: dict[Fault, str] = {
     Fault.RATE_LIMIT: "rate_limit",
     Fault.DROP_BEFORE_COMMIT: "restart",  # the server goes away with the call, nothing applied
     Fault.SLOW: "slow",
+    Fault.LANDS_LATE: "lands_late",  # applied after the caller gave up, whatever it does
 }
 # The tool's isError codes, as HTTP statuses the methods already read: a refusal to retry later,
 # a rate limit, a definitive refusal (an empty title).

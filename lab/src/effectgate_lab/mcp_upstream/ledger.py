@@ -15,7 +15,9 @@ answered from the dedup table consumes none), first from a script, in order:
 - `delayed_visibility`: applied, but the list tool shows it only after `visibility_lag`;
 - `restart`: the server goes away on receiving the call (nothing applied) and comes back;
 - `misrouted_404`: applied, then answered HTTP 404 with a JSON-RPC error that is not the
-  transport's "session not found" (a proxy or a careless server; over stdio a lost answer).
+  transport's "session not found" (a proxy or a careless server; over stdio a lost answer);
+- `lands_late`: applied `slow_seconds` after the call arrived, whatever the caller does (a
+  caller that gave up and cancelled does not stop it), then answered.
 
 Faults combine with `+` (`delayed_visibility+drop_after_commit`: applied, hidden from the list
 tool for a while, and the answer lost).
@@ -42,6 +44,7 @@ FAULTS = (
     "delayed_visibility",
     "restart",
     "misrouted_404",
+    "lands_late",
 )
 JsonDict = dict[str, Any]
 

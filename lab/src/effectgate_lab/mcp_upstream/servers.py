@@ -123,6 +123,13 @@ class Upstream:
             return _error("unavailable", "the upstream API is unavailable; nothing was applied")
         if "rate_limit" in faults:
             return _error("rate_limited", "too many requests; retry in 0.1 s", retry_after=0.1)
+        if "lands_late" in faults:
+            # Applied slow_seconds from now whatever the caller does: a client that gives up
+            # (and cancels the request) does not stop it.
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(self.slow_seconds)
+                done = self.ledger.record(effect(faults))
+            return _ok(_public(done))
         done = self.ledger.record(effect(faults))
         if "drop_after_commit" in faults:
             await self.hooks.drop()

@@ -21,6 +21,9 @@ order of events):
   header when `retry_after` is None) and no effect (nothing stored under the idempotency key).
 - `drop_before_commit`: the connection is closed with no HTTP answer *before* anything is applied
   (a timeout that lost the request, not the response).
+- `lands_late`: the effect is applied `slow_seconds` after the request arrived, whatever the caller
+  does meanwhile (a caller that gave up and hung up does not stop it), then answered: a provider
+  still processing a request its caller timed out on. Reads show nothing until it lands.
 
 Decisions come first from a scripted queue (`script([...])`, for exact tests), then from the
 random plan: one `random.Random(seed)` draw per decision, walked through the kinds in the fixed
@@ -48,6 +51,7 @@ class Fault(enum.StrEnum):
     DROP_DELAYED = "drop_delayed"
     RATE_LIMIT = "rate_limit"
     DROP_BEFORE_COMMIT = "drop_before_commit"
+    LANDS_LATE = "lands_late"
 
 
 # The order random draws walk through; part of the determinism contract, do not reorder.
@@ -97,6 +101,7 @@ class FaultPlan:
     drop_delayed: float = 0.0
     rate_limit: float = 0.0
     drop_before_commit: float = 0.0
+    lands_late: float = 0.0
     seed: int = 0
     slow_seconds: float = 2.0
     # Lag of a `delayed_visibility` effect; None means the simulator's own default.

@@ -8,6 +8,8 @@ in one shared order:
     decide fault -> (latency) -> conflict? answer 409, no effect
                  -> rate_limit? answer 429 (or 503) with Retry-After, no effect
                  -> drop_before_commit? close the connection, no effect
+                 -> lands_late? sleep slow_seconds (shielded: a caller that hangs up does not
+                    stop it), then on as without a fault
                  (latency: `latency` plus a draw from `write_delay`, when set)
                  -> commit(fault)            # the subclass applies the effect, records the ledger
                  -> error_after_commit? the answer becomes a 500
@@ -96,6 +98,7 @@ class SimulatorServer:
         # check that the gateway's trace reaches the provider.
         self.traceparents: list[str] = []
         self._runner: web.AppRunner | None = None
+        self._late: set[asyncio.Task[SimResponse]] = set()  # `lands_late` writes not applied yet
 
     # -- hooks for subclasses -------------------------------------------------------------
 
@@ -185,6 +188,9 @@ class SimulatorServer:
                 return self.render(self.rate_limited())
             if fault is Fault.DROP_BEFORE_COMMIT:
                 self.drop_connection(request)  # the request is lost: nothing applied or stored
+            if fault is Fault.LANDS_LATE:
+                completed = True  # the late write completes (or releases) the slot itself
+                return self.render(await self._land_late(commit, fault, slot))
             answer = await commit(fault)
             if fault is Fault.ERROR_AFTER_COMMIT:
                 answer = self.error_response(500, "api_error", "Injected internal error.")
@@ -199,6 +205,28 @@ class SimulatorServer:
         if fault in (Fault.DROP_AFTER_COMMIT, Fault.DROP_DELAYED):
             self.drop_connection(request)
         return self.render(answer)
+
+    async def _land_late(self, commit: Commit, fault: Fault, slot: AnswerSlot | None) -> SimResponse:
+        """`lands_late`: the write is applied `slow_seconds` from now in a task of its own, so a
+        caller that gives up (its handler cancelled) does not stop it."""
+
+        async def later() -> SimResponse:
+            done = False
+            try:
+                await asyncio.sleep(self.injector.plan.slow_seconds)
+                answer = await commit(fault)
+                if slot is not None:
+                    slot.complete(answer)
+                    done = True
+                return answer
+            finally:
+                if slot is not None and not done:
+                    slot.release()
+
+        task = asyncio.create_task(later())
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
+        return await asyncio.shield(task)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -224,6 +252,8 @@ class SimulatorServer:
         return self.base_url
 
     async def stop(self) -> None:
+        for task in list(self._late):
+            task.cancel()
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()

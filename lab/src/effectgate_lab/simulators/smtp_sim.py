@@ -9,6 +9,8 @@ per DATA that passed RCPT (a "fresh write"):
   to DATA means "not taken", RFC 5321 §4.2.5), so a server that queued the message can only lose
   the reply, not contradict it.
 - `slow`: delivered, then the 250 reply is held back `slow_seconds`.
+- `lands_late`: delivered `slow_seconds` after the DATA (a client that hung up does not stop
+  it), then the 250 reply.
 - `conflict`: `451 4.7.1` (greylisting-style temporary refusal); nothing delivered.
 - `partial`: delivered mangled: the Subject header is dropped on the way (a broken filter).
 - `delayed_visibility`: 250 at once; the message reaches the Maildir `visibility_lag` later.
@@ -88,6 +90,7 @@ class SmtpSimulator:
         self._host, self._want_port = host, port
         self._server: asyncio.Server | None = None
         self._pending: set[asyncio.TimerHandle] = set()
+        self._late: set[asyncio.Task[None]] = set()  # `lands_late` deliveries not made yet
         self._connections: list[SMTP] = []
         self.port = 0
 
@@ -101,6 +104,8 @@ class SmtpSimulator:
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        for task in list(self._late):
+            task.cancel()
         for handle in self._pending:
             handle.cancel()
         self._pending.clear()
@@ -171,6 +176,14 @@ class SmtpSimulator:
             subject=str(headers.get("Subject", "")),
             fault=fault.value if fault else "",
         )
+        if fault is Fault.LANDS_LATE:
+            # Delivered slow_seconds from now in a task of its own: a client that gives up and
+            # hangs up does not stop it.
+            late = asyncio.create_task(self._land_late(effect, raw))
+            self._late.add(late)
+            late.add_done_callback(self._late.discard)
+            await asyncio.shield(late)
+            return "250 OK queued as " + effect.message_id.strip("<>")
         self.ledger.append(effect)
         if fault is Fault.DELAYED_VISIBILITY:
             lag = self.injector.plan.visibility_lag
@@ -183,6 +196,12 @@ class SmtpSimulator:
         elif fault is Fault.SLOW:
             await asyncio.sleep(self.injector.plan.slow_seconds)
         return "250 OK queued as " + effect.message_id.strip("<>")
+
+    async def _land_late(self, effect: SmtpEffect, raw: bytes) -> None:
+        await asyncio.sleep(self.injector.plan.slow_seconds)
+        self.ledger.append(effect)
+        with contextlib.suppress(OSError):
+            self._deliver(effect, raw)
 
     def _deliver(self, effect: SmtpEffect, raw: bytes) -> None:
         if self._maildir is not None:

@@ -43,8 +43,8 @@ from effectgate.adapters.base import (
     Receipt,
 )
 from effectgate.adapters.capabilities import EventKind, ProviderEvent, WebhookRejected
+from effectgate.adapters.http import probe, webhooks
 from effectgate.adapters.http import template as tpl
-from effectgate.adapters.http import webhooks
 from effectgate.adapters.http.settings import HttpSettings, RequestSpec
 from effectgate.adapters.http_outcome import status_error, transport_error
 from effectgate.adapters.redact import scrub, scrub_json
@@ -200,6 +200,10 @@ class HttpAdapter(Adapter):
             resp = await self._client.send(request)
         except httpx.HTTPError as exc:
             return Observation.unknown(f"{self.name} verify failed: {type(exc).__name__}")
+        return self._observed(resp, values, call)
+
+    def _observed(self, resp: httpx.Response, values: Mapping[str, Any], call: ActionCall) -> Observation:
+        """What the verify read's answer proves."""
         if resp.status_code in self._absent_statuses:
             return Observation(Outcome.NOT_FOUND, detail=f"verify answered {resp.status_code} (declared absent)")
         if not resp.is_success:
@@ -248,9 +252,35 @@ class HttpAdapter(Adapter):
         return Observation(Outcome.CONFIRMED, detail="the provider's signed event", evidence=evidence, receipt=receipt)
 
     async def probe(self) -> str:
-        """`check --probe`: a GET of `probe_path` when one is configured (nothing otherwise)."""
+        """`check --probe`: a GET of `probe_path` when one is configured, and the `verify` read of
+        an action that never happened (probe.py)."""
+        said = [await self._probe_path()]
+        if self._verify is not None:
+            said.append(await probe.verify_read(self, self._verify))
+        return "; ".join(said)
+
+    # What probe.py reads of this adapter.
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self._client
+
+    @property
+    def payload_fields(self) -> set[str]:
+        return set(self._fields)
+
+    def values_of(self, call: ActionCall) -> dict[str, Any]:
+        return self._values(call)
+
+    def request_of(self, spec: RequestSpec, values: Mapping[str, Any]) -> httpx.Request:
+        return self._build(spec, values)
+
+    def observed(self, resp: httpx.Response, values: Mapping[str, Any], call: ActionCall) -> Observation:
+        return self._observed(resp, values, call)
+
+    async def _probe_path(self) -> str:
         if not self._s.probe_path:
-            return "no probe_path configured: nothing checked"
+            # Without a verify read either, nothing at all is checked.
+            return "no probe_path configured" + ("" if self._verify is not None else ": nothing checked")
         try:
             resp = await self._client.get(self._s.probe_path)
         except httpx.HTTPError as exc:

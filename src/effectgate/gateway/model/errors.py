@@ -131,6 +131,27 @@ class RecordTooNew(GatewayError):
         self.action_id = action_id
 
 
+class EventRowBroken(GatewayError):
+    """An event row of the audit trail does not decode as the gateway wrote it (edited by hand,
+    damaged): DATA_LOSS, naming the row. The same read fails the same way until the row is put
+    back; `effectgate audit verify` names every break of the chain."""
+
+    reason = "EVENT_ROW_BROKEN"
+
+    def __init__(self, tenant: str, seq: str, n: str, column: str, problem: str, expected: str, found: str) -> None:
+        super().__init__(
+            f"event row {seq} (tenant {tenant}, position {n}) cannot be read: {problem}"
+            f" (expected {expected}, found {found}); run `effectgate audit verify`"
+        )
+        self.tenant = tenant
+        self.seq = seq
+        self.n = n
+        self.column = column
+        self.problem = problem
+        self.expected = expected
+        self.found = found
+
+
 class GatewayUnavailable(GatewayError):
     """The store cannot persist: nothing was sent to the provider."""
 

@@ -24,6 +24,11 @@ _latency = meter.create_histogram(
 _dropped = meter.create_counter(
     "effectgate.notify.dropped", unit="{notice}", description="Notices dropped because the queue was full"
 )
+_broken = meter.create_counter(
+    "effectgate.notify.broken_events",
+    unit="{event}",
+    description="Event rows the deliverer skipped because they do not decode (by the first column that does not)",
+)
 # (sink, status) -> rows: replaced whole at each reading.
 OUTBOX: dict[tuple[str, str], int] = {}
 
@@ -38,6 +43,10 @@ def latency(sink: str, seconds: float) -> None:
 
 def dropped(kind: str) -> None:
     _dropped.add(1, {"kind": kind})
+
+
+def broken_row(column: str) -> None:
+    _broken.add(1, {"column": column})
 
 
 def outbox_read(counts: Mapping[tuple[str, str], int]) -> None:

@@ -15,6 +15,7 @@ from effectgate.gateway.model import (
     ActionNotFound,
     AlreadyExecuted,
     DataRefused,
+    EventRowBroken,
     GatewayError,
     GatewayUnavailable,
     InFlight,
@@ -42,6 +43,7 @@ CODES: list[tuple[type[GatewayError], int]] = [
     (PolicyConflict, code_pb2.FAILED_PRECONDITION),
     (DataRefused, code_pb2.FAILED_PRECONDITION),
     (RecordTooNew, code_pb2.FAILED_PRECONDITION),
+    (EventRowBroken, code_pb2.DATA_LOSS),
     (GatewayUnavailable, code_pb2.UNAVAILABLE),
     (ProviderRateLimited, code_pb2.UNAVAILABLE),
     (LimitExceeded, code_pb2.RESOURCE_EXHAUSTED),
@@ -98,6 +100,14 @@ def to_status(error: GatewayError | IllegalTransition) -> grpc.Status:
             "action_id": error.action_id,
             "stored_version": error.stored_version,
             "readable_version": str(error.readable_version),
+        }
+    if isinstance(error, EventRowBroken):
+        metadata = {
+            "tenant": error.tenant,
+            "seq": error.seq,
+            "position": error.n,
+            "column": error.column,
+            "problem": error.problem,
         }
     if isinstance(error, GatewayUnavailable):
         details.append(_pack(_retry_info(error.retry_after)))

@@ -27,9 +27,10 @@ from effectgate.gateway.background.notify import message
 from effectgate.gateway.background.notify.sinks import DeliveryFailed, Sink
 from effectgate.gateway.background.runner import Job
 from effectgate.gateway.core import Clock, EffectProtocol, failpoints
-from effectgate.gateway.model import ActionRecord, Notice, Outgoing, TrailEvent, notify
+from effectgate.gateway.model import ActionRecord, EventRowBroken, Notice, Outgoing, TrailEvent, notify
 from effectgate.gateway.observability import notify_metrics
 from effectgate.gateway.store import Store
+from effectgate.gateway.store.trail.stored import StoredRow
 
 log = logging.getLogger("effectgate.notify")
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
@@ -129,19 +130,22 @@ class Deliverer:
         for ends in await self.store.chain_ends():
             after = cursors.get(ends.tenant, 0)
             while after < ends.head_n:
-                trail = await self.store.chain_rows(ends.tenant, after, PAGE)
-                if not trail:
-                    break
-                if trail[0].n != after + 1:  # retention pruned events this deliverer never read
-                    log.warning(
-                        "notify: events %d..%d of tenant %s were pruned unread", after + 1, trail[0].n - 1, ends.tenant
-                    )
+                stored = await self.store.stored_chain_rows(ends.tenant, after, PAGE)
+                positions = [n for n in (_position(row) for row in stored) if n is not None and n > after]
+                if not positions:
+                    break  # nothing left with a position (a row edited past reading): the head waits
+                first = positions[0]
+                if first != after + 1:  # retention pruned events this deliverer never read
+                    pruned = "notify: events %d..%d of tenant %s were pruned unread"
+                    log.warning(pruned, after + 1, first - 1, ends.tenant)
                 rows: list[Outgoing] = []
-                for row in trail:
-                    rows.extend(await self._of_event(row))
-                if not await self.store.notify_stage(ends.tenant, after, trail[-1].n, rows):
+                for row in stored:
+                    trail = _readable(row)
+                    if trail is not None:
+                        rows.extend(await self._of_event(trail))
+                if not await self.store.notify_stage(ends.tenant, after, max(positions), rows):
                     return  # another deliverer moved it: the lease changed hands
-                after = trail[-1].n
+                after = max(positions)
 
     async def _of_event(self, trail: TrailEvent) -> list[Outgoing]:
         kind = message.kind_of(trail.event)
@@ -219,6 +223,23 @@ class Deliverer:
         for sink, failed, n in await self.store.notify_counts():
             counts[(sink, "failed" if failed else "pending")] = n
         notify_metrics.outbox_read(counts)
+
+
+def _position(row: StoredRow) -> int | None:
+    n = row.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def _readable(row: StoredRow) -> TrailEvent | None:
+    """The row's event, or None for a row that does not decode (edited by hand, damaged): it is
+    skipped with a log line and a metric, and the rows after it are delivered; `effectgate audit
+    verify` names it. One bad row never stops every tenant's notifications."""
+    try:
+        return row.checked()
+    except EventRowBroken as exc:
+        log.error("notify: skipped an event row that cannot be read: %s", exc.message)
+        notify_metrics.broken_row(exc.column)
+        return None
 
 
 def _failed(exc: Exception) -> None:

@@ -44,8 +44,8 @@ def page_size(query: EventQuery) -> int:
     return 100 if query.page_size <= 0 else min(query.page_size, MAX_PAGE)
 
 
-def events_sql(query: EventQuery) -> tuple[str, list[Any]]:
-    """The statement (with `?`) of one page of `query`."""
+def events_sql(query: EventQuery, columns: str = TRAIL_SELECTED) -> tuple[str, list[Any]]:
+    """The statement (with `?`) of one page of `query`, selecting `columns`."""
     where = ["tenant = ?"]
     params: list[Any] = [query.tenant]
     if query.after:
@@ -64,7 +64,7 @@ def events_sql(query: EventQuery) -> tuple[str, list[Any]]:
             where.append(f"{column} = ?")
             params.append(value)
     params.append(page_size(query))
-    sql = f"SELECT {TRAIL_SELECTED} FROM action_events WHERE {' AND '.join(where)} ORDER BY n, seq LIMIT ?"
+    sql = f"SELECT {columns} FROM action_events WHERE {' AND '.join(where)} ORDER BY n, seq LIMIT ?"
     return sql, params
 
 
@@ -114,8 +114,10 @@ class SqlTrail(SqlHooks):
         return self._trail
 
     async def events(self, query: EventQuery) -> EventPage:
-        sql, params = events_sql(query)
-        found = [trail_of(r) for r in await self._read(self._render(sql), params)]
+        # Read as stored and decoded column by column: a row edited by hand is a refusal naming it
+        # (EventRowBroken, DATA_LOSS), never a decode error that surfaces as INTERNAL.
+        sql, params = events_sql(query, selected(self._tq.postgres))
+        found = [stored_row(r, self._tq.postgres).checked() for r in await self._read(self._render(sql), params)]
         last = found[-1] if found else None
         token = encode_position(last.n, last.event.seq) if last else query.after
         return EventPage(found, token)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from effectgate.gateway.model import ActionEvent, State, TrailEvent
+from effectgate.gateway.model import ActionEvent, EventRowBroken, State, TrailEvent
 
 # TRAIL_SELECTED's columns (chain.py), in its order.
 COLUMNS = (
@@ -76,6 +76,23 @@ class StoredRow:
             if found is not None:
                 return found
         return None
+
+    def checked(self) -> TrailEvent:
+        """The row decoded, for the reads that answer with events (ListEvents, the notifications'
+        deliverer); raises EventRowBroken naming the row and its first misfit."""
+        found = self.misfit()
+        if found is None:
+            return self.event()
+        tenant, n = self.get("tenant"), self.get("n")
+        raise EventRowBroken(
+            tenant=tenant if isinstance(tenant, str) else shown(self.storage("tenant"), tenant),
+            seq=str(self.get("seq")),
+            n=str(n) if isinstance(n, int) else shown(self.storage("n"), n),
+            column=found.column,
+            problem=found.problem,
+            expected=found.expected,
+            found=found.found,
+        )
 
     def event(self) -> TrailEvent:
         """The row decoded; only for a row without a misfit."""
