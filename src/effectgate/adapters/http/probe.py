@@ -14,17 +14,32 @@ conformance suite's checks against a simulator).
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import httpx
 from google.protobuf import struct_pb2
 
-from effectgate.adapters.base import ActionCall, AdapterError, CredentialsRefused, Outcome
+from effectgate.adapters.base import ActionCall, AdapterError, CredentialsRefused, Observation, Outcome
 from effectgate.adapters.http import template as tpl
 from effectgate.adapters.http.settings import RequestSpec
 
-if TYPE_CHECKING:
-    from effectgate.adapters.http.adapter import HttpAdapter
+
+class ProbedAdapter(Protocol):
+    """What the probe reads of the `http` adapter (adapter.py), named here so neither module
+    imports the other's."""
+
+    @property
+    def client(self) -> httpx.AsyncClient: ...
+
+    @property
+    def payload_fields(self) -> set[str]: ...
+
+    def values_of(self, call: ActionCall) -> dict[str, Any]: ...
+
+    def request_of(self, spec: RequestSpec, values: Mapping[str, Any]) -> httpx.Request: ...
+
+    def observed(self, resp: httpx.Response, values: Mapping[str, Any], call: ActionCall) -> Observation: ...
 
 
 def made_up_call(fields: set[str]) -> ActionCall:
@@ -37,7 +52,7 @@ def made_up_call(fields: set[str]) -> ActionCall:
     )
 
 
-async def verify_read(adapter: HttpAdapter, spec: RequestSpec) -> str:
+async def verify_read(adapter: ProbedAdapter, spec: RequestSpec) -> str:
     """The verify read of a made-up action: what it proved, or an error the operator must see."""
     where = f"verify {spec.method} {spec.url}"
     call = made_up_call(adapter.payload_fields)

@@ -17,6 +17,7 @@ from effectgate.gateway.store.registry import open_store, redact_url
 from effectgate.gateway.store.rows import decode_cursor, encode_cursor
 from effectgate.gateway.store.trail.check import Verdict
 from effectgate.gateway.store.trail.check import verify as verify_chain
+from effectgate.gateway.store.trail.stored import StoredRow
 
 __all__ = [
     "SchemaBehind",
@@ -27,6 +28,7 @@ __all__ = [
     "StoreRefused",
     "StoreTextRefused",
     "StoreUnavailable",
+    "StoredRow",
     "Usage",
     "Verdict",
     "beyond",

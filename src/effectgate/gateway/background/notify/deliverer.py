@@ -29,8 +29,7 @@ from effectgate.gateway.background.runner import Job
 from effectgate.gateway.core import Clock, EffectProtocol, failpoints
 from effectgate.gateway.model import ActionRecord, EventRowBroken, Notice, Outgoing, TrailEvent, notify
 from effectgate.gateway.observability import notify_metrics
-from effectgate.gateway.store import Store
-from effectgate.gateway.store.trail.stored import StoredRow
+from effectgate.gateway.store import Store, StoredRow
 
 log = logging.getLogger("effectgate.notify")
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
