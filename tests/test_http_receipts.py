@@ -3,9 +3,9 @@ write's answer (`receipt_id`), or, after a lost answer, from the read-back's (`v
 a path of its own, since a list-shaped read holds the id at `data.0.id`). Both ways through an
 in-process gateway (gRPC on loopback) against the CRM simulator."""
 
+# ruff: noqa: F811 - `crm` is the fixture imported from test_http_adapter
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,18 +15,8 @@ from effectgate.adapters import ConfigError, build_adapter
 from effectgate.client import RunContext, State
 from effectgate.testing import gateway
 from effectgate_lab.simulators.crm_sim import CrmSimulator
-from tests.adapter_targets import CANARY, SECRET_ENV, scenario
-
-
-@pytest.fixture
-async def crm(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[CrmSimulator]:
-    monkeypatch.setenv(SECRET_ENV, CANARY)
-    sim = CrmSimulator(api_key=CANARY, visibility_lag=0.0)
-    await sim.start()
-    try:
-        yield sim
-    finally:
-        await sim.stop()
+from tests.adapter_targets import SECRET_ENV, scenario
+from tests.test_http_adapter import crm  # noqa: F401 - the CRM simulator fixture
 
 
 def invoice_table(crm: CrmSimulator, **changes: Any) -> dict[str, Any]:
