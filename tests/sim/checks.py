@@ -28,8 +28,15 @@ class Watch:
         self.world = world
         self.fences: dict[str, int] = {}
         self.states: dict[str, str] = {}
-        # The (action_id, state, fence) rows at the last look: only changed rows are checked.
-        self.seen: set[tuple[str, str, int]] = set()
+        # Only the rows written since the last look are checked: temporary triggers (on the
+        # world's connection only, so no replica's SQL changes) list the action ids written.
+        conn = world.db.conn
+        conn.execute("CREATE TEMP TABLE sim_written (action_id TEXT PRIMARY KEY)")
+        for verb in ("INSERT", "UPDATE"):
+            conn.execute(
+                f"CREATE TEMP TRIGGER sim_{verb.lower()} AFTER {verb} ON main.actions "
+                "BEGIN INSERT OR IGNORE INTO sim_written VALUES (new.action_id); END"
+            )
 
     def fail(self, what: str) -> None:
         self.world.violation(what)
@@ -64,11 +71,16 @@ class Watch:
 
     def store(self) -> None:
         w = self.world
-        found = set(w.db.conn.execute("SELECT action_id, state, fence FROM actions").fetchall())
-        changed = found - self.seen
+        conn = w.db.conn
+        written = [row[0] for row in conn.execute("SELECT action_id FROM sim_written")]
+        if not written:
+            return
+        conn.execute("DELETE FROM sim_written")
+        marks = ", ".join("?" * len(written))
+        found = conn.execute(f"SELECT action_id, state, fence FROM actions WHERE action_id IN ({marks})", written)
+        changed = [r for r in found if (self.states.get(r[0]), self.fences.get(r[0])) != (r[1], r[2])]
         if not changed:
             return
-        self.seen = found
         ledger: dict[str, int] = defaultdict(int)
         for e in w.provider.ledger:
             ledger[e.action_id] += 1
