@@ -179,9 +179,17 @@ def main() -> int:
             replay = [line for line in lines if "replay:" in line]
             failing = [line for line in lines if line.startswith("seed ")]
             print("\n".join(f"   {line.strip()}" for line in failing[:1] + violated[:3] + replay[:1]))
-            trace = [line for line in lines if line.startswith("  ") and "violated:" not in line]
-            print("   trace (last 15 events):")
-            print("\n".join(f"   {line}" for line in trace[-16:-1]))
+            shrunk = [i for i, line in enumerate(lines) if line.startswith("shrunk: ")]
+            if shrunk:  # the failing seed's shrunk trace (tests/sim/shrink.py) and its replay
+                print(
+                    "\n".join(
+                        f"   {line}" for line in lines[shrunk[0] :] if not line.startswith(("faults:", "cpu:", "sim:"))
+                    )
+                )
+            else:
+                trace = [line for line in lines if line.startswith("  ") and "violated:" not in line]
+                print("   trace (last 15 events):")
+                print("\n".join(f"   {line}" for line in trace[-16:-1]))
         else:
             missed += 1
             print("\n".join(f"   {line}" for line in lines[-4:]))
