@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from effectgate.gateway.model import ActionRecord, State
-from effectgate.gateway.store import verify_chain
+from effectgate.gateway.store import rows, verify_chain
 from effectgate.testing.sim.provider import Effect
 from effectgate.testing.sim.store import SimStore
 from tests.sim import config
@@ -28,6 +28,7 @@ class Watch:
         self.world = world
         self.fences: dict[str, int] = {}
         self.states: dict[str, str] = {}
+        self.identities: dict[str, tuple[str, str, str, str]] = {}
         # Only the rows written since the last look are checked: temporary triggers (on the
         # world's connection only, so no replica's SQL changes) list the action ids written.
         conn = world.db.conn
@@ -52,6 +53,15 @@ class Watch:
                 w.counts["duplicate_past_window"] += 1  # the documented limit, counted apart
             else:
                 self.fail(f"two effects for one action {effect.action_id}: #{same[0].number} and #{effect.number}")
+        # One effect per logical action, whatever key the gateway derived: the run context's
+        # (run, step, tool, scope) of every applied action, a subagent's calls included.
+        logical = self._logical(effect.action_id)
+        twins = [e for e in ledger if e.action_id != effect.action_id and self._logical(e.action_id) == logical]
+        if twins:
+            if w.provider.counts["read_lag_beyond_window"]:
+                w.counts["duplicate_past_window"] += 1
+            else:
+                self.fail(f"two effects for one logical action {logical}: #{twins[0].number} and #{effect.number}")
         if effect.tool == "approve":
             shown = w.workload.approved.get(effect.action_id, set())
             if effect.amount not in shown:
@@ -63,6 +73,18 @@ class Watch:
         state = self.states.get(effect.action_id)
         if state in (State.REJECTED.value, State.NOT_FOUND.value) and not self._may_resend(effect.action_id):
             self.fail(f"an effect for {effect.action_id} after it was recorded {state}")
+
+    def _logical(self, action_id: str) -> tuple[str, str, str, str] | None:
+        """The run context an action was stored for (stored before its request was sent)."""
+        if action_id not in self.identities:
+            found = self.world.db.conn.execute(
+                f"SELECT {rows.SELECTED} FROM actions WHERE action_id = ?", (action_id,)
+            ).fetchall()
+            if not found:
+                return None
+            who = rows.record(found[0])
+            self.identities[action_id] = (who.run_id, who.step_id, who.tool, who.scope)
+        return self.identities[action_id]
 
     def _may_resend(self, action_id: str) -> bool:
         return self.states.get(action_id) == State.NOT_FOUND.value

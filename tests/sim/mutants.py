@@ -36,6 +36,13 @@ class Mutant:
 
 MUTANTS = (
     Mutant(
+        "key-from-the-caller",
+        "one effect per logical action: the key is the run context's, not the calling agent's",
+        f"{GATEWAY}/model/domain.py",
+        "        return keys.action_id(self.tenant, self.run_id, self.step_id, self.tool, self.scope)",
+        "        return keys.action_id(self.tenant, self.run_id + self.agent, self.step_id, self.tool, self.scope)",
+    ),
+    Mutant(
         "absence-inside-window",
         "no false 'no effect': absence is proven only after the provider finished and the window closed",
         f"{GATEWAY}/core/transitions/steps.py",

@@ -89,6 +89,17 @@ def test_seed_847_leaves_no_store_error_unretrieved() -> None:
     assert outcome.violations == []
 
 
+def test_seed_1440_proves_no_absence_from_an_intent_stamped_before_a_stall() -> None:
+    """The regression of the third defect the simulator found: a replica stamped an action's
+    `dispatched_at`, stalled 10 s before the intent's write, then sent; the replica that took the
+    action over measured the provider's time from the stale stamp and recorded NOT_FOUND 3 s after
+    the provider applied it (read lag still inside the window). The driver now moves a stamp older
+    than `STALE_INTENT` to the moment of sending (core/protocol/driver.py)."""
+    outcome = World(1440).run()
+    assert any(line.endswith("before store.write for 10.257s") for line in outcome.trace)
+    assert outcome.violations == []
+
+
 def test_a_failing_seed_shrinks_to_a_smaller_world_that_still_fails_and_replays() -> None:
     """The shrinker on real worlds, with "fails" standing for "the provider lost an answer": it
     switches off what that failure does not need, keeps the lost answers, and its command's knobs

@@ -48,6 +48,7 @@ LIFETIME = 3600.0
 @dataclass
 class Knobs:
     replicas: int = 2
+    third_replica: float = 0.2  # a seed's chance of one more replica (when `replicas` is 2)
     agents: int = 5
     steps: int = 3  # logical actions per agent
     crash_odds: float = 0.35  # a replica's chance to crash at some call of its life
@@ -191,7 +192,8 @@ class World:
     # -- the run --------------------------------------------------------------------------------
 
     async def _main(self) -> None:
-        for _ in range(self.knobs.replicas):
+        third = self.knobs.replicas == 2 and self.rng.random() < self.knobs.third_replica
+        for _ in range(self.knobs.replicas + third):
             await self.start_replica()
         await self.workload.run()
         # The final phase: no faults, no crashes, one replica at least, time to settle.
