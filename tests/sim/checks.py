@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from effectgate.gateway.model import ActionRecord, State
-from effectgate.gateway.store import verify_chain
+from effectgate.gateway.store import rows, verify_chain
 from effectgate.testing.sim.provider import Effect
 from effectgate.testing.sim.store import SimStore
 from tests.sim import config
@@ -28,8 +28,16 @@ class Watch:
         self.world = world
         self.fences: dict[str, int] = {}
         self.states: dict[str, str] = {}
-        # The (action_id, state, fence) rows at the last look: only changed rows are checked.
-        self.seen: set[tuple[str, str, int]] = set()
+        self.identities: dict[str, tuple[str, str, str, str]] = {}
+        # Only the rows written since the last look are checked: temporary triggers (on the
+        # world's connection only, so no replica's SQL changes) list the action ids written.
+        conn = world.db.conn
+        conn.execute("CREATE TEMP TABLE sim_written (action_id TEXT PRIMARY KEY)")
+        for verb in ("INSERT", "UPDATE"):
+            conn.execute(
+                f"CREATE TEMP TRIGGER sim_{verb.lower()} AFTER {verb} ON main.actions "
+                "BEGIN INSERT OR IGNORE INTO sim_written VALUES (new.action_id); END"
+            )
 
     def fail(self, what: str) -> None:
         self.world.violation(what)
@@ -45,6 +53,15 @@ class Watch:
                 w.counts["duplicate_past_window"] += 1  # the documented limit, counted apart
             else:
                 self.fail(f"two effects for one action {effect.action_id}: #{same[0].number} and #{effect.number}")
+        # One effect per logical action, whatever key the gateway derived: the run context's
+        # (run, step, tool, scope) of every applied action, a subagent's calls included.
+        logical = self._logical(effect.action_id)
+        twins = [e for e in ledger if e.action_id != effect.action_id and self._logical(e.action_id) == logical]
+        if twins:
+            if w.provider.counts["read_lag_beyond_window"]:
+                w.counts["duplicate_past_window"] += 1
+            else:
+                self.fail(f"two effects for one logical action {logical}: #{twins[0].number} and #{effect.number}")
         if effect.tool == "approve":
             shown = w.workload.approved.get(effect.action_id, set())
             if effect.amount not in shown:
@@ -57,6 +74,18 @@ class Watch:
         if state in (State.REJECTED.value, State.NOT_FOUND.value) and not self._may_resend(effect.action_id):
             self.fail(f"an effect for {effect.action_id} after it was recorded {state}")
 
+    def _logical(self, action_id: str) -> tuple[str, str, str, str] | None:
+        """The run context an action was stored for (stored before its request was sent)."""
+        if action_id not in self.identities:
+            found = self.world.db.conn.execute(
+                f"SELECT {rows.SELECTED} FROM actions WHERE action_id = ?", (action_id,)
+            ).fetchall()
+            if not found:
+                return None
+            who = rows.record(found[0])
+            self.identities[action_id] = (who.run_id, who.step_id, who.tool, who.scope)
+        return self.identities[action_id]
+
     def _may_resend(self, action_id: str) -> bool:
         return self.states.get(action_id) == State.NOT_FOUND.value
 
@@ -64,11 +93,16 @@ class Watch:
 
     def store(self) -> None:
         w = self.world
-        found = set(w.db.conn.execute("SELECT action_id, state, fence FROM actions").fetchall())
-        changed = found - self.seen
+        conn = w.db.conn
+        written = [row[0] for row in conn.execute("SELECT action_id FROM sim_written")]
+        if not written:
+            return
+        conn.execute("DELETE FROM sim_written")
+        marks = ", ".join("?" * len(written))
+        found = conn.execute(f"SELECT action_id, state, fence FROM actions WHERE action_id IN ({marks})", written)
+        changed = [r for r in found if (self.states.get(r[0]), self.fences.get(r[0])) != (r[1], r[2])]
         if not changed:
             return
-        self.seen = found
         ledger: dict[str, int] = defaultdict(int)
         for e in w.provider.ledger:
             ledger[e.action_id] += 1

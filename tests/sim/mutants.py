@@ -36,6 +36,13 @@ class Mutant:
 
 MUTANTS = (
     Mutant(
+        "key-from-the-caller",
+        "one effect per logical action: the key is the run context's, not the calling agent's",
+        f"{GATEWAY}/model/domain.py",
+        "        return keys.action_id(self.tenant, self.run_id, self.step_id, self.tool, self.scope)",
+        "        return keys.action_id(self.tenant, self.run_id + self.agent, self.step_id, self.tool, self.scope)",
+    ),
+    Mutant(
         "absence-inside-window",
         "no false 'no effect': absence is proven only after the provider finished and the window closed",
         f"{GATEWAY}/core/transitions/steps.py",
@@ -179,9 +186,17 @@ def main() -> int:
             replay = [line for line in lines if "replay:" in line]
             failing = [line for line in lines if line.startswith("seed ")]
             print("\n".join(f"   {line.strip()}" for line in failing[:1] + violated[:3] + replay[:1]))
-            trace = [line for line in lines if line.startswith("  ") and "violated:" not in line]
-            print("   trace (last 15 events):")
-            print("\n".join(f"   {line}" for line in trace[-16:-1]))
+            shrunk = [i for i, line in enumerate(lines) if line.startswith("shrunk: ")]
+            if shrunk:  # the failing seed's shrunk trace (tests/sim/shrink.py) and its replay
+                print(
+                    "\n".join(
+                        f"   {line}" for line in lines[shrunk[0] :] if not line.startswith(("faults:", "cpu:", "sim:"))
+                    )
+                )
+            else:
+                trace = [line for line in lines if line.startswith("  ") and "violated:" not in line]
+                print("   trace (last 15 events):")
+                print("\n".join(f"   {line}" for line in trace[-16:-1]))
         else:
             missed += 1
             print("\n".join(f"   {line}" for line in lines[-4:]))

@@ -75,7 +75,7 @@ class SimReplica:
     async def maybe_stall(self, where: str) -> None:
         """Now and then a task of the replica stops for longer than a lease (a paused VM, a long
         GC, SIGSTOP): when it resumes, another replica may hold its action."""
-        if self.world.faulty and self.stalls.random() < STALL_ODDS:
+        if self.world.faulty and self.stalls.random() < STALL_ODDS and "stall" not in self.world.knobs.off:
             self.world.counts["replica_stall"] += 1
             pause = 10 + self.stalls.random() * 30
             self.world.event(f"stall {self.name} {where} for {pause:.3f}s")

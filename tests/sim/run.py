@@ -13,7 +13,8 @@ import time
 from collections import Counter
 
 import effectgate.gateway
-from tests.sim.world import Knobs, Outcome, World
+from tests.sim import shrink
+from tests.sim.world import FAULT_KINDS, Knobs, Outcome, World
 
 # What `make test` (tests/sim/test_sim.py) and a bare `make sim` run.
 SEEDS, SEED = 2000, 1
@@ -37,14 +38,25 @@ def replay_command(seed: int) -> str:
     return f"make sim SEEDS=1 SEED={seed}"
 
 
-def report(outcome: Outcome) -> None:
+def report(outcome: Outcome, replay: str | None = None) -> None:
     """A failing seed's trace, what it violated, and the one command that replays it."""
     print(f"seed {outcome.seed}: {len(outcome.violations)} violation(s)")
     for line in outcome.trace:
         print(f"  {line}")
     for violation in outcome.violations:
         print(f"  violated: {violation}")
-    print(f"  replay: {replay_command(outcome.seed)}")
+    print(f"  replay: {replay or replay_command(outcome.seed)}")
+
+
+def report_shrunk(outcome: Outcome, knobs: Knobs) -> None:
+    """The failing seed shrunk (`shrink.py`): its shorter trace and the command that replays it."""
+    smaller, shrunk = shrink.shrink(outcome.seed, knobs)
+    print(f"shrunk: seed {outcome.seed} fails with {len(shrunk.trace)} events (of {len(outcome.trace)}): {smaller}")
+    for line in shrunk.trace:
+        print(f"    {line}")
+    for violation in shrunk.violations:
+        print(f"    violated (shrunk): {violation}")
+    print(f"    replay (shrunk): {shrink.command(outcome.seed, smaller)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,21 +65,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--trace", action="store_true", help="print every seed's trace")
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
+    parser.add_argument("--no-shrink", action="store_true", help="do not shrink the first failing seed")
+    parser.add_argument("--replicas", type=int, default=Knobs.replicas)
+    parser.add_argument("--agents", type=int, default=Knobs.agents)
+    parser.add_argument("--steps", type=int, default=Knobs.steps)
+    parser.add_argument("--off", default="", help=f"fault kinds switched off, comma-separated: {','.join(FAULT_KINDS)}")
     parser.add_argument("--mutant-check", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    off = frozenset(k for k in args.off.split(",") if k)
+    knobs = Knobs(replicas=args.replicas, agents=args.agents, steps=args.steps, off=off)
     if args.mutant_check and "effectgate-mutant-" not in str(effectgate.gateway.__file__):
         print(f"mutated effectgate not loaded: {effectgate.gateway.__file__}")
         return 2
     started = time.process_time()
-    outcomes, digest = run(args.seeds, args.seed, stop=args.stop)
+    outcomes, digest = run(args.seeds, args.seed, knobs, stop=args.stop)
     counts: Counter[str] = Counter()
     failed = 0
     for outcome in outcomes:
         counts.update(outcome.counts)
         if outcome.violations or args.trace or args.seeds == 1:
-            report(outcome)
+            report(outcome, shrink.command(outcome.seed, knobs) if knobs != Knobs() else None)
         failed += bool(outcome.violations)
     spent = time.process_time() - started
+    first = next((o for o in outcomes if o.violations), None)
+    if first is not None and not args.no_shrink:
+        report_shrunk(first, knobs)  # after the timing: shrinking is not the seeds' cost
     faults = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "events")
     print(f"faults: {faults}")
     print(f"cpu: {spent:.1f}s, {args.seeds / spent * 60 if spent else 0:.0f} seeds/min, {failed} failing seed(s)")

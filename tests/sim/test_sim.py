@@ -4,6 +4,7 @@ give the same digest twice in one process and under another PYTHONHASHSEED in an
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim import run
-from tests.sim.world import World
+from tests.sim import run, shrink
+from tests.sim.world import Knobs, Outcome, World
 
 ROOT = Path(__file__).resolve().parents[2]
 # Small chunks: xdist deals them out, and each ends well within the timeout on a loaded machine.
@@ -86,3 +87,43 @@ def test_seed_847_leaves_no_store_error_unretrieved() -> None:
     outcome = World(847).run()
     assert outcome.counts["store_commit_unknown"] >= 1
     assert outcome.violations == []
+
+
+def test_seed_1440_proves_no_absence_from_an_intent_stamped_before_a_stall() -> None:
+    """The regression of the third defect the simulator found: a replica stamped an action's
+    `dispatched_at`, stalled 10 s before the intent's write, then sent; the replica that took the
+    action over measured the provider's time from the stale stamp and recorded NOT_FOUND 3 s after
+    the provider applied it (read lag still inside the window). The driver now moves a stamp older
+    than `STALE_INTENT` to the moment of sending (core/protocol/driver.py)."""
+    outcome = World(1440).run()
+    assert any(line.endswith("before store.write for 10.257s") for line in outcome.trace)
+    assert outcome.violations == []
+
+
+def test_a_failing_seed_shrinks_to_a_smaller_world_that_still_fails_and_replays() -> None:
+    """The shrinker on real worlds, with "fails" standing for "the provider lost an answer": it
+    switches off what that failure does not need, keeps the lost answers, and its command's knobs
+    replay the shrunk trace exactly."""
+
+    def lost_an_answer(outcome: Outcome) -> bool:
+        return outcome.counts["provider_lost_answer"] > 0
+
+    seed = next(s for s in range(1, 50) if lost_an_answer(World(s).run()))
+    knobs, shrunk = shrink.shrink(seed, fails=lost_an_answer, budget=30)
+    assert lost_an_answer(shrunk)
+    assert "lost" not in knobs.off
+    assert knobs != Knobs() and (knobs.off or knobs.agents < Knobs().agents)
+    assert World(seed, knobs).run().digest == shrunk.digest
+    command = shrink.command(seed, knobs)
+    assert command.startswith(f"python -m tests.sim.run --seeds 1 --seed {seed}")
+    replayed = subprocess.run(
+        [sys.executable, "-m", *command.split()[2:]], cwd=ROOT, capture_output=True, text=True, check=False, timeout=280
+    )
+    assert replayed.stdout.strip().splitlines()[-1].endswith(f"digest {_digest_of([shrunk])}"), replayed.stdout[-2000:]
+
+
+def _digest_of(outcomes: list[Outcome]) -> str:
+    digest = hashlib.sha256()
+    for outcome in outcomes:
+        digest.update(outcome.digest.encode())
+    return digest.hexdigest()

@@ -1,7 +1,8 @@
 """What the simulated world asks of the gateway: agents (new actions, replays after an error or a
-non-final answer, re-plans with another payload, concurrent copies on two replicas, short
-deadlines) and operators (approve, sometimes on a stale view of the payload, deny, reconcile an
-UNKNOWN from the provider's own ledger). Each act and its answer is an event of the trace."""
+non-final answer, re-plans with another payload, concurrent copies on two replicas, a subagent
+given the same step beside its parent, short deadlines) and operators (approve, sometimes on a
+stale view of the payload, deny, reconcile an UNKNOWN from the provider's own ledger). Each act
+and its answer is an event of the trace."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ def payload(amount: int) -> tools_pb2.ChargeCard:
     return tools_pb2.ChargeCard(customer="cus_1", amount=amount, currency="usd", payment_method="pm_1")
 
 
-def command(run: str, step: str, tool: str, scope: str, amount: int, call: str) -> ExecuteCommand:
+def command(
+    run: str, step: str, tool: str, scope: str, amount: int, call: str, *, parent: str = "", agent: str = ""
+) -> ExecuteCommand:
     message = payload(amount)
     return ExecuteCommand(
-        identity=ActionIdentity(TENANT, run, step, tool, scope, tool_call_id=call),
+        identity=ActionIdentity(TENANT, run, step, tool, scope, parent_run_id=parent, agent=agent, tool_call_id=call),
         payload_type_url=f"type.googleapis.com/{message.DESCRIPTOR.full_name}",
         payload=message.SerializeToString(),
     )
@@ -88,8 +91,15 @@ class Workload:
                     amount = rng.choice(AMOUNTS)
                 cmd = command(run, f"s{step}", tool, scope, amount, f"call{number}.{step}.{attempt}")
                 budget = rng.choice((0.3, 2.0, 8.0, 20.0))
-                if rng.random() < 0.2:  # two copies of the call at once (a retry racing the first)
+                copy = rng.random()
+                if copy < 0.2:  # two copies of the call at once (a retry racing the first)
                     results = await asyncio.gather(self.call(rng, cmd, budget), self.call(rng, cmd, budget))
+                    result = results[0] or results[1]
+                elif copy < 0.3:  # a subagent given the step: its own call id, the same run and step
+                    sub = command(
+                        run, f"s{step}", tool, scope, amount, f"sub{number}.{step}.{attempt}", parent=run, agent="sub"
+                    )
+                    results = await asyncio.gather(self.call(rng, cmd, budget), self.call(rng, sub, budget))
                     result = results[0] or results[1]
                 else:
                     result = await self.call(rng, cmd, budget)

@@ -48,11 +48,31 @@ LIFETIME = 3600.0
 @dataclass
 class Knobs:
     replicas: int = 2
+    third_replica: float = 0.2  # a seed's chance of one more replica (when `replicas` is 2)
     agents: int = 5
     steps: int = 3  # logical actions per agent
     crash_odds: float = 0.35  # a replica's chance to crash at some call of its life
     settle: float = 150.0  # virtual seconds of the final phase with no faults and no crashes
     beyond_window: float = 0.0  # read lag past the declared window (the documented limit)
+    # Fault kinds switched off (FAULT_KINDS): the shrinker's way to a shorter trace that still fails.
+    off: frozenset[str] = frozenset()
+
+
+# Each fault kind a run can switch off: the provider's answers (ProviderOdds' fields), the store's
+# statements, the replicas' crashes and stalls.
+PROVIDER_FAULTS = (
+    "lost",
+    "error_after",
+    "error_before",
+    "key_in_use",
+    "rate_limited",
+    "declined",
+    "partial",
+    "slow",
+    "verify_error",
+)
+STORE_FAULTS = ("unavailable", "commit_unknown", "slow")
+FAULT_KINDS = ("crash", "stall", *(f"store_{k}" for k in STORE_FAULTS), *PROVIDER_FAULTS)
 
 
 @dataclass
@@ -83,6 +103,7 @@ class World:
         self.provider.on_effect = self.on_effect
         self.provider.on_request = self.event
         self.store_faults = StoreFaults(random.Random(f"store:{seed}"), asyncio.sleep)
+        self._switch_off(self.knobs.off)
         self.adapters = config.adapters(self.provider)
         self.config = config.config()
         self.replicas: list[SimReplica] = []
@@ -90,6 +111,16 @@ class World:
         self.crashes_on = True
         self.workload = Workload(self)
         self.watch = checks.Watch(self)
+
+    def _switch_off(self, kinds: frozenset[str]) -> None:
+        unknown = kinds - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"no fault kind(s) {sorted(unknown)}: the kinds are {', '.join(FAULT_KINDS)}")
+        for kind in kinds & set(PROVIDER_FAULTS):
+            setattr(self.provider.odds, kind, 0.0)
+        for kind in STORE_FAULTS:
+            if f"store_{kind}" in kinds:
+                setattr(self.store_faults, kind, 0.0)
 
     # -- time, trace ----------------------------------------------------------------------------
 
@@ -113,7 +144,7 @@ class World:
     # -- replicas -------------------------------------------------------------------------------
 
     def _crash_plan(self) -> tuple[int | None, bool]:
-        if not self.crashes_on or self.rng.random() >= self.knobs.crash_odds:
+        if not self.crashes_on or self.rng.random() >= self.knobs.crash_odds or "crash" in self.knobs.off:
             return None, False
         return self.rng.randint(2, 120), self.rng.random() < 0.5
 
@@ -161,7 +192,8 @@ class World:
     # -- the run --------------------------------------------------------------------------------
 
     async def _main(self) -> None:
-        for _ in range(self.knobs.replicas):
+        third = self.knobs.replicas == 2 and self.rng.random() < self.knobs.third_replica
+        for _ in range(self.knobs.replicas + third):
             await self.start_replica()
         await self.workload.run()
         # The final phase: no faults, no crashes, one replica at least, time to settle.

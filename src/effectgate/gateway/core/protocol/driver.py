@@ -51,6 +51,10 @@ from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.driver")
 
+# How much older than its request the intent's `dispatched_at` may be before the request goes out
+# (a slow store write, a paused process): past it, the stamp is moved to now by one more write.
+STALE_INTENT = 1.0
+
 
 # The provider calls of the drive running in this task (see `Driver.drive`).
 _CALLS: contextvars.ContextVar[list[str]] = contextvars.ContextVar("effectgate_drive_calls")
@@ -222,6 +226,11 @@ class Driver:
         first when it would not cover the call. The caller's deadline only decides whether a
         call starts at all."""
         attempt = tool.config.attempt_timeout
+        if record.dispatched_at is not None and self.clock() - record.dispatched_at > STALE_INTENT:
+            # The intent's write (or this process) stalled between its stamp and now: the proof of
+            # absence counts the provider's time from `dispatched_at`, so it must not be older than
+            # the request it times (simulator seed 1440: a 10 s stall made absence provable early).
+            record = await self._write(record.evolve(dispatched_at=self.clock()), policy)
         if (
             deadline - self.clock() >= MIN_CALL_BUDGET
             and record.lease_expires_at - self.clock() < attempt + MIN_CALL_BUDGET

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
@@ -74,11 +75,13 @@ class Leases:
         self._parts.work_ready.set()
 
     async def wait_for_work(self, stop: asyncio.Event, timeout: float) -> None:
-        """Returns when work is signalled, `stop` is set, or after `timeout`."""
+        """Returns when work is signalled or after `timeout` (at once when `stop` is already set)."""
         self._parts.work_ready.clear()
-        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._parts.work_ready.wait())]
-        try:
-            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when the waiting task is cancelled at shutdown
-            for waiter in waiters:
-                waiter.cancel()
+        if stop.is_set():
+            return
+        # One timeout on the signal alone: whoever sets `stop` (the background runner) also
+        # cancels the waiting task, so racing `stop.wait()` too cost two futures and an
+        # `asyncio.wait` on every idle pass.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._parts.work_ready.wait()
