@@ -5,11 +5,12 @@ from __future__ import annotations
 from effectgate.gateway.core.clock import Clock, SystemClock
 from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
 from effectgate.gateway.core.limits.policy import refuse_unstorable, unstorable
-from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch, install
+from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
 from effectgate.gateway.core.protocol import (
+    Collaborators,
     DriverSettings,
     EffectProtocol,
     ExecuteCommand,
@@ -31,6 +32,7 @@ __all__ = [
     "Breakers",
     "Busy",
     "Clock",
+    "Collaborators",
     "DriverSettings",
     "EffectProtocol",
     "ExecuteCommand",
@@ -54,7 +56,6 @@ __all__ = [
     "Waits",
     "Watch",
     "decided",
-    "install",
     "masked_payload",
     "policy_of",
     "quantile",

@@ -28,7 +28,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
-from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
+from effectgate.adapters.base import (
+    AmbiguousError,
+    CredentialsRefused,
+    DefinitiveError,
+    NoEffectError,
+    Observation,
+    RateLimited,
+)
 from effectgate.gateway.model import REPORTED, ActionRecord, GatewayError, State
 from effectgate.gateway.observability import metrics
 
@@ -282,7 +289,7 @@ def error_class(exc: BaseException) -> str:
 def provider_span(operation: str, record: ActionRecord, adapter: str) -> Iterator[ProviderCall]:
     """`effectgate.provider.<operation>` around one adapter call; the httpx client span (with the
     `traceparent` the provider receives) is its child. With no tracer provider there is no span
-    to make (nor a link to parse): only the metrics."""
+    to make (nor a link to parse): only the metrics (with the adapter's refused credentials)."""
     if not tracing():
         with _provider_metrics(operation, record, adapter):
             yield ProviderCall(INVALID_SPAN, record.tool)
@@ -312,7 +319,8 @@ def _provider_metrics(operation: str, record: ActionRecord, adapter: str) -> Ite
     try:
         yield
     except BaseException as exc:
-        metrics.provider_call(adapter, operation, error_class(exc), time.perf_counter() - started)
+        refused_at = time.time() if isinstance(exc, CredentialsRefused) else None
+        metrics.provider_call(adapter, operation, error_class(exc), time.perf_counter() - started, refused_at)
         if operation == "verify":
             metrics.verified(record.tool, "error")
         raise

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.protocol.collaborators import Collaborators
 from effectgate.gateway.core.protocol.driver import Driver, LeaseLost, SentThenStoreFailed
 from effectgate.gateway.core.protocol.leases import Leases
@@ -107,7 +106,7 @@ class ExecutePath:
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
-        with INSTALLED.observer.execute(cmd.identity.tool, cmd.identity.tool_call_id) as call:
+        with self._parts.observer.execute(cmd.identity.tool, cmd.identity.tool_call_id) as call:
             result = self._known_replay(cmd) or await self._execute(cmd, deadline)
             call.done(result.record, result.replayed)
             return result
@@ -159,7 +158,7 @@ class ExecutePath:
             approval=needs_approval,
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
             send_now=deadline - now >= MIN_CALL_BUDGET,
-            trace_parent=INSTALLED.observer.traceparent(),
+            trace_parent=self._parts.observer.traceparent(),
             policy_version=tool.policy_version,
             adapter=tool.config.adapter,
         )
@@ -226,11 +225,11 @@ class ExecutePath:
             if leased is None:  # someone else took it between our read and our claim
                 record = await self._parts.get(record.action_id)
                 continue
-            INSTALLED.observer.lease_taken_over(record)
+            self._parts.observer.lease_taken_over(record)
             return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
-        INSTALLED.observer.waited_on_holder()
+        self._parts.observer.waited_on_holder()
         task = self._parts.inflight.get(record.action_id) or self._parts.claiming.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
@@ -316,12 +315,12 @@ class ExecutePath:
                 current=tool if moved else None,
                 reconciling=not caller,
             )
-            INSTALLED.observer.settled(settled)
+            self._parts.observer.settled(settled)
             return settled
         except SentThenStoreFailed as exc:
             # The provider was called: the effect may exist. The lease runs out and the
             # reconciler verifies the action before anything more is sent.
-            INSTALLED.observer.store_error("drive")
+            self._parts.observer.store_error("drive")
             raise StoreFailedAfterSend(
                 f"the store failed after the request reached the provider ({exc}); the action is "
                 "verified before anything is sent again: call again with the same run context, never a new one",
@@ -329,7 +328,7 @@ class ExecutePath:
             ) from exc
         except StoreUnavailable as exc:
             # Nothing was sent by this call; the action is verified before any send.
-            INSTALLED.observer.store_error("drive")
+            self._parts.observer.store_error("drive")
             raise GatewayUnavailable(
                 f"the store failed while the action was in flight ({exc}), before anything was sent: "
                 "call again with the same run context",
