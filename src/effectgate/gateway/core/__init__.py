@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
-from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
+from effectgate.gateway.core.limits import LimitsDesk, PolicyError, ToolPolicy
 from effectgate.gateway.core.limits.policy import refuse_unstorable, unstorable
 from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
@@ -29,7 +29,6 @@ __all__ = [
     "AdapterTenants",
     "Applied",
     "BoundTool",
-    "Breakers",
     "Busy",
     "Clock",
     "Collaborators",

@@ -21,7 +21,10 @@ from effectgate.gateway.model import ActionRecord, LimitExceeded
 
 
 class ExecuteWatch(Protocol):
-    """One Execute in progress; told its result when it ends."""
+    """One Execute in progress; told its result when it ends. `traceparent`: the W3C context a
+    new action records as its origin ("" when none)."""
+
+    traceparent: str
 
     def done(self, record: ActionRecord, replayed: bool) -> None: ...
 
@@ -35,6 +38,8 @@ class ProviderWatch(Protocol):
 
 class _Unwatched:
     """The do-nothing watch of both kinds."""
+
+    traceparent = ""
 
     def __enter__(self) -> _Unwatched:
         return self
@@ -66,10 +71,6 @@ class Observer:
     ) -> AbstractContextManager[ProviderWatch]:
         """Around one adapter call (`execute` or `verify`)."""
         return _UNWATCHED
-
-    def traceparent(self) -> str:
-        """The W3C `traceparent` a new action records as its origin; "" when none."""
-        return ""
 
     # -- what happened --
 

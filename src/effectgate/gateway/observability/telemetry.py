@@ -5,7 +5,7 @@ listener is configured). The protocol calls these helpers in one line each, so t
 lives here:
 
 - `execute_span`: one `effectgate.execute` per Execute, with latency and outcome metrics;
-- `traceparent`: the W3C context of the Execute that creates an action, stored with it;
+- `ExecuteCall.traceparent`: the W3C context of the Execute that creates an action, stored with it;
 - `provider_span`: each provider call (`effectgate.provider.execute|verify`) with the action id
   and attempt, linked to the action's first trace when it runs in another one;
 - `reconcile_span`: a root span per reconciler re-check, linked to the action's first trace.
@@ -125,9 +125,9 @@ def rpc_failed(code: int, name: str) -> None:
 # -- the action's origin ---------------------------------------------------------------------
 
 
-def traceparent() -> str:
-    """The W3C `traceparent` of the current span; "" when nothing is recorded."""
-    context = trace.get_current_span().get_span_context()
+def traceparent(current: Span) -> str:
+    """The W3C `traceparent` of `current`; "" when nothing is recorded."""
+    context = current.get_span_context()
     if not context.is_valid:
         return ""
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
@@ -158,10 +158,19 @@ def origin_link(record: ActionRecord, current: Span | None = None) -> Link | Non
 # -- Execute ---------------------------------------------------------------------------------
 
 
+class Tracing:
+    """Whether the gateway's telemetry set-up (`telemetry_sdk.setup`, the one place that installs
+    a tracer provider) installed one: until then spans are no-ops, and the hottest path (a replay)
+    skips creating them at all. An attribute, so that the RPC layer's check per call is no call."""
+
+    on = False
+
+
+TRACING = Tracing()
+
+
 def tracing() -> bool:
-    """Whether a tracer provider (an SDK) is installed: until then spans are no-ops, and the
-    hottest path (a replay) skips creating them at all."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    return TRACING.on
 
 
 class ExecuteCall:
@@ -174,6 +183,7 @@ class ExecuteCall:
         self.record: ActionRecord | None = None
         self.replayed = False
         self.span: Span = INVALID_SPAN
+        self.traceparent = ""  # the origin a new action records
         self._scope: AbstractContextManager[Span] | None = None
         self._token: contextvars.Token[ExecuteCall | None] | None = None
         if tracing():
@@ -183,6 +193,7 @@ class ExecuteCall:
             self._scope = trace.use_span(
                 self.span, end_on_exit=True, record_exception=False, set_status_on_exception=False
             )
+            self.traceparent = traceparent(self.span)
         self.started = time.perf_counter()
 
     def __enter__(self) -> ExecuteCall:

@@ -151,12 +151,13 @@ class Admission:
 
         counted = RpcMetrics(method)
         clock = time.perf_counter
+        tracing = telemetry.TRACING
 
         async def behavior(request: Any, context: Context) -> Any:
             started = clock()
             try:
                 metadata = context.invocation_metadata() or ()
-                if not telemetry.tracing():
+                if not tracing.on:
                     answer = await admitted(request, context, metadata)
                 else:
                     with telemetry.rpc_span(method, metadata):  # the caller's trace goes on here

@@ -16,7 +16,6 @@ from effectgate.gateway.observability import audit_log, limits_log, metrics, pro
 class GatewayObserver(Observer):
     execute = staticmethod(telemetry.execute_span)
     provider_call = staticmethod(telemetry.provider_span)
-    traceparent = staticmethod(telemetry.traceparent)
     waited_on_holder = staticmethod(telemetry.waited_on_holder)
     lease_taken_over = staticmethod(metrics.lease_taken_over)
     store_error = staticmethod(metrics.store_error)

@@ -11,7 +11,7 @@ refusal (a declined card) is an answer, not a provider error.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from effectgate.gateway.config import BreakerConfig
 from effectgate.gateway.core.observer import Observer
@@ -80,23 +80,3 @@ class Breaker:
     def _change(self, state: str, why: str, at: float) -> None:
         self.state = state
         self._observer.breaker_changed(self.tool, state, why, at)
-
-
-class Breakers:
-    """The breakers of the tools that configure one."""
-
-    def __init__(self, configs: Mapping[str, BreakerConfig], clock: Callable[[], float], observer: Observer) -> None:
-        self._breakers = {tool: Breaker(tool, config, clock, observer) for tool, config in configs.items()}
-
-    def admit(self, tool: str) -> None:
-        breaker = self._breakers.get(tool)
-        if breaker is not None:
-            breaker.admit()
-
-    def record(self, tool: str, failed: bool) -> None:
-        breaker = self._breakers.get(tool)
-        if breaker is not None:
-            breaker.record(failed)
-
-    def states(self) -> dict[str, str]:
-        return {tool: b.state for tool, b in self._breakers.items()}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import Message
 
 from effectgate.gateway.config import OnUnique, Unique
-from effectgate.gateway.core.limits.breaker import Breakers
+from effectgate.gateway.core.limits.breaker import Breaker
 from effectgate.gateway.core.observer import Observer
 from effectgate.gateway.model import (
     UNCOUNTED,
@@ -41,8 +41,10 @@ class LimitGate:
         self._clock = clock
         # Told of every denial (the limits log, and the [[notify]] notices: background/notify/).
         self._observer = observer
-        configs = {t.name: t.config.breaker for t in tools if t.config.breaker is not None}
-        self.breakers = Breakers(configs, clock, observer)
+        # The breakers of the tools that configure one (a tool without costs no call).
+        self.breakers = {
+            t.name: Breaker(t.name, t.config.breaker, clock, observer) for t in tools if t.config.breaker is not None
+        }
 
     # -- the protocol ---------------------------------------------------------------------------
 
@@ -66,7 +68,9 @@ class LimitGate:
     ) -> tuple[bool, Reservation | None, bool]:
         """A new action: the breaker, then (needs approval, what to reserve with the claim, whether
         rules over the counters are left to decide in the claim: `ruling`)."""
-        self.breakers.admit(tool.name)
+        breaker = self.breakers.get(tool.name)
+        if breaker is not None:
+            breaker.admit()
         policy = tool.policy
         reservation = policy.reservation(who, payload, now)
         if policy.needs_approval(who, payload, now, rules=policy.payload_rules):
@@ -136,7 +140,9 @@ class LimitGate:
         return await self._store.update(record, entry)
 
     def provider_answered(self, tool: str, failed: bool) -> None:
-        self.breakers.record(tool, failed)
+        breaker = self.breakers.get(tool)
+        if breaker is not None:
+            breaker.record(failed)
 
     def _policy(self, name: str) -> object | None:
         try:

@@ -34,7 +34,6 @@ from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
 from effectgate.gateway.core.protocol.collaborators import Collaborators, policy_of
 from effectgate.gateway.core.tools import BoundTool
-from effectgate.gateway.core.transitions import history
 from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
 from effectgate.gateway.model import (
     UNSENT,
@@ -321,7 +320,7 @@ class Driver:
         """Writes under our lease (renewed, or released when the action settled)."""
         now = self.clock()
         fresh = t.stamped(record, now, policy)
-        if not await self._put(fresh, dispatching, None if event is None else history.entry(event, fresh, now)):
+        if not await self._put(fresh, dispatching, None if event is None else t.entry(event, fresh, now)):
             raise LeaseLost(record.action_id)
         return fresh
 
@@ -331,7 +330,7 @@ class Driver:
             return record  # released by the write that settled it
         now = self.clock()
         released = t.released(record, now)
-        if not await self._put(released, False, None if event is None else history.entry(event, released, now)):
+        if not await self._put(released, False, None if event is None else t.entry(event, released, now)):
             raise LeaseLost(record.action_id)
         return released
 

@@ -28,7 +28,6 @@ from effectgate.gateway.core.protocol.driver import Driver, LeaseLost, SentThenS
 from effectgate.gateway.core.protocol.leases import Leases
 from effectgate.gateway.core.protocol.replay_cache import RequestKey
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
-from effectgate.gateway.core.transitions import history
 from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET
 from effectgate.gateway.model import (
     ActionEvent,
@@ -107,7 +106,7 @@ class ExecutePath:
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
         with self._parts.observer.execute(cmd.identity.tool, cmd.identity.tool_call_id) as call:
-            result = self._known_replay(cmd) or await self._execute(cmd, deadline)
+            result = self._known_replay(cmd) or await self._execute(cmd, deadline, call.traceparent)
             call.done(result.record, result.replayed)
             return result
 
@@ -123,7 +122,7 @@ class ExecutePath:
         answer = kept.answer
         return ExecuteResult(kept.record, True, answer if answer is not None else self._parts.cache.answer(kept))
 
-    async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
+    async def _execute(self, cmd: ExecuteCommand, deadline: float, traceparent: str) -> ExecuteResult:
         self._parts.refuse_if_skewed()  # before anything is read, stored or sent
         who = cmd.identity
         validate_context(who.run_id, who.step_id, who.tool)
@@ -158,7 +157,7 @@ class ExecutePath:
             approval=needs_approval,
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
             send_now=deadline - now >= MIN_CALL_BUDGET,
-            trace_parent=self._parts.observer.traceparent(),
+            trace_parent=traceparent,
             policy_version=tool.policy_version,
             adapter=tool.config.adapter,
         )
@@ -167,8 +166,8 @@ class ExecutePath:
         if deferred and not needs_approval:  # rules over the counters: decided in the claim
             asked = dataclasses.replace(claim, approval=True)
             held = t.create(asked, now, self._parts.policy(tool))
-            ruling = self._parts.limits.ruling(tool, who, payload, now, held, history.entry(asked, held, now))
-        record, inserted = await self._claim(created, history.entry(claim, created, now), reservation, ruling)
+            ruling = self._parts.limits.ruling(tool, who, payload, now, held, t.entry(asked, held, now))
+        record, inserted = await self._claim(created, t.entry(claim, created, now), reservation, ruling)
         if not inserted:  # another caller claimed it between our read and our insert
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
         if record.state is State.AWAITING_APPROVAL:
