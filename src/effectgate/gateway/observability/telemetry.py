@@ -4,7 +4,7 @@ They are no-ops until `telemetry_sdk.setup` installs an SDK (an OTLP endpoint or
 listener is configured). The protocol calls these helpers in one line each, so the span layout
 lives here:
 
-- `execute_span`: one `effectgate.execute` per Execute, with latency and outcome metrics;
+- `ExecuteCall`: one `effectgate.execute` per Execute, with latency and outcome metrics;
 - `ExecuteCall.traceparent`: the W3C context of the Execute that creates an action, stored with it;
 - `provider_span`: each provider call (`effectgate.provider.execute|verify`) with the action id
   and attempt, linked to the action's first trace when it runs in another one;
@@ -175,7 +175,8 @@ def tracing() -> bool:
 
 class ExecuteCall:
     """One Execute in progress, as a context manager: its `effectgate.execute` span (when tracing
-    is on) and what the metrics need to know when it ends (outcome, latency by path)."""
+    is on) and what the metrics need to know when it ends (outcome, latency by path).
+    `with ExecuteCall(tool, tool_call_id) as call:`, `call.done(record, replayed)` at the end."""
 
     def __init__(self, tool: str, tool_call_id: str) -> None:
         self.tool = tool
@@ -186,7 +187,7 @@ class ExecuteCall:
         self.traceparent = ""  # the origin a new action records
         self._scope: AbstractContextManager[Span] | None = None
         self._token: contextvars.Token[ExecuteCall | None] | None = None
-        if tracing():
+        if TRACING.on:
             self.span = tracer.start_span(
                 "effectgate.execute", attributes={"effectgate.tool": tool, "effectgate.tool_call_id": tool_call_id}
             )
@@ -213,12 +214,15 @@ class ExecuteCall:
         if self._scope is not None:
             self._scope.__exit__(kind, exc, tb)
         if exc is None and self.record is not None:
-            outcome = "replayed" if self.replayed else outcome_of(self.record.state)
-            metrics.execute_done(self.path, self.tool, outcome, time.perf_counter() - self.started)
+            if self.replayed:  # the hottest path: its labels without a look at the state
+                path, outcome = ("waited" if self.waited else "replay"), "replayed"
+            else:
+                path, outcome = self.path, outcome_of(self.record.state)
+            metrics.execute_done(path, self.tool, outcome, time.perf_counter() - self.started)
 
     def done(self, record: ActionRecord, replayed: bool) -> None:
         self.record, self.replayed = record, replayed
-        if not self.span.is_recording():
+        if self._scope is None or not self.span.is_recording():  # not tracing: nothing to add
             return
         # The tool is already on the span, the attempt on the provider spans: a replay is the
         # hottest path, so only what is new here.
@@ -244,11 +248,6 @@ class ExecuteCall:
 
 
 _CALL: contextvars.ContextVar[ExecuteCall | None] = contextvars.ContextVar("effectgate_execute", default=None)
-
-
-def execute_span(tool: str, tool_call_id: str) -> ExecuteCall:
-    """`with execute_span(...) as call:` around one Execute; `call.done(record, replayed)` at the end."""
-    return ExecuteCall(tool, tool_call_id)
 
 
 def outcome_of(state: State) -> str:

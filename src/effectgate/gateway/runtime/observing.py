@@ -14,7 +14,7 @@ from effectgate.gateway.observability import audit_log, limits_log, metrics, pro
 
 
 class GatewayObserver(Observer):
-    execute = staticmethod(telemetry.execute_span)
+    execute = staticmethod(telemetry.ExecuteCall)
     provider_call = staticmethod(telemetry.provider_span)
     waited_on_holder = staticmethod(telemetry.waited_on_holder)
     lease_taken_over = staticmethod(metrics.lease_taken_over)
