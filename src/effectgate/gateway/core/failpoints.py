@@ -3,9 +3,7 @@
 `EFFECTGATE_CRASH_AT=after_dispatched` makes the process SIGKILL itself the first time it
 reaches that point, so a test can prove recovery from each durable state;
 `EFFECTGATE_PAUSE_AT=after_dispatched` makes it SIGSTOP itself there instead (a stalled worker,
-resumed later by SIGCONT). Unset (production), a failpoint is one attribute read: callers write
-`if failpoints.ARMED: failpoints.hit(point)` (the fail-rs `fail_point!` shape), so the hot path
-makes no call for it.
+resumed later by SIGCONT). Unset (production), a failpoint is two string comparisons.
 
 The points are the durable states a crash can leave behind: `after_planned` (PLANNED committed,
 nothing sent: an approval, or a claim with no time left to send), `after_dispatched` (a
@@ -24,7 +22,6 @@ POINTS = ("after_planned", "after_dispatched", "after_provider_commit")
 NOTIFY_POINTS = ("before_notify", "after_notify")
 _crash_at = os.environ.get("EFFECTGATE_CRASH_AT", "")
 _pause_at = os.environ.get("EFFECTGATE_PAUSE_AT", "")
-ARMED = bool(_crash_at or _pause_at)
 
 
 def hit(point: str) -> None:

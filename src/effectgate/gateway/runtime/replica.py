@@ -2,8 +2,9 @@
 
 The store clock (and its skew watch), the replica's observer (spans, metrics, audit lines, and
 the notices of the [[notify]] deliverer, which subscribes to it), the protocol, the operators'
-verbs, the limits desk, the waits, the [[notify]] deliverer and the background jobs (reconciler, retention, readiness,
-approval expiry, clock watch, drift audit) — wired exactly as `effectgate serve` runs them.
+verbs, the limits desk, the waits, the [[notify]] deliverer and the background jobs (reconciler,
+retention, readiness, approval expiry, clock watch, drift audit) — wired exactly as `effectgate
+serve` runs them.
 `runtime/server.py` puts the gRPC doors in front of it; the deterministic simulator
 (`tests/sim/`) builds its replicas with this same function, so the two cannot drift apart.
 

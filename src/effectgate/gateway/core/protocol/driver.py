@@ -163,8 +163,7 @@ class Driver:
                 except LimitExceeded:  # out of NOT_FOUND, its released reservation no longer fits
                     await self.release(record)
                     raise
-                if failpoints.ARMED:
-                    failpoints.hit("after_dispatched")
+                failpoints.hit("after_dispatched")
                 record, refusal = await self._send(record, tool, deadline, policy, over_doubt=over_doubt)
                 refusals = refusals + 1 if refusal is not None else 0
                 observed = None
@@ -249,7 +248,7 @@ class Driver:
             event = dataclasses.replace(event, over_doubt=True)  # proves nothing of attempt n-1
         if self.gate is not None:
             self.gate.provider_answered(record.tool, isinstance(event, t.Ambiguous | t.RefusedBeforeActing))
-        if failpoints.ARMED and isinstance(event, t.Answered):
+        if isinstance(event, t.Answered):
             failpoints.hit("after_provider_commit")
         record = await self.step(record, event, policy)
         if isinstance(event, t.Answered) and self.on_answered is not None:

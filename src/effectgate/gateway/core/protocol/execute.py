@@ -172,8 +172,7 @@ class ExecutePath:
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
         if record.state is State.AWAITING_APPROVAL:
             return ExecuteResult(record, replayed=False)
-        if failpoints.ARMED:
-            failpoints.hit("after_dispatched" if record.state is State.DISPATCHED else "after_planned")
+        failpoints.hit("after_dispatched" if record.state is State.DISPATCHED else "after_planned")
         settled = await self._run(record, tool, deadline, unsent=True)
         if tool.config.on_repeat is not OnRepeat.ALLOW:  # its action id names this request's action
             self._parts.cache.learn(request_key(cmd), action_id)

@@ -45,8 +45,7 @@ class Leases:
         changed = t.apply(leased, event, self._parts.clock(), self._parts.policy_of_record(leased))
         released = await self.release(changed, event)
         if released.state is State.PLANNED:
-            if failpoints.ARMED:
-                failpoints.hit("after_planned")
+            failpoints.hit("after_planned")
             self._parts.work_ready.set()  # the reconciler dispatches it unless an agent does first
         return released
 
