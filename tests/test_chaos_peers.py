@@ -5,7 +5,9 @@ What is asserted holds on any machine, because every episode's faults come from 
 stream: at the provider that honours idempotency keys the engine's step key holds (one charge);
 at the CRM, whose first write is applied and its answer lost, the engine's retry of its step
 applies it again (the duplicate the docs' tables count). With --crash the worker dies after a
-provider answered and before the step was recorded, and the engine runs the step again.
+provider answered and before the step was recorded, and the engine runs the step again. With
+two approvals raced, each engine waits for the person with its own primitive (a Restate
+awakeable, DBOS `recv`): the handler or workflow asks, both clicks are delivered, one charge.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ SEEDS = 2
 PARTS = (
     Part("keyed", ("low",), ("charge_card",), seeds=SEEDS),
     Part("timeout_after_commit", ("low",), ("record_invoice",), seeds=SEEDS, first_fault=Fault.DROP_AFTER_COMMIT.value),
+    Part("behaviours", ("low",), ("charge_card",), ("approval_twice",), seeds=SEEDS),
 )
 
 
 async def run(options: Options) -> list[Result]:
-    total = sum(p.seeds * len(p.levels) * len(p.scenarios) for p in options.parts) * len(options.methods)
+    total = sum(p.seeds * len(p.levels) * len(p.scenarios) * len(p.behaviours) for p in options.parts)
+    total *= len(options.methods)
     return await run_matrix(options, Progress(total, stream=io.StringIO()))
 
 
@@ -48,7 +52,7 @@ def peers_pg(pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("engine", ENGINES)
 async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, peers_pg: None) -> None:
     results = await run(Options(parts=PARTS, methods=(engine,), parallel=2))
-    assert len(results) == 2 * SEEDS
+    assert len(results) == 3 * SEEDS
     for r in by_part(results, "keyed"):
         where = (r.episode, r.truth, r.told_final, r.notes)
         assert r.truth.effects == 1 and r.told_final is Told.SUCCESS, where
@@ -56,6 +60,12 @@ async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, pee
         where = (r.episode, r.truth, r.told_final, r.notes)
         assert r.first_fault == Fault.DROP_AFTER_COMMIT.value, where
         assert r.duplicate, where  # the step's retry wrote again: the CRM has no key to dedup on
+    for r in by_part(results, "behaviours"):
+        where = (r.episode, r.truth, r.told_final, r.notes)
+        # The engine asked for approval and waited (no click is delivered before it asks); both
+        # clicks reached it; it charged once.
+        assert "approval: 2 of 2 clicks delivered" in r.notes, where
+        assert r.truth.effects == 1 and r.told_final is Told.SUCCESS, where
 
 
 @pytest.mark.timeout(400)
