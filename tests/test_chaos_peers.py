@@ -17,11 +17,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from effectgate_lab.chaos.model import ENGINES, Episode, Result, Told, Truth
+from effectgate_lab.chaos.model import ENGINES, FAMILIES, KEYED, Episode, Result, Told, Truth
 from effectgate_lab.chaos.peers.throwaway_pg import DSN_ENV
 from effectgate_lab.chaos.progress import Progress
 from effectgate_lab.chaos.reporting.engines import engines
-from effectgate_lab.chaos.runner import Options, Part, run_matrix
+from effectgate_lab.chaos.runner import Options, Part, at_least, default_parts, run_matrix
 from effectgate_lab.simulators.faults import Fault
 
 SEEDS = 2
@@ -97,3 +97,23 @@ def test_the_engines_table_splits_providers_with_and_without_keys() -> None:
     assert "| study faults (keys)" in text[2] and "0/1 = 0%" in text[2]
     assert "effectgate" in text[4] and "0/1" in text[4]
     assert engines(rows[2:]) == ""  # no engine in the run: no table
+
+
+def test_every_fault_family_gets_the_episodes_asked_for() -> None:
+    """`--family-episodes` (runner.at_least): each family of the engines' table reaches the floor
+    per method with keys and without, by more seeds for its parts; effectgate's settings parts and
+    a floor already met are left alone."""
+    parts = default_parts(70)
+    raised = at_least(parts, 200)
+    episodes: dict[tuple[str, bool], int] = {}
+    for p in raised:
+        if p.name in FAMILIES:
+            for scenario in p.scenarios:
+                kind = (FAMILIES[p.name], scenario in KEYED)
+                episodes[kind] = episodes.get(kind, 0) + p.seeds * len(p.levels) * len(p.behaviours) * len(p.margins)
+    assert min(episodes.values()) >= 200, episodes
+    assert episodes[("first write's request lost", False)] == 200  # 2 tasks x 100 seeds, no more
+    before = {p.name: p.seeds for p in parts}
+    assert {p.name: p.seeds for p in raised if p.methods} == {p.name: before[p.name] for p in parts if p.methods}
+    assert at_least(parts, 0) == parts
+    assert all(p.seeds >= before[p.name] for p in raised)
