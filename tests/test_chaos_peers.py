@@ -51,7 +51,7 @@ def peers_pg(pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("engine", ENGINES)
 async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, peers_pg: None) -> None:
-    results = await run(Options(parts=PARTS, methods=(engine,), parallel=2))
+    results = await run(Options(parts=PARTS, methods=(engine,), parallel=len(PARTS)))
     assert len(results) == 3 * SEEDS
     for r in by_part(results, "keyed"):
         where = (r.episode, r.truth, r.told_final, r.notes)
