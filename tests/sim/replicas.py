@@ -44,10 +44,14 @@ class Gate:
         await self.replica.maybe_stall(f"before {self.what}.{kind}")
         if self.faults is not None and self.replica.world.faulty:
             await self.faults.enter(kind)
+        if self.replica.dead:  # killed while it stood still (a stall, a slow store): no call
+            await _forever()
 
     async def leave(self, kind: str) -> None:
         await self.replica.crossing(f"{self.what}.{kind}", "after")
         await self.replica.maybe_stall(f"after {self.what}.{kind}")
+        if self.replica.dead:
+            await _forever()
         if self.faults is not None and self.replica.world.faulty:
             await self.faults.leave(kind)
         if self.what == "store" and kind == "write":
