@@ -82,9 +82,11 @@ class Acts:
     async def after(self, rng: random.Random, cmd: ExecuteCommand, result: object) -> None:
         """What an agent does with an answer before its next attempt: waits on a non-final action
         now and then; asks an operator for a limit grant when a limit refused it."""
+        off = self.world.knobs.off
         if isinstance(result, ExecuteResult) and result.record.state in NON_FINAL and rng.random() < 0.3:
-            await self.wait(rng, result.record)
-        elif isinstance(result, LimitExceeded) and rng.random() < 0.6:
+            if "wait" not in off:
+                await self.wait(rng, result.record)
+        elif isinstance(result, LimitExceeded) and rng.random() < 0.6 and "limit_grant" not in off:
             await self.grant_limit(str(result.figures.get("action_id", "")))
 
     async def wait(self, rng: random.Random, record: ActionRecord) -> None:
@@ -127,7 +129,7 @@ class Acts:
         """An operator's look at the settled `pay` actions: now and then a bypass (a second
         effect, wanted), used by the agent that ran the step (twice at once, now and then)."""
         w = self.world
-        if sum(self.bypasses.values()) >= BYPASSES or self._rng.random() >= 0.1:
+        if "bypass" in w.knobs.off or sum(self.bypasses.values()) >= BYPASSES or self._rng.random() >= 0.1:
             return
         done = [r for r in w.records(State.CONFIRMED, State.REJECTED) if r.tool == "pay"]
         if not done:

@@ -26,9 +26,14 @@ TOOLS = {
 APPROVAL_TTL = 40.0
 
 
-def adapters(provider: SimProvider) -> dict[str, SimAdapter]:
+# The tools a world has without its `unique = "scope"` tool (`--off once`: the world as it was).
+UNSCOPED = tuple(name for name in TOOLS if name != "once")
+
+
+def adapters(provider: SimProvider, names: tuple[str, ...] = tuple(TOOLS)) -> dict[str, SimAdapter]:
     made: dict[str, SimAdapter] = {}
-    for name, (dedups, readable, window, keeps) in TOOLS.items():
+    for name in names:
+        dedups, readable, window, keeps = TOOLS[name]
         caps = Capabilities(
             dedups_on_key=dedups,
             key_retention=86400.0 if dedups else None,
@@ -43,13 +48,14 @@ def adapters(provider: SimProvider) -> dict[str, SimAdapter]:
 
 
 @functools.cache  # one Config for every seed: it is immutable, and parsing it costs more than a run
-def config() -> Config:
+def config(names: tuple[str, ...] = tuple(TOOLS)) -> Config:
     tools: dict[str, dict[str, object]] = {
-        name: {"adapter": name, "deadline": "20s", "attempt_timeout": "3s", "max_attempts": 3} for name in TOOLS
+        name: {"adapter": name, "deadline": "20s", "attempt_timeout": "3s", "max_attempts": 3} for name in names
     }
     tools["pay"]["limits"] = {"budget": {"usd": BUDGET}, "max_effects": MAX_EFFECTS, "window": f"{WINDOW}s"}
     tools["pay"]["bypass"] = "operator"
-    tools["once"]["limits"] = {"unique": "scope"}
+    if "once" in tools:
+        tools["once"]["limits"] = {"unique": "scope"}
     tools["approve"].update(approval="required", approval_ttl=f"{APPROVAL_TTL:g}s")
     return parse_config(
         {
@@ -62,7 +68,7 @@ def config() -> Config:
                 "lease_ttl": "15s",
                 "health_interval": "5s",
             },
-            "adapters": {name: {} for name in TOOLS},
+            "adapters": {name: {} for name in names},
             "tools": tools,
         },
         source="tests.sim",
