@@ -16,7 +16,7 @@ from tests.sim import replicas
 from tests.sim.world import World
 
 
-@pytest.mark.parametrize("seed", [216, 2026])
+@pytest.mark.parametrize("seed", [545, 631])
 def test_a_wait_whose_feed_failed_leaves_no_error_unretrieved(seed: int) -> None:
     """A wait re-read its action while the tenant's feed lost the store and handed every waiter
     the error; the wait returned from its re-read without awaiting that answer, and asyncio
