@@ -40,6 +40,10 @@ def _quiet_leftovers(hook: object = sys.unraisablehook) -> None:
     sys.unraisablehook = filtered
     # The tracing library logs the same leftovers ("Failed to detach context") when they end.
     logging.getLogger("opentelemetry.context").addFilter(lambda record: "detach" not in record.getMessage())
+    # A crashed replica's waits feed, closed by the collector inside its generator, says so.
+    logging.getLogger("effectgate.waits").addFilter(
+        lambda record: "lost their feed: RuntimeError" not in record.getMessage()
+    )
 
 
 _quiet_leftovers()
