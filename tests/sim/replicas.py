@@ -44,10 +44,14 @@ class Gate:
         await self.replica.maybe_stall(f"before {self.what}.{kind}")
         if self.faults is not None and self.replica.world.faulty:
             await self.faults.enter(kind)
+        if self.replica.dead:  # killed while it stood still (a stall, a slow store): no call
+            await _forever(self.replica.world.frozen)
 
     async def leave(self, kind: str) -> None:
         await self.replica.crossing(f"{self.what}.{kind}", "after")
         await self.replica.maybe_stall(f"after {self.what}.{kind}")
+        if self.replica.dead:
+            await _forever(self.replica.world.frozen)
         if self.faults is not None and self.replica.world.faulty:
             await self.faults.leave(kind)
         if self.what == "store" and kind == "write":
@@ -95,12 +99,12 @@ class SimReplica:
 
     async def crossing(self, where: str, phase: str) -> None:
         if self.dead:
-            await _forever()
+            await _forever(self.world.frozen)
         if phase == "before":
             self.calls += 1
         if self.crash_at is not None and self.calls >= self.crash_at and (phase == "after") == self.crash_after:
             self.crash(f"at its call {self.calls} ({where}, {phase})")
-            await _forever()
+            await _forever(self.world.frozen)
 
     def crash(self, why: str) -> None:
         if self.dead:
@@ -130,8 +134,13 @@ class SimReplica:
         self.gateway.background.start()
 
 
-async def _forever() -> None:
-    await asyncio.get_running_loop().create_future()
+async def _forever(keep: list[asyncio.Future[None]]) -> None:
+    """Never returns. The world keeps the future, and with it the frozen task: collected in the
+    middle of a run, the task's `finally` blocks would run then, at a moment the garbage
+    collector chooses (a cancelled waits feed, a lease let go), and no seed would replay."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    keep.append(future)
+    await future
 
 
 def pick(rng: random.Random, replicas: list[SimReplica], ok: Callable[[SimReplica], bool]) -> SimReplica | None:

@@ -117,6 +117,11 @@ class Waits:
         return feed
 
     def _leave(self, tenant: str, feed: _Feed, action_id: str, waiter: _Waiter) -> None:
+        if waiter.answer.done() and not waiter.answer.cancelled():
+            # The feed failed (or the gateway stopped) while this wait was re-reading the action,
+            # and the wait ended without awaiting its answer: read the error here, or asyncio
+            # logs "Future exception was never retrieved" when the future is collected.
+            waiter.answer.exception()
         waiting = feed.waiters.get(action_id, [])
         if waiter in waiting:
             waiting.remove(waiter)
