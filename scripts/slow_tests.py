@@ -6,6 +6,11 @@ from the JUnit XML of a run.
 
 Every test that took at least MIN_SECONDS (setup, call and teardown: JUnit's `time`) is listed
 with its seconds, slowest first; a test found in several files keeps its longest time.
+
+    .venv/bin/python scripts/slow_tests.py --cpu run.xml
+
+prints instead (and writes nothing) the CPU each test module cost (tests/cpu_meter.py's `cpu_s`),
+costliest first, with the run's total: the suite is CPU-bound, so this says what shortens it.
 """
 
 from __future__ import annotations
@@ -43,7 +48,24 @@ def durations(reports: list[Path]) -> dict[str, float]:
     return took
 
 
+def cpu_by_module(reports: list[Path]) -> dict[str, float]:
+    cost: dict[str, float] = {}
+    for report in reports:
+        for case in ET.parse(report).iter("testcase"):
+            module = nodeid(case.get("classname", ""), case.get("name", "")).split("::", 1)[0]
+            for prop in case.iter("property"):
+                if prop.get("name") == "cpu_s":
+                    cost[module] = cost.get(module, 0.0) + float(prop.get("value", "0"))
+    return cost
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--cpu"]:
+        cost = cpu_by_module([Path(a) for a in argv[1:]])
+        for module, seconds in sorted(cost.items(), key=lambda kv: -kv[1]):
+            print(f"{seconds:8.1f} s  {module}")
+        print(f"{sum(cost.values()):8.1f} s  in all ({len(cost)} modules)")
+        return 0
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
-from tests import harness, pg, slow_first, wheelhouse
+from tests import cpu_meter, harness, pg, slow_first, wheelhouse
 from tests.harness import API_KEY
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend
 
@@ -139,6 +139,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             known[item.nodeid] = slow_first.Slow(known.get(item.nodeid, slow_first.Slow(0, "")).seconds, module)
     nodeids = {id(item): item.nodeid for item in items}
     items[:] = slow_first.slow_first(items, nodeids, known, int(workerinput["workercount"]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    cpu_meter.started(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    if call.when == "teardown":  # before the teardown's report: JUnit takes its properties from it
+        cpu_meter.finished(item)
+    yield
 
 
 @pytest.fixture(autouse=True)
