@@ -39,19 +39,38 @@ class Gate:
         self.what = what
         self.faults = faults
 
+    # Both run at every store and provider call, so they are written out flat: a dead replica's
+    # task stops here; the replica crashes at its n-th call, before it or after it returned; while
+    # the world is faulty, the task may stall (`SimReplica.stall`), then the faults are drawn.
+
     async def enter(self, kind: str) -> None:
-        await self.replica.crossing(f"{self.what}.{kind}", "before")
-        await self.replica.maybe_stall(f"before {self.what}.{kind}")
-        if self.faults is not None and self.replica.world.faulty:
-            await self.faults.enter(kind)
+        r = self.replica
+        if r.dead:
+            await _forever()
+        r.calls += 1
+        if r.crash_at is not None and r.calls >= r.crash_at and not r.crash_after:
+            await r.crash_here(f"{self.what}.{kind}", "before")
+        world = r.world
+        if world.faulty:
+            if r.stalls.random() < STALL_ODDS:
+                await r.stall(f"before {self.what}.{kind}")
+            if self.faults is not None and world.faulty:
+                await self.faults.enter(kind)
 
     async def leave(self, kind: str) -> None:
-        await self.replica.crossing(f"{self.what}.{kind}", "after")
-        await self.replica.maybe_stall(f"after {self.what}.{kind}")
-        if self.faults is not None and self.replica.world.faulty:
-            await self.faults.leave(kind)
-        if self.what == "store" and kind == "write":
-            self.replica.world.after_write()
+        r = self.replica
+        if r.dead:
+            await _forever()
+        if r.crash_at is not None and r.calls >= r.crash_at and r.crash_after:
+            await r.crash_here(f"{self.what}.{kind}", "after")
+        world = r.world
+        if world.faulty:
+            if r.stalls.random() < STALL_ODDS:
+                await r.stall(f"after {self.what}.{kind}")
+            if self.faults is not None and world.faulty:
+                await self.faults.leave(kind)
+        if kind == "write" and self.what == "store":
+            world.after_write()
 
 
 class SimReplica:
@@ -72,10 +91,10 @@ class SimReplica:
         self.died = asyncio.Event()
         self.gateway: Replica | None = None
 
-    async def maybe_stall(self, where: str) -> None:
+    async def stall(self, where: str) -> None:
         """Now and then a task of the replica stops for longer than a lease (a paused VM, a long
         GC, SIGSTOP): when it resumes, another replica may hold its action."""
-        if self.world.faulty and self.stalls.random() < STALL_ODDS and "stall" not in self.world.knobs.off:
+        if "stall" not in self.world.knobs.off:
             self.world.counts["replica_stall"] += 1
             pause = 10 + self.stalls.random() * 30
             self.world.event(f"stall {self.name} {where} for {pause:.3f}s")
@@ -93,14 +112,9 @@ class SimReplica:
     def monotonic(self) -> float:
         return self.mono0 + self.world.loop.time() * (1 + self.drift)
 
-    async def crossing(self, where: str, phase: str) -> None:
-        if self.dead:
-            await _forever()
-        if phase == "before":
-            self.calls += 1
-        if self.crash_at is not None and self.calls >= self.crash_at and (phase == "after") == self.crash_after:
-            self.crash(f"at its call {self.calls} ({where}, {phase})")
-            await _forever()
+    async def crash_here(self, where: str, phase: str) -> None:
+        self.crash(f"at its call {self.calls} ({where}, {phase})")
+        await _forever()
 
     def crash(self, why: str) -> None:
         if self.dead:
