@@ -21,6 +21,7 @@ from effectgate.gateway.config import Config
 from effectgate.gateway.runtime.replica import Replica, build_replica
 from effectgate.testing.sim.provider import SimAdapter
 from effectgate.testing.sim.store import SimStore
+from tests.sim import config
 
 if TYPE_CHECKING:
     from tests.sim.world import World
@@ -83,6 +84,8 @@ class SimReplica:
         self.skew = (rng.random() * 2 - 1) * 0.2
         self.drift = (rng.random() * 2 - 1) * 50e-6
         self.mono0 = rng.random() * 1e5
+        self.rate = 1 + self.drift
+        self.loop = world.loop
         self.calls = 0
         self.stalls = random.Random(f"stalls:{world.seed}:{number}")
         self.crash_at = crash_at
@@ -106,11 +109,13 @@ class SimReplica:
         assert self.gateway is not None, f"{self.name} is not started"
         return self.gateway
 
+    # Both are read at every step of the protocol: the loop's time is read directly.
+
     def wall(self) -> float:
-        return self.world.now() + self.skew
+        return (config.EPOCH + self.loop._now) + self.skew  # World.now() + skew
 
     def monotonic(self) -> float:
-        return self.mono0 + self.world.loop.time() * (1 + self.drift)
+        return self.mono0 + self.loop._now * self.rate
 
     async def crash_here(self, where: str, phase: str) -> None:
         self.crash(f"at its call {self.calls} ({where}, {phase})")
