@@ -110,8 +110,9 @@ bench-peers: $(STAMP)
 bench-notify: $(STAMP)
 	$(PY) -m effectgate_lab.bench.notify_down --json bench-notify.json
 
+## chaos: the committed run's settings (docs/chaos-run.json: every fault family of the engines' table at >= 200 episodes per method), recorded in chaos-results.json
 chaos: $(STAMP)
-	$(VENV)/bin/effectgate chaos
+	$(VENV)/bin/effectgate chaos --seeds 70 --family-episodes 200 --json chaos-results.json
 
 # Writes that land after the cut (docs/protocol.md): 100 actions a study, figures in soak-slow-cut.jsonl.
 soak: $(STAMP)

@@ -2,9 +2,13 @@
 modules of `effectgate.gateway` whose functions run while one Execute is served, in order,
 background jobs left out; for a new action and for a replay, on an in-process gateway on SQLite.
 
-    .venv/bin/python scripts/execute_walk.py [-v]
+    .venv/bin/python scripts/execute_walk.py [-v] [--cpu N]
 
 A stop is a module entered from another one (consecutive calls inside one module count once).
+`--cpu N` also runs N replays through the Execute handler as the server registers it (admission,
+the service, the protocol, the answer's bytes; no transport) on one thread, and prints the CPU
+and the Python calls per replay: what the gateway's own code costs a replay, steadier than a
+benchmark over sockets on a loaded machine (compare two trees side by side).
 """
 
 from __future__ import annotations
@@ -14,11 +18,17 @@ import collections
 import sys
 import time
 from types import FrameType
-from typing import Any
+from typing import Any, cast
+
+import grpc
+from google.protobuf import any_pb2
 
 from effectgate.client import RunContext
+from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits
 from effectgate.testing import ScriptedAdapter, gateway
 from effectgate.tools.v1 import tools_pb2
+from effectgate.v1 import gateway_pb2 as pb
+from effectgate.v1 import gateway_pb2_grpc
 
 MARK = "/effectgate/gateway/"
 
@@ -52,6 +62,70 @@ async def walk(kind: str) -> list[str]:
     return [m for i, m in enumerate(seen) if i == 0 or seen[i - 1] != m]
 
 
+class _Handlers:
+    """Stands in for the grpc server at registration: keeps the wrapped handlers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: Any) -> None:
+        self.handlers.update(handlers)
+
+
+class _Context:
+    """The little of a grpc servicer context a successful Execute reads."""
+
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
+
+    def time_remaining(self) -> None:
+        return None
+
+
+async def replay_cpu(count: int) -> tuple[float, int]:
+    """A replay as the server runs it, without grpc's transport: the Execute handler as registered
+    (admission, the service, the protocol, the answer), called `count` times on one thread.
+    Answers (microseconds of CPU per replay, Python calls per replay)."""
+    cards = ScriptedAdapter(time.time)
+    async with gateway(adapters={"cards": cards}, store="sqlite", settings={"reconcile_interval": "1h"}) as gw:
+        context = RunContext(run_id="cpu", step_id="s")
+        await gw.client.execute("cards", charge(), scope="invoice:1", context=context)
+        protocol = gw.server.protocol
+        service = EffectGatewayService(protocol, Limits.for_server(256, 4096, 4 << 20), protocol.now)
+        registry = _Handlers()
+        Admission(Authenticator([])).register(
+            cast(grpc.aio.Server, registry), gateway_pb2_grpc.add_EffectGatewayServicer_to_server, service
+        )
+        handler = registry.handlers["Execute"]
+        payload = any_pb2.Any()
+        payload.Pack(charge())
+        request = pb.ExecuteRequest(
+            context=context.to_pb(), tool="cards", scope="invoice:1", payload=payload, tool_call_id="call-cpu"
+        ).SerializeToString()
+        behavior, decode, served = handler.unary_unary, handler.request_deserializer, _Context()
+        for _ in range(1000):  # warm-up
+            await behavior(decode(request), served)
+        started = time.thread_time()
+        for _ in range(count):
+            await behavior(decode(request), served)
+        cpu = (time.thread_time() - started) / count * 1e6
+        calls = 0
+
+        def counted(frame: FrameType, event: str, arg: Any) -> None:
+            nonlocal calls
+            calls += event == "call"
+
+        sys.setprofile(counted)
+        try:
+            await behavior(decode(request), served)
+        finally:
+            sys.setprofile(None)
+    return cpu, calls
+
+
 def main() -> None:
     for kind in ("new", "replay"):
         stops = asyncio.run(walk(kind))
@@ -62,6 +136,10 @@ def main() -> None:
         )
         if "-v" in sys.argv:
             print("  " + " > ".join(stops))
+    if "--cpu" in sys.argv:
+        count = int(sys.argv[sys.argv.index("--cpu") + 1])
+        cpu, calls = asyncio.run(replay_cpu(count))
+        print(f"replay, the handler as registered, no transport: {cpu:.1f} us CPU, {calls} Python calls")
 
 
 if __name__ == "__main__":

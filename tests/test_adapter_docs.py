@@ -5,7 +5,6 @@ suite must pass, with no warning, and the files must type-check under mypy --str
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 
 from effectgate.adapters.testing import CHECKS
 from tests.doc_files import page_files, reader_env, write_files
+from tests.mypy_kit import mypy_strict, shared_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "writing-an-adapter.md"
@@ -44,8 +44,7 @@ def test_the_pasted_adapter_passes_every_check(folder: Path) -> None:
     assert "warning" not in out.lower() and "skipped" not in out, out
 
 
-def test_the_pasted_files_type_check(folder: Path) -> None:
+def test_the_pasted_files_type_check(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     sources = sorted(n for n in FILES if n.endswith(".py"))
-    argv = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", os.devnull, *sources]
-    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    done = mypy_strict(folder, sources, shared_dir(tmp_path_factory))
     assert done.returncode == 0, done.stdout + done.stderr

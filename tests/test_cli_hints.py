@@ -21,6 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from effectgate.gateway.runtime.cli import top_level_help
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from tests import test_operator_cli
@@ -213,3 +214,11 @@ def test_ctrl_c_at_any_moment_of_the_demo_prints_no_traceback_and_leaves_no_fold
     if done.returncode != 0:
         assert done.stderr.strip().splitlines()[-1] == "demo interrupted"
     assert not list(tmp_path.glob("effectgate-demo-*"))
+
+
+def test_only_the_list_of_commands_loads_the_plug_ins_for_their_summaries() -> None:
+    names = {"serve", "actions", "chaos"}
+    assert top_level_help([], names) and top_level_help(["--help"], names)
+    assert top_level_help(["--log-level", "debug", "-h"], names)
+    assert not top_level_help(["serve", "--help"], names) and not top_level_help(["actions", "-h"], names)
+    assert not top_level_help(["serve"], names)

@@ -20,6 +20,7 @@ import pytest
 
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.labkit.children import free_port
+from tests import image_kit
 from tests.wheelhouse import fresh_venv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,6 +165,10 @@ def test_the_final_stage_holds_the_environment_and_nothing_to_build_with() -> No
 
 @pytest.mark.timeout(900)
 def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -> None:
+    if os.geteuid() == 0 and not image_kit.missing_tools():
+        # tests/test_image.py builds this Dockerfile with podman and runs the container itself (and
+        # fails in CI rather than skip): the same claim, proved on the real image.
+        pytest.skip("tests/test_image.py builds and runs the real image here")
     app, venv = tmp_path / "app", tmp_path / "venv"
     lay_out_app(app)
     python = fresh_venv(venv)

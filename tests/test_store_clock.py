@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from effectgate.gateway.core.protocol.collaborators import Collaborators
 from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model.errors import ClockSkewed
@@ -113,12 +114,14 @@ async def test_a_store_without_a_clock_leaves_the_hosts() -> None:
 async def test_a_skewed_replica_stores_nothing_sends_nothing_and_claims_nothing() -> None:
     r = await rig()
     gated = EffectProtocol(
-        r.store,
-        ToolSet({TOOL: BoundTool(r.tool, r.adapter)}),
-        r.settings,
-        clock=r.clock,
-        sleep=r.clock.sleep,
-        clock_problem=lambda: "this host's clock is +15.000s off the store's (bound 1s)",
+        Collaborators(
+            r.store,
+            ToolSet({TOOL: BoundTool(r.tool, r.adapter)}),
+            r.settings,
+            clock=r.clock,
+            sleep=r.clock.sleep,
+            clock_problem=lambda: "this host's clock is +15.000s off the store's (bound 1s)",
+        )
     )
     cmd = command()
     with pytest.raises(ClockSkewed) as refused:

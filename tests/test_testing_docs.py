@@ -5,7 +5,6 @@ reader would run it: it must pass, every test of it."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.doc_files import page_files, reader_env, write_files
+from tests.mypy_kit import mypy_strict, shared_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "testing.md"
@@ -51,10 +51,9 @@ def test_the_example_passes(name: str, folder: Path) -> None:
         assert int(ran.group(1)) >= defined, out
 
 
-def test_the_examples_type_check(folder: Path) -> None:
+def test_the_examples_type_check(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     # The kit, the adapter API and the client are typed (py.typed): a reader's mypy --strict
     # checks code written against them.
     sources = sorted(n for n in FILES if n.endswith(".py"))
-    argv = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", os.devnull, *sources]
-    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    done = mypy_strict(folder, sources, shared_dir(tmp_path_factory))
     assert done.returncode == 0, done.stdout + done.stderr

@@ -7,6 +7,7 @@ import functools
 from effectgate.adapters.base import Capabilities
 from effectgate.gateway.config import Config, parse_config
 from effectgate.testing.sim.provider import SimAdapter, SimProvider
+from tests.sim.webhooks import HookedAdapter
 
 # Unix time of the simulation's start: a whole number of limit windows, so one run is one window.
 WINDOW = 30 * 86400
@@ -20,13 +21,19 @@ TOOLS = {
     "send": (False, True, 3.0, 6.0),  # a generic API without keys, searchable by metadata
     "approve": (True, True, 2.0, 5.0),  # a payment that needs an operator's approval
     "blind": (True, False, 2.0, 5.0),  # keys but no read API: a lost answer stays UNKNOWN
+    "once": (True, True, 3.0, 6.0),  # `unique = "scope"`: one action per business object
 }
 APPROVAL_TTL = 40.0
 
 
-def adapters(provider: SimProvider) -> dict[str, SimAdapter]:
-    made = {}
-    for name, (dedups, readable, window, keeps) in TOOLS.items():
+# The tools a world has without its `unique = "scope"` tool (`--off once`: the world as it was).
+UNSCOPED = tuple(name for name in TOOLS if name != "once")
+
+
+def adapters(provider: SimProvider, names: tuple[str, ...] = tuple(TOOLS)) -> dict[str, SimAdapter]:
+    made: dict[str, SimAdapter] = {}
+    for name in names:
+        dedups, readable, window, keeps = TOOLS[name]
         caps = Capabilities(
             dedups_on_key=dedups,
             key_retention=86400.0 if dedups else None,
@@ -34,16 +41,21 @@ def adapters(provider: SimProvider) -> dict[str, SimAdapter]:
             has_read_api=readable,
             keeps_processing=keeps,
         )
-        made[name] = SimAdapter(provider, caps)
+        adapter = HookedAdapter(provider, caps)
+        adapter.name = name  # its webhooks' route and signing secret
+        made[name] = adapter
     return made
 
 
 @functools.cache  # one Config for every seed: it is immutable, and parsing it costs more than a run
-def config() -> Config:
+def config(names: tuple[str, ...] = tuple(TOOLS)) -> Config:
     tools: dict[str, dict[str, object]] = {
-        name: {"adapter": name, "deadline": "20s", "attempt_timeout": "3s", "max_attempts": 3} for name in TOOLS
+        name: {"adapter": name, "deadline": "20s", "attempt_timeout": "3s", "max_attempts": 3} for name in names
     }
     tools["pay"]["limits"] = {"budget": {"usd": BUDGET}, "max_effects": MAX_EFFECTS, "window": f"{WINDOW}s"}
+    tools["pay"]["bypass"] = "operator"
+    if "once" in tools:
+        tools["once"]["limits"] = {"unique": "scope"}
     tools["approve"].update(approval="required", approval_ttl=f"{APPROVAL_TTL:g}s")
     return parse_config(
         {
@@ -56,7 +68,7 @@ def config() -> Config:
                 "lease_ttl": "15s",
                 "health_interval": "5s",
             },
-            "adapters": {name: {} for name in TOOLS},
+            "adapters": {name: {} for name in names},
             "tools": tools,
         },
         source="tests.sim",

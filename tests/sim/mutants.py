@@ -132,6 +132,53 @@ MUTANTS = (
         "        if rtt > MAX_PROBE_RTT and self._anchor is not None:",
     ),
     Mutant(
+        "bypass-kept",
+        "a bypass grant lets one second effect through: using it spends it",
+        f"{GATEWAY}/core/transitions/steps.py",
+        "        bypass_granted=False,\n        receipt=None,",
+        "        bypass_granted=True,\n        receipt=None,",
+        # The grant's own step would refuse a second grant's use of a live generation: the table
+        # lets a bypass be used from any state, so that the kept grant reaches the provider.
+        also=(
+            (
+                f"{GATEWAY}/core/transitions/table.py",
+                "REJECTED           use_bypass             PLANNED\n",
+                "REJECTED           use_bypass             PLANNED\n"
+                "DISPATCHED         use_bypass             PLANNED\n"
+                "UNKNOWN            use_bypass             PLANNED\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "scope-per-run",
+        "one effect per business object: a `unique = \"scope\"` tool's action id is the scope's",
+        f"{GATEWAY}/core/limits/policy.py",
+        "        if self.limits.unique is Unique.SCOPE:\n            return keys.scope_action_id(",
+        "        if False:\n            return keys.scope_action_id(",
+    ),
+    Mutant(
+        "forced-spend-uncounted",
+        "the limits' counters equal the ledger: a grant's or a bypass's reservation counts its amount",
+        f"{GATEWAY}/store/accounting.py",
+        "    return (r.tenant, r.tool, bucket.currency, bucket.key, bucket.amount, effects_cap, spent_cap)",
+        "    return (r.tenant, r.tool, bucket.currency, bucket.key, bucket.amount * (not forced),"
+        " effects_cap, spent_cap)",
+    ),
+    Mutant(
+        "wait-answers-any-change",
+        "a wait answers when its condition holds, with the action as the provider left it",
+        f"{GATEWAY}/core/operators/waits.py",
+        "                        if not waiter.answer.done() and waiter.until(change.record):",
+        "                        if not waiter.answer.done():",
+    ),
+    Mutant(
+        "webhook-unbound",
+        "a webhook verified under adapter X's secret touches only actions X dispatched",
+        f"{GATEWAY}/core/provider/reports.py",
+        "        return dispatched_by == source and self._tenants.serves(source, record.tenant)",
+        "        return True",
+    ),
+    Mutant(
         "outage-undocumented",
         "only documented answers: a store outage is UNAVAILABLE, not an internal error",
         f"{GATEWAY}/core/protocol/collaborators.py",

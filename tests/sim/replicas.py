@@ -40,36 +40,40 @@ class Gate:
         self.what = what
         self.faults = faults
 
-    # Both run at every store and provider call, so they are written out flat: a dead replica's
-    # task stops here; the replica crashes at its n-th call, before it or after it returned; while
-    # the world is faulty, the task may stall (`SimReplica.stall`), then the faults are drawn.
+    # Both run at every store and provider call, so they are written out flat (what `crossing`
+    # and `maybe_stall` were, in the same order, with the same draws): a dead replica's task stops
+    # here; the replica crashes at its n-th call, before it or after it returned; while the world
+    # is faulty, the task may stall (`SimReplica.stall`), then the faults are drawn.
 
     async def enter(self, kind: str) -> None:
         r = self.replica
+        world = r.world
         if r.dead:
-            await _forever()
+            await _forever(world.frozen)
         r.calls += 1
         if r.crash_at is not None and r.calls >= r.crash_at and not r.crash_after:
             await r.crash_here(f"{self.what}.{kind}", "before")
-        world = r.world
         if world.faulty:
             if r.stalls.random() < STALL_ODDS:
                 await r.stall(f"before {self.what}.{kind}")
             if self.faults is not None and world.faulty:
                 await self.faults.enter(kind)
+        if r.dead:  # killed while it stood still (a stall, a slow store): no call
+            await _forever(world.frozen)
 
     async def leave(self, kind: str) -> None:
         r = self.replica
+        world = r.world
         if r.dead:
-            await _forever()
+            await _forever(world.frozen)
         if r.crash_at is not None and r.calls >= r.crash_at and r.crash_after:
             await r.crash_here(f"{self.what}.{kind}", "after")
-        world = r.world
-        if world.faulty:
-            if r.stalls.random() < STALL_ODDS:
-                await r.stall(f"after {self.what}.{kind}")
-            if self.faults is not None and world.faulty:
-                await self.faults.leave(kind)
+        if world.faulty and r.stalls.random() < STALL_ODDS:
+            await r.stall(f"after {self.what}.{kind}")
+        if r.dead:
+            await _forever(world.frozen)
+        if self.faults is not None and world.faulty:
+            await self.faults.leave(kind)
         if kind == "write" and self.what == "store":
             world.after_write()
 
@@ -119,7 +123,7 @@ class SimReplica:
 
     async def crash_here(self, where: str, phase: str) -> None:
         self.crash(f"at its call {self.calls} ({where}, {phase})")
-        await _forever()
+        await _forever(self.world.frozen)
 
     def crash(self, why: str) -> None:
         if self.dead:
@@ -149,8 +153,13 @@ class SimReplica:
         self.gateway.background.start()
 
 
-async def _forever() -> None:
-    await asyncio.get_running_loop().create_future()
+async def _forever(keep: list[asyncio.Future[None]]) -> None:
+    """Never returns. The world keeps the future, and with it the frozen task: collected in the
+    middle of a run, the task's `finally` blocks would run then, at a moment the garbage
+    collector chooses (a cancelled waits feed, a lease let go), and no seed would replay."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    keep.append(future)
+    await future
 
 
 def pick(rng: random.Random, replicas: list[SimReplica], ok: Callable[[SimReplica], bool]) -> SimReplica | None:

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.sim import run, shrink
-from tests.sim.world import Knobs, Outcome, World
+from tests.sim.world import LATER, Knobs, Outcome, World
+
+# The worlds the first regressions found their defects in: without what was simulated later.
+FIRST = Knobs(off=LATER)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Small chunks: xdist deals them out, and each ends well within the timeout on a loaded machine.
@@ -75,7 +78,7 @@ def test_a_failing_seed_prints_its_trace_and_the_command_that_replays_it(capsys:
 def test_seed_122_proves_no_absence_with_a_clock_anchored_on_a_stalled_probe() -> None:
     """The regression of the first defect the simulator found (StoreClock took a 36 s first probe
     as its anchor: tests/test_store_clock.py has the unit test)."""
-    outcome = World(122).run()
+    outcome = World(122, FIRST).run()
     assert any("stall r2 before store.read" in line for line in outcome.trace[:5])
     assert outcome.violations == []
 
@@ -84,7 +87,7 @@ def test_seed_847_leaves_no_store_error_unretrieved() -> None:
     """The regression of the second defect the simulator found: a readiness probe that outlived
     its check and then failed (a commit whose answer was lost) was replaced by the next check's
     probe with its error never read ("Task exception was never retrieved" in the gateway's log)."""
-    outcome = World(847).run()
+    outcome = World(847, FIRST).run()
     assert outcome.counts["store_commit_unknown"] >= 1
     assert outcome.violations == []
 
@@ -95,7 +98,7 @@ def test_seed_1440_proves_no_absence_from_an_intent_stamped_before_a_stall() -> 
     action over measured the provider's time from the stale stamp and recorded NOT_FOUND 3 s after
     the provider applied it (read lag still inside the window). The driver now moves a stamp older
     than `STALE_INTENT` to the moment of sending (core/protocol/driver.py)."""
-    outcome = World(1440).run()
+    outcome = World(1440, FIRST).run()
     assert any(line.endswith("before store.write for 10.257s") for line in outcome.trace)
     assert outcome.violations == []
 

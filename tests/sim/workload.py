@@ -11,9 +11,11 @@ import random
 from typing import TYPE_CHECKING
 
 from effectgate.gateway.core import ExecuteCommand, ExecuteResult
-from effectgate.gateway.model import ActionIdentity, GatewayError, State, keys
+from effectgate.gateway.model import ActionIdentity, ActionRecord, GatewayError, State, keys
 from effectgate.tools.v1 import tools_pb2
+from tests.sim.acts import CURRENT
 from tests.sim.caller import Caller
+from tests.sim.checks_more import of_generation
 
 if TYPE_CHECKING:
     from tests.sim.replicas import SimReplica
@@ -44,6 +46,8 @@ class Workload:
         self.world = world
         # The amounts an operator approved, by action id (what the approval was shown).
         self.approved: dict[str, set[int]] = {}
+        # The documented refusal each call last met, by tool call id (what the agent does next).
+        self.errors: dict[str, GatewayError] = {}
         self.done = False
 
     async def run(self) -> None:
@@ -51,6 +55,7 @@ class Workload:
         agents = [w.loop.create_task(self.agent(i)) for i in range(w.knobs.agents)]
         operator = w.loop.create_task(self.operator())
         await asyncio.gather(*agents)
+        await w.acts.finish()
         self.done = True
         await operator
 
@@ -66,11 +71,17 @@ class Workload:
             return None
         who = cmd.identity
         tag = f"{who.run_id}/{who.step_id} {who.tool} {who.tool_call_id} on {replica.name}"
-        result = await Caller(replica.running.protocol, replica.running.clock, replica.died).execute(cmd, budget)
+        token = CURRENT.set(replica)
+        try:
+            result = await Caller(replica.running.protocol, replica.running.clock, replica.died).execute(cmd, budget)
+        finally:
+            CURRENT.reset(token)
         if isinstance(result, ExecuteResult):
             w.event(f"answer {tag}: {result.record.state.value} replayed={result.replayed}")
             w.watch.answer(result.record)
             return result
+        if isinstance(result, GatewayError):
+            self.errors[who.tool_call_id] = result
         if isinstance(result, GatewayError) or result in ("deadline", "gone"):
             w.event(f"answer {tag}: {result if isinstance(result, str) else type(result).__name__}")
             return None
@@ -80,12 +91,18 @@ class Workload:
     async def agent(self, number: int) -> None:
         w = self.world
         rng = random.Random(f"agent:{w.seed}:{number}")
+        acting = random.Random(f"agent-acts:{w.seed}:{number}")
         run = f"run{number}"
         for step in range(w.knobs.steps):
             await asyncio.sleep(rng.random() * 5)
             tool = rng.choice(("pay", "pay", "send", "approve", "blind"))
             amount = rng.choice(AMOUNTS)
             scope = f"order:{number}.{step}"
+            if "once" not in w.knobs.off and acting.random() < 1 / 6:
+                tool = "once"  # a business object other runs may act on too (`unique = "scope"`)
+                invoice = acting.randrange(3)
+                scope = f"invoice:{invoice}"
+                amount = AMOUNTS[invoice] if acting.random() < 0.8 else amount
             for attempt in range(rng.randint(1, 4)):
                 if attempt and rng.random() < 0.1:  # the model re-plans the step with another amount
                     amount = rng.choice(AMOUNTS)
@@ -105,6 +122,7 @@ class Workload:
                     result = await self.call(rng, cmd, budget)
                 if result is not None and result.record.state in (State.CONFIRMED, State.REJECTED):
                     break
+                await w.acts.after(acting, cmd, result or self.errors.pop(cmd.identity.tool_call_id, None))
                 await asyncio.sleep(rng.random() * 15)
 
     # -- operators ------------------------------------------------------------------------------
@@ -117,11 +135,14 @@ class Workload:
             replica = _pick(rng, w.alive())
             if replica is None:
                 continue
+            await w.acts.operate(replica)
+            if replica.dead:
+                continue
             for record in w.records(State.AWAITING_APPROVAL, State.UNKNOWN):
                 if record.state is State.AWAITING_APPROVAL and rng.random() < 0.6:
                     await self._decide(rng, replica, record.action_id, record.payload)
                 elif record.state is State.UNKNOWN and rng.random() < 0.2:
-                    await self._reconcile(replica, record.action_id, record.tool)
+                    await self._reconcile(replica, record)
 
     async def _decide(self, rng: random.Random, replica: SimReplica, action_id: str, shown: bytes) -> None:
         w = self.world
@@ -136,18 +157,20 @@ class Workload:
         else:
             act = "deny"
             done = ops.deny(TENANT, action_id, "ops", "no")
-        outcome = await Caller.operate(done, replica.died)
+        outcome = await w.acts.as_(replica, done)
         w.event(f"operator {act} {action_id[:12]} amount={seen.amount} on {replica.name}: {_named(outcome)}")
 
-    async def _reconcile(self, replica: SimReplica, action_id: str, tool: str) -> None:
-        """An operator settles an UNKNOWN from the provider's own ledger (never on a guess)."""
+    async def _reconcile(self, replica: SimReplica, record: ActionRecord) -> None:
+        """An operator settles an UNKNOWN from the provider's own ledger (never on a guess), from
+        the effects of its current generation (one before a bypass is not this attempt's)."""
         w = self.world
-        effects = [e for e in w.provider.effects_of(action_id) if not e.partial]
+        action_id = record.action_id
+        effects = [e for e in of_generation(w.provider.effects_of(action_id), record) if not e.partial]
         if not effects:
             return  # absence is never certain to an operator while a request may still land
         ops = replica.running.operations
         done = ops.reconcile(TENANT, action_id, State.CONFIRMED, "ops", "seen in the ledger", effects[0].external_id)
-        outcome = await Caller.operate(done, replica.died)
+        outcome = await w.acts.as_(replica, done)
         w.event(f"operator reconcile {action_id[:12]} on {replica.name}: {_named(outcome)}")
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from effectgate.adapters.base import Adapter
 from effectgate.client import EffectGateClient
 from effectgate.gateway.config import Config, parse_config
-from effectgate.gateway.runtime import Gateway
+from effectgate.gateway.runtime import Gateway, GatewayObserver
 from effectgate.gateway.store import Store
 from effectgate.testing.clock import FakeClock
 from effectgate.testing.store import MemoryStore
@@ -95,6 +95,7 @@ async def gateway(
     settings: Mapping[str, Any] | None = None,
     shutdown_grace: float = 2.0,
     tables: Mapping[str, Any] | None = None,
+    observer: GatewayObserver | None = None,
 ) -> AsyncIterator[InProcessGateway]:
     """Starts a gateway in this process and stops it (gracefully) when the block ends.
 
@@ -110,7 +111,9 @@ async def gateway(
     - `settings`: `[gateway]` keys over the test defaults (`TEST_SETTINGS`);
     - `tables`: other top-level tables of effectgate.toml, e.g. `{"webhooks": {"listen":
       "127.0.0.1:0"}}` or `{"principals": [...]}` (then callers need a token, and `client` has
-      none: make your own `EffectGateClient(gw.target, token=...)`).
+      none: make your own `EffectGateClient(gw.target, token=...)`);
+    - `observer`: what the gateway's core reports to, instead of a new `GatewayObserver` (a
+      subclass that records what it hears).
 
     The adapters are closed with the gateway, as `effectgate serve` closes its own.
     """
@@ -134,7 +137,7 @@ async def gateway(
         config = _config(adapters, tools, url, settings, shutdown_grace, tables)
         background = None if clock is None else _Observing(clock)
         server = await Gateway.start(
-            config, store=instance, adapters=adapters, clock=clock, background_clock=background
+            config, store=instance, adapters=adapters, clock=clock, background_clock=background, observer=observer
         )
         stack.push_async_callback(server.stop)
         target = f"127.0.0.1:{server.port}"

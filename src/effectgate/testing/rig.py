@@ -11,6 +11,7 @@ from effectgate.gateway.background import Reconciler
 from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core import (
     BoundTool,
+    Collaborators,
     DriverSettings,
     EffectProtocol,
     ExecuteCommand,
@@ -22,7 +23,7 @@ from effectgate.gateway.core import (
     policy_of,
 )
 from effectgate.gateway.model import ActionIdentity, ActionRecord
-from effectgate.gateway.runtime import observe
+from effectgate.gateway.runtime import GatewayObserver
 from effectgate.testing.adapter import ScriptedAdapter
 from effectgate.testing.clock import FakeClock
 from effectgate.testing.store import MemoryDatabase, MemoryStore
@@ -31,8 +32,6 @@ from effectgate.tools.v1 import tools_pb2
 CHARGE = tools_pb2.ChargeCard(customer="cus_42", amount=1000, currency="usd", payment_method="pm_card_visa")
 TOOL = "charge_card"
 TENANT = "acme"
-
-observe()  # spans, metrics and audit lines, as in the gateway
 
 
 def command(
@@ -115,9 +114,12 @@ async def rig(
     await store.open()
     driver_settings = DriverSettings(owner=owner, lease_ttl=lease_ttl, recheck_min=recheck_min, recheck_max=recheck_max)
     cache = ReplayCache(clock=clock)
-    protocol = EffectProtocol(
-        store, ToolSet({TOOL: BoundTool(tool, adapter)}), driver_settings, clock=clock, sleep=clock.sleep, cache=cache
+    tools = ToolSet({TOOL: BoundTool(tool, adapter)})
+    # Spans, metrics and audit lines, as in the gateway.
+    parts = Collaborators(
+        store, tools, driver_settings, clock=clock, sleep=clock.sleep, cache=cache, observer=GatewayObserver()
     )
+    protocol = EffectProtocol(parts)
     return Rig(
         clock=clock,
         adapter=adapter,

@@ -9,8 +9,11 @@ id (at most MAX_REPLANS times). On top of that:
 - `resume`: after the agent answered, its process dies before the checkpoint and the run is
   resumed: the step's node runs again from its start (as LangGraph re-runs a node on resume),
   with a fresh tool-call id; the user hears the resumed run's answer.
-- `approval_twice`: the run waits for a human approval and the human clicks twice. The app's
-  approval is idempotent for every method (a compare-and-set): one click resumes the run.
+- `approval_twice`: the run waits for a human approval and the human clicks twice, both clicks at
+  once. The app's approval is idempotent (a compare-and-set): one click resumes the run. The
+  engines (Restate, DBOS) wait for the person with their own primitive instead (an awakeable,
+  DBOS `recv`): the agent's tool call starts the handler or workflow, which asks for approval and
+  waits; both clicks answer it through the engine's API (resolve, `DBOS.send`).
 - `subagents_same_step`: two subagents both believe they own the step and call at the same
   time, with the step id the orchestrator gave the step.
 - `subagents_diff_step`: the same, but the orchestrator gave each subagent a step id of its own.
@@ -51,6 +54,31 @@ def combine(told: list[Told]) -> Told:
     return Told.UNKNOWN if Told.UNKNOWN in told else Told.FAILURE
 
 
+async def native_approval(method: Method, run: Run) -> Told:
+    """The engine waits for the person: the agent's loop and the two clicks run at once. Both
+    clicks see the request in the same turn of the event loop and are delivered in full; a click
+    still waiting for a request when the loop has answered has nothing left to approve."""
+    loop = asyncio.ensure_future(agent_loop(method, run, "agent", STEP, "0", False))
+    delivering: list[asyncio.Future[bool]] = []
+
+    async def click() -> None:
+        token = await method.approval_asked(run, STEP)
+        delivering.append(asyncio.ensure_future(method.approve(run, token)))
+
+    waiting = [asyncio.ensure_future(click()) for _ in range(2)]
+    try:
+        return (await loop).told
+    finally:
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        outcomes = await asyncio.gather(*delivering, return_exceptions=True)
+        run.notes.append(f"approval: {sum(o is True for o in outcomes)} of 2 clicks delivered")
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                run.notes.append(f"click failed: {type(outcome).__name__}: {outcome}")
+
+
 async def run_agents(method: Method, run: Run) -> Told:
     behaviour = run.episode.behaviour
     if behaviour in ("single", "replan_paraphrase"):
@@ -59,6 +87,8 @@ async def run_agents(method: Method, run: Run) -> Told:
     if behaviour == "resume":
         await agent_loop(method, run, "agent", STEP, "0", False)
         return (await agent_loop(method, run, "agent", STEP, "resumed", False)).told
+    if behaviour == "approval_twice" and method.approves:
+        return await native_approval(method, run)
     if behaviour == "approval_twice":
         approved = False
 

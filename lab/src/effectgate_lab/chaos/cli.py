@@ -1,6 +1,7 @@
 """`effectgate chaos`: six methods under the study's faults, the same fault streams, one report.
 
 effectgate chaos --json run.json        # the default run (every table), recorded
+effectgate chaos --seeds 70 --family-episodes 200 --json docs/chaos-run.json   # the committed run
 effectgate chaos report run.json        # render a recorded run again
 effectgate chaos report docs/chaos-run.json --write docs/chaos.md
 effectgate chaos --parts headline --seeds 10 --methods wrapper,effectgate
@@ -26,7 +27,7 @@ from effectgate_lab.chaos.reporting.readme import readme
 from effectgate_lab.chaos.reporting.record import document, load, machine, results_of, save
 from effectgate_lab.chaos.reporting.summary import summary
 from effectgate_lab.chaos.reporting.tables import TABLES, meta_line
-from effectgate_lab.chaos.runner import Options, Part, all_parts, default_parts, run_matrix
+from effectgate_lab.chaos.runner import Options, Part, all_parts, at_least, default_parts, run_matrix
 
 
 def _list(value: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -44,6 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     part_names = tuple(p.name for p in all_parts())
     default = ",".join(p.name for p in default_parts())
     parser.add_argument("--seeds", type=int, default=50, help="seeds of the headline (other parts: half)")
+    parser.add_argument(
+        "--family-episodes",
+        type=int,
+        default=0,
+        help="give the parts of each fault family of the engines' table more seeds until it has at least this "
+        "many episodes per method, with keys and without (the committed run: 200)",
+    )
     names = ",".join(part_names)
     parser.add_argument("--parts", default=default, help=f"comma-separated: {names} (default: {default})")
     parser.add_argument("--levels", default=",".join(LEVELS), help="keep only these levels in every part")
@@ -70,11 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
 def options_from(args: argparse.Namespace) -> Options:
     if not 1 <= args.seeds <= 1000 or not 1 <= args.parallel <= 64 or not 0.01 <= args.lag <= 10:
         raise argparse.ArgumentTypeError("--seeds must be 1..1000, --parallel 1..64, --lag 0.01..10")
+    if not 0 <= args.family_episodes <= 5000:
+        raise argparse.ArgumentTypeError("--family-episodes must be 0..5000")
     chosen = _list(args.parts, tuple(p.name for p in all_parts()), "--parts")
     levels = _list(args.levels, LEVELS, "--levels")
     parts = [replace(p, levels=tuple(lv for lv in p.levels if lv in levels)) for p in all_parts(args.seeds)]
     return Options(
-        parts=tuple(p for p in parts if p.name in chosen and p.levels),
+        parts=at_least([p for p in parts if p.name in chosen and p.levels], args.family_episodes),
         methods=_list(args.methods, METHODS, "--methods"),
         lag=args.lag,
         crash=args.crash,

@@ -20,6 +20,21 @@ METHODS = (
 )
 # The durable-execution engines teams pick instead (methods/engines.py).
 ENGINES = ("restate", "dbos_sqlite", "dbos_postgres")
+# The simulators whose writes dedup on an Idempotency-Key (Stripe-like); the CRM has none.
+KEYED = frozenset({"charge_card"})
+# The fault families the engines' table pools the parts into (each split by KEYED), and what
+# `--family-episodes` sizes (runner.at_least); the parts of effectgate's settings are in none.
+FAMILIES = {
+    "headline": "study faults",
+    "keyed": "study faults",
+    "behaviours": "re-plans, resumes, approvals, subagents",
+    "partial_finishing": "first write half-done",
+    "partial_stuck": "first write half-done",
+    "timeout_after_commit": "first write's answer lost",
+    "timeout_after_commit_unseen": "first write's answer lost",
+    "timeout_before_commit": "first write's request lost",
+    "sweep": "wait below and above the lag",
+}
 # `single` is the study's setting; the others are orchestration behaviours the study never ran.
 BEHAVIOURS = (
     "single",

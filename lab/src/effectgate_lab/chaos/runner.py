@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -32,7 +32,9 @@ from effectgate_lab.chaos.methods.wrapper import IdempotencyOnly, Wrapper
 from effectgate_lab.chaos.model import (
     BEHAVIOURS,
     DEFAULT_LAG,
+    FAMILIES,
     HTTP_TIMEOUT,
+    KEYED,
     LEVELS,
     MARGIN,
     METHODS,
@@ -114,6 +116,26 @@ def default_parts(seeds: int = 50) -> tuple[Part, ...]:
         Part("unique_scope", ("medium",), BEHAVIOUR_TASKS, UNIQUE_BEHAVIOURS, seeds=half, unique=True, methods=GATEWAY),
         Part("sweep_auto", ("high",), CRM, seeds=half, margins=(0.5, 0.8, 1.5, 3.0), window="auto", methods=GATEWAY),
     )
+
+
+def at_least(parts: Sequence[Part], episodes: int) -> tuple[Part, ...]:
+    """Every fault family (model.FAMILIES) among `parts` gets at least `episodes` episodes per
+    method with keys and without (where it has a task of that kind): the parts of a family short
+    of it get more seeds, all of them at least the same number. Parts of one method only (the
+    settings' parts) are left alone."""
+
+    def counted(p: Part) -> bool:
+        return p.name in FAMILIES and not p.methods
+
+    per_seed: dict[tuple[str, bool], int] = {}
+    for p in filter(counted, parts):
+        for scenario in p.scenarios:
+            kind = (FAMILIES[p.name], scenario in KEYED)
+            per_seed[kind] = per_seed.get(kind, 0) + len(p.levels) * len(p.behaviours) * len(p.margins)
+    seeds: dict[str, int] = {}
+    for (name, _), n in per_seed.items():
+        seeds[name] = max(seeds.get(name, 0), -(-episodes // n))
+    return tuple(replace(p, seeds=max(p.seeds, seeds[FAMILIES[p.name]])) if counted(p) else p for p in parts)
 
 
 def optional_parts(seeds: int = 50) -> tuple[Part, ...]:

@@ -6,7 +6,7 @@ from effectgate.gateway.background.clock_watch import ClockWatch
 from effectgate.gateway.background.compose import compose_background, no_problem, notifier_of
 from effectgate.gateway.background.drift import DriftReport, audit, drift_job
 from effectgate.gateway.background.expiry import expiry_job
-from effectgate.gateway.background.notify import Deliverer, ForgeryWatch, Sink, build_sinks
+from effectgate.gateway.background.notify import Deliverer, ForgeryWatch, Notices, Sink, build_sinks
 from effectgate.gateway.background.readiness import Readiness
 from effectgate.gateway.background.reconciler import Reconciler
 from effectgate.gateway.background.retention import retention_job
@@ -19,6 +19,7 @@ __all__ = [
     "DriftReport",
     "ForgeryWatch",
     "Job",
+    "Notices",
     "Readiness",
     "Reconciler",
     "Runner",

@@ -102,8 +102,8 @@ def compose_background(
 async def notifier_of(
     config: Config, store: Store, protocol: EffectProtocol, clock: Clock, owner: str
 ) -> Deliverer | None:
-    """The deliverer of the [[notify]] sinks (None: none configured), wired to the protocol's
-    limit denials and breaker openings."""
+    """The deliverer of the [[notify]] sinks (None: none configured). Limit denials and breaker
+    openings reach it through the replica's observer (`Notices`, runtime/replica.py)."""
     if not config.notify:
         return None
     try:
@@ -114,5 +114,4 @@ async def notifier_of(
         ) from None
     sinks = build_sinks(config.notify, config.source)
     notifier = Deliverer(store, protocol, sinks, clock, owner=owner, interval=config.gateway.notify_interval)
-    protocol.post_notices(notifier.post)
     return notifier

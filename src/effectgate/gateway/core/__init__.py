@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from effectgate.gateway.core.clock import Clock, SystemClock
-from effectgate.gateway.core.limits import Breakers, LimitsDesk, PolicyError, ToolPolicy
+from effectgate.gateway.core.limits import LimitsDesk, PolicyError, ToolPolicy
 from effectgate.gateway.core.limits.policy import refuse_unstorable, unstorable
-from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch, install
+from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
 from effectgate.gateway.core.operators.operator import Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
 from effectgate.gateway.core.protocol import (
+    Collaborators,
     DriverSettings,
     EffectProtocol,
     ExecuteCommand,
@@ -28,9 +29,9 @@ __all__ = [
     "AdapterTenants",
     "Applied",
     "BoundTool",
-    "Breakers",
     "Busy",
     "Clock",
+    "Collaborators",
     "DriverSettings",
     "EffectProtocol",
     "ExecuteCommand",
@@ -54,7 +55,6 @@ __all__ = [
     "Waits",
     "Watch",
     "decided",
-    "install",
     "masked_payload",
     "policy_of",
     "quantile",

@@ -1,11 +1,13 @@
 """What the core says happened, for whoever listens: one small interface, beside the path.
 
 The core never imports telemetry, metrics or the audit line (an import-linter contract keeps it
-so). At each point worth observing it calls the installed `Observer`: around an Execute and
-around each provider call (as context managers, like an interceptor around the core's calls),
-and once for each thing that happened. The base class does nothing, so a core built alone (the
-simulator, a unit test) runs with no observability at all; the runtime installs the gateway's
-(observability/observer.py), which turns each call into spans, metrics and audit lines.
+so). At each point worth observing it calls its replica's `Observer` (one per replica, handed to
+`Collaborators`): around an Execute and around each provider call (as context managers, like an
+interceptor around the core's calls), and once for each thing that happened. The base class does
+nothing, so a core built alone (a unit test) runs with no observability at all; a replica
+(runtime/replica.py) gets the gateway's (runtime/observing.py), which turns each call into spans,
+metrics and audit lines, and hands the facts worth a notification to the [[notify]] deliverer's
+subscriber (background/notify/notices.py).
 """
 
 from __future__ import annotations
@@ -15,23 +17,29 @@ from types import TracebackType
 from typing import Protocol
 
 from effectgate.adapters.base import Observation
-from effectgate.gateway.model import ActionRecord
+from effectgate.gateway.model import ActionRecord, LimitExceeded
 
 
 class ExecuteWatch(Protocol):
-    """One Execute in progress; told its result when it ends."""
+    """One Execute in progress; told its result when it ends. `traceparent`: the W3C context a
+    new action records as its origin ("" when none)."""
+
+    traceparent: str
 
     def done(self, record: ActionRecord, replayed: bool) -> None: ...
 
 
 class ProviderWatch(Protocol):
-    """One adapter call in progress; told what a read-back observed."""
+    """One adapter call in progress; told what a read-back observed. How the call ended (its
+    exception, if any: a refusal of the gateway's credentials among them) the watch sees itself."""
 
     def observed(self, observation: Observation) -> None: ...
 
 
 class _Unwatched:
     """The do-nothing watch of both kinds."""
+
+    traceparent = ""
 
     def __enter__(self) -> _Unwatched:
         return self
@@ -64,10 +72,6 @@ class Observer:
         """Around one adapter call (`execute` or `verify`)."""
         return _UNWATCHED
 
-    def traceparent(self) -> str:
-        """The W3C `traceparent` a new action records as its origin; "" when none."""
-        return ""
-
     # -- what happened --
 
     def waited_on_holder(self) -> None:
@@ -83,38 +87,20 @@ class Observer:
     def store_error(self, site: str) -> None:
         """The store failed under `site` (`protocol`, `drive`)."""
 
-    def credentials_refused(self, adapter: str, at: float) -> None:
-        """The provider refused the adapter's credentials."""
-
-    def credentials_accepted(self, adapter: str) -> None:
-        """The provider answered a call of the adapter."""
-
     def read_lag(self, lag_key: str, seconds: float, p50: float, p99: float) -> None:
         """A read lag was measured (with the quantiles kept so far)."""
 
-    def limit_denied(self, tool: str, reason: str) -> None:
-        """A limit refused an action of `tool`."""
+    def limit_denied(self, record: ActionRecord, error: LimitExceeded, at: float) -> None:
+        """A limit refused `record` (never stored) at `at`; `error` says which and its figures."""
 
-    def breaker_changed(self, tool: str, state: str, why: str) -> None:
-        """A tool's circuit breaker changed state."""
+    def breaker_changed(self, tool: str, state: str, why: str, at: float) -> None:
+        """A tool's circuit breaker changed `state` at `at` (the breaker's clock)."""
+
+    def breaker_opened(self, tool: str, why: str, at: float) -> None:
+        """A tool's circuit breaker opened at `at`, for `why` (after its `breaker_changed`)."""
 
     def approval_expired(self, record: ActionRecord) -> None:
         """An approval's TTL passed: the action was expired."""
 
     def waits_changed(self, delta: int) -> None:
         """Calls waiting on an action (WaitAction): one more (+1) or one fewer (-1)."""
-
-
-class Installed:
-    """The observer the core reports to (the do-nothing base until the runtime installs one)."""
-
-    def __init__(self) -> None:
-        self.observer = Observer()
-
-
-INSTALLED = Installed()
-
-
-def install(observer: Observer) -> None:
-    """From now on the core reports to `observer` (the runtime installs the gateway's)."""
-    INSTALLED.observer = observer

@@ -10,7 +10,10 @@ import contextvars
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
+
+from opentelemetry import trace
 
 from effectgate.gateway.config import Principal
 from effectgate.gateway.model import REPORTED, ActionRecord
@@ -21,15 +24,10 @@ audit = logging.getLogger("effectgate.audit")
 # The authenticated caller of the RPC being handled (set by the RPC layer's admission); unset in
 # the gateway's own background work (the reconciler), whose lines name no principal.
 _caller: contextvars.ContextVar[Principal] = contextvars.ContextVar("effectgate_principal")
-
-
-def set_caller(principal: Principal) -> contextvars.Token[Principal]:
-    return _caller.set(principal)
-
-
-def caller() -> Principal:
-    """The caller of this RPC; LookupError outside one."""
-    return _caller.get()
+# The context variable's own methods, not functions around them: every RPC sets its caller and
+# most read it, and neither needs a Python frame. `caller()` raises LookupError outside an RPC.
+set_caller: Callable[[Principal], contextvars.Token[Principal]] = _caller.set
+caller: Callable[[], Principal] = _caller.get
 
 
 def scope_digest(scope: str) -> str:
@@ -59,7 +57,9 @@ def _action_fields(record: ActionRecord) -> dict[str, Any]:
 def settled(record: ActionRecord) -> ActionRecord:
     """One line when a drive stops with an outcome to report (`domain.REPORTED`); returns the record."""
     if record.state in REPORTED:
-        telemetry.annotate_current(record)
+        span = trace.get_current_span()
+        if span.is_recording():  # the RPC's or the reconciler's span, when tracing
+            telemetry.describe(span, record)
         if not audit.isEnabledFor(logging.INFO):  # the fields are not built for a line not written
             return record
         audit.info(

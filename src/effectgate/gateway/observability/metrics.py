@@ -73,11 +73,18 @@ def execute_done(path: str, tool: str, outcome: str, seconds: float) -> None:
     _execute_duration.record(seconds, {"tool": tool, "path": path})
 
 
-def provider_call(adapter: str, operation: str, kind: str, seconds: float) -> None:
+def provider_call(adapter: str, operation: str, kind: str, seconds: float, refused_at: float | None = None) -> None:
+    """One adapter call ended with `kind` ("ok" or its error class). An answered execute clears
+    the adapter's refused credentials; `refused_at`: the provider refused them (an execute)."""
     labels = {"adapter": adapter, "operation": operation, "class": kind}
     _provider_duration.record(seconds, labels)
     if kind != "ok":
         _provider_errors.add(1, labels)
+    if operation == "execute":
+        if kind == "ok":
+            credentials_accepted(adapter)
+        elif refused_at is not None:
+            credentials_refused(adapter, refused_at)
 
 
 def verified(tool: str, outcome: str) -> None:
@@ -263,3 +270,40 @@ _waits = meter.create_up_down_counter(
 
 def waits_changed(delta: int) -> None:
     _waits.add(delta)
+
+
+# -- refused credentials -------------------------------------------------------------------------
+
+_credential_refusals = meter.create_counter(
+    "effectgate.provider.auth_failures",
+    unit="{call}",
+    description="Provider calls refused for the gateway's own credentials (HTTP 401/403, SMTP login), by adapter",
+)
+# adapter -> when its credentials were first refused since the last call it accepted.
+_refused_since: dict[str, float] = {}
+
+
+def _refused(options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(1, {"adapter": a}) for a in list(_refused_since)]
+
+
+meter.create_observable_gauge(
+    "effectgate.provider.credentials_refused",
+    callbacks=[_refused],
+    unit="{adapter}",
+    description="1 for each adapter whose last provider call was refused for its credentials",
+)
+
+
+def credentials_refused(adapter: str, at: float) -> None:
+    _credential_refusals.add(1, {"adapter": adapter})
+    _refused_since.setdefault(adapter, at)
+
+
+def credentials_accepted(adapter: str) -> None:
+    _refused_since.pop(adapter, None)
+
+
+def refused_credentials() -> dict[str, float]:
+    """adapter -> since when its credentials are refused (readiness shows it, docs/production.md)."""
+    return dict(_refused_since)

@@ -1,4 +1,5 @@
-"""Metrics of what providers say on their own: webhook deliveries, drift findings, read lags.
+"""Metrics of what providers say on their own: webhook deliveries, drift findings, read lags (the
+refusals of the gateway's credentials are counted with the provider calls, in `metrics`).
 
 Labels are bounded: adapters and lag keys come from the config, outcomes and kinds from fixed
 sets (docs/webhooks.md lists them).
@@ -72,40 +73,3 @@ def read_lag(lag_key: str, seconds: float, p50: float, p99: float) -> None:
 def drift_found(counts: dict[str, int]) -> None:
     _drift.clear()
     _drift.update(counts)
-
-
-# -- refused credentials -------------------------------------------------------------------------
-
-_auth_failures = meter.create_counter(
-    "effectgate.provider.auth_failures",
-    unit="{call}",
-    description="Provider calls refused for the gateway's own credentials (HTTP 401/403, SMTP login), by adapter",
-)
-# adapter -> when its credentials were first refused since the last call it accepted.
-_refused_since: dict[str, float] = {}
-
-
-def _refused(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(1, {"adapter": a}) for a in list(_refused_since)]
-
-
-meter.create_observable_gauge(
-    "effectgate.provider.credentials_refused",
-    callbacks=[_refused],
-    unit="{adapter}",
-    description="1 for each adapter whose last provider call was refused for its credentials",
-)
-
-
-def credentials_refused(adapter: str, at: float) -> None:
-    _auth_failures.add(1, {"adapter": adapter})
-    _refused_since.setdefault(adapter, at)
-
-
-def credentials_accepted(adapter: str) -> None:
-    _refused_since.pop(adapter, None)
-
-
-def refused_credentials() -> dict[str, float]:
-    """adapter -> since when its credentials are refused (readiness shows it, docs/production.md)."""
-    return dict(_refused_since)

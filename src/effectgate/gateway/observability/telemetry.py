@@ -4,8 +4,8 @@ They are no-ops until `telemetry_sdk.setup` installs an SDK (an OTLP endpoint or
 listener is configured). The protocol calls these helpers in one line each, so the span layout
 lives here:
 
-- `execute_span`: one `effectgate.execute` per Execute, with latency and outcome metrics;
-- `traceparent`: the W3C context of the Execute that creates an action, stored with it;
+- `ExecuteCall`: one `effectgate.execute` per Execute, with latency and outcome metrics;
+- `ExecuteCall.traceparent`: the W3C context of the Execute that creates an action, stored with it;
 - `provider_span`: each provider call (`effectgate.provider.execute|verify`) with the action id
   and attempt, linked to the action's first trace when it runs in another one;
 - `reconcile_span`: a root span per reconciler re-check, linked to the action's first trace.
@@ -28,7 +28,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
-from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, Observation, RateLimited
+from effectgate.adapters.base import (
+    AmbiguousError,
+    CredentialsRefused,
+    DefinitiveError,
+    NoEffectError,
+    Observation,
+    RateLimited,
+)
 from effectgate.gateway.model import REPORTED, ActionRecord, GatewayError, State
 from effectgate.gateway.observability import metrics
 
@@ -118,9 +125,9 @@ def rpc_failed(code: int, name: str) -> None:
 # -- the action's origin ---------------------------------------------------------------------
 
 
-def traceparent() -> str:
-    """The W3C `traceparent` of the current span; "" when nothing is recorded."""
-    context = trace.get_current_span().get_span_context()
+def traceparent(current: Span) -> str:
+    """The W3C `traceparent` of `current`; "" when nothing is recorded."""
+    context = current.get_span_context()
     if not context.is_valid:
         return ""
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
@@ -151,15 +158,25 @@ def origin_link(record: ActionRecord, current: Span | None = None) -> Link | Non
 # -- Execute ---------------------------------------------------------------------------------
 
 
+class Tracing:
+    """Whether the gateway's telemetry set-up (`telemetry_sdk.setup`, the one place that installs
+    a tracer provider) installed one: until then spans are no-ops, and the hottest path (a replay)
+    skips creating them at all. An attribute, so that the RPC layer's check per call is no call."""
+
+    on = False
+
+
+TRACING = Tracing()
+
+
 def tracing() -> bool:
-    """Whether a tracer provider (an SDK) is installed: until then spans are no-ops, and the
-    hottest path (a replay) skips creating them at all."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    return TRACING.on
 
 
 class ExecuteCall:
     """One Execute in progress, as a context manager: its `effectgate.execute` span (when tracing
-    is on) and what the metrics need to know when it ends (outcome, latency by path)."""
+    is on) and what the metrics need to know when it ends (outcome, latency by path).
+    `with ExecuteCall(tool, tool_call_id) as call:`, `call.done(record, replayed)` at the end."""
 
     def __init__(self, tool: str, tool_call_id: str) -> None:
         self.tool = tool
@@ -167,15 +184,17 @@ class ExecuteCall:
         self.record: ActionRecord | None = None
         self.replayed = False
         self.span: Span = INVALID_SPAN
+        self.traceparent = ""  # the origin a new action records
         self._scope: AbstractContextManager[Span] | None = None
         self._token: contextvars.Token[ExecuteCall | None] | None = None
-        if tracing():
+        if TRACING.on:
             self.span = tracer.start_span(
                 "effectgate.execute", attributes={"effectgate.tool": tool, "effectgate.tool_call_id": tool_call_id}
             )
             self._scope = trace.use_span(
                 self.span, end_on_exit=True, record_exception=False, set_status_on_exception=False
             )
+            self.traceparent = traceparent(self.span)
         self.started = time.perf_counter()
 
     def __enter__(self) -> ExecuteCall:
@@ -195,12 +214,15 @@ class ExecuteCall:
         if self._scope is not None:
             self._scope.__exit__(kind, exc, tb)
         if exc is None and self.record is not None:
-            outcome = "replayed" if self.replayed else outcome_of(self.record.state)
-            metrics.execute_done(self.path, self.tool, outcome, time.perf_counter() - self.started)
+            if self.replayed:  # the hottest path: its labels without a look at the state
+                path, outcome = ("waited" if self.waited else "replay"), "replayed"
+            else:
+                path, outcome = self.path, outcome_of(self.record.state)
+            metrics.execute_done(path, self.tool, outcome, time.perf_counter() - self.started)
 
     def done(self, record: ActionRecord, replayed: bool) -> None:
         self.record, self.replayed = record, replayed
-        if not self.span.is_recording():
+        if self._scope is None or not self.span.is_recording():  # not tracing: nothing to add
             return
         # The tool is already on the span, the attempt on the provider spans: a replay is the
         # hottest path, so only what is new here.
@@ -226,11 +248,6 @@ class ExecuteCall:
 
 
 _CALL: contextvars.ContextVar[ExecuteCall | None] = contextvars.ContextVar("effectgate_execute", default=None)
-
-
-def execute_span(tool: str, tool_call_id: str) -> ExecuteCall:
-    """`with execute_span(...) as call:` around one Execute; `call.done(record, replayed)` at the end."""
-    return ExecuteCall(tool, tool_call_id)
 
 
 def outcome_of(state: State) -> str:
@@ -282,7 +299,7 @@ def error_class(exc: BaseException) -> str:
 def provider_span(operation: str, record: ActionRecord, adapter: str) -> Iterator[ProviderCall]:
     """`effectgate.provider.<operation>` around one adapter call; the httpx client span (with the
     `traceparent` the provider receives) is its child. With no tracer provider there is no span
-    to make (nor a link to parse): only the metrics."""
+    to make (nor a link to parse): only the metrics (with the adapter's refused credentials)."""
     if not tracing():
         with _provider_metrics(operation, record, adapter):
             yield ProviderCall(INVALID_SPAN, record.tool)
@@ -312,7 +329,8 @@ def _provider_metrics(operation: str, record: ActionRecord, adapter: str) -> Ite
     try:
         yield
     except BaseException as exc:
-        metrics.provider_call(adapter, operation, error_class(exc), time.perf_counter() - started)
+        refused_at = time.time() if isinstance(exc, CredentialsRefused) else None
+        metrics.provider_call(adapter, operation, error_class(exc), time.perf_counter() - started, refused_at)
         if operation == "verify":
             metrics.verified(record.tool, "error")
         raise

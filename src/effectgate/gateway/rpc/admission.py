@@ -151,12 +151,13 @@ class Admission:
 
         counted = RpcMetrics(method)
         clock = time.perf_counter
+        tracing = telemetry.TRACING
 
         async def behavior(request: Any, context: Context) -> Any:
             started = clock()
             try:
                 metadata = context.invocation_metadata() or ()
-                if not telemetry.tracing():
+                if not tracing.on:
                     answer = await admitted(request, context, metadata)
                 else:
                     with telemetry.rpc_span(method, metadata):  # the caller's trace goes on here
@@ -268,7 +269,7 @@ class Authenticator:
 
     def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None, roles: frozenset[str]) -> Principal:
         """The principal whose token the metadata carries, if it holds one of `roles`."""
-        if self.dev_mode:
+        if not self._principals:  # development mode (`dev_mode`), read without a call per RPC
             return DEV_PRINCIPAL
         token, cause = "", "missing"
         for key, value in metadata or ():

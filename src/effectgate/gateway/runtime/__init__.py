@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 if TYPE_CHECKING:
-    from effectgate.gateway.runtime.observing import observe
+    from effectgate.gateway.runtime.observing import GatewayObserver
     from effectgate.gateway.runtime.server import Gateway
 
-__all__ = ["Gateway", "observe"]
+__all__ = ["Gateway", "GatewayObserver"]
 
 
 def __getattr__(name: str) -> object:
@@ -24,8 +24,8 @@ def __getattr__(name: str) -> object:
         from effectgate.gateway.runtime.server import Gateway
 
         return Gateway
-    if name == "observe":
-        from effectgate.gateway.runtime.observing import observe
+    if name == "GatewayObserver":
+        from effectgate.gateway.runtime.observing import GatewayObserver
 
-        return observe
+        return GatewayObserver
     raise AttributeError(name)

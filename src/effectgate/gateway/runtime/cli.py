@@ -52,6 +52,18 @@ def plugin_summary(name: str) -> str:
     return doc.splitlines()[0] if doc else f"plug-in command ({COMMANDS_GROUP})"
 
 
+def top_level_help(argv: list[str], command_names: set[str]) -> bool:
+    """Whether `effectgate --help` (or no argument at all) asks for the list of commands, whose
+    plug-in summaries need their modules loaded; `effectgate serve --help` does not (loading the
+    lab's `chaos` alone is seconds of imports)."""
+    for token in argv:
+        if token in ("-h", "--help"):
+            return True
+        if token in command_names:
+            return False
+    return not argv
+
+
 async def check(config_path: str, probe: bool = False) -> int:
     from effectgate.gateway.config import ConfigError, load_config
     from effectgate.gateway.observability import mask_url
@@ -201,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     from effectgate.gateway.runtime.commands import notify as notify_cli
 
     notify_cli.add_command(commands, [common])
-    help_wanted = not argv or bool({"-h", "--help"} & set(argv))
-    for name in sorted(plugin_names()):
+    plugins = plugin_names()
+    help_wanted = top_level_help(argv, {*commands.choices, *plugins})
+    for name in sorted(plugins):
         summary = plugin_summary(name) if help_wanted else f"plug-in command ({COMMANDS_GROUP})"
         commands.add_parser(name, help=summary, add_help=False)
     admin_cli.add_commands(commands, parents=[common])

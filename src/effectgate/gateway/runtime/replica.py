@@ -1,8 +1,10 @@
 """One replica of the gateway, built from its config: everything but the doors.
 
-The store clock (and its skew watch), the protocol, the operators' verbs, the limits desk, the
-waits, the [[notify]] deliverer and the background jobs (reconciler, retention, readiness,
-approval expiry, clock watch, drift audit) — wired exactly as `effectgate serve` runs them.
+The store clock (and its skew watch), the replica's observer (spans, metrics, audit lines, and
+the notices of the [[notify]] deliverer, which subscribes to it), the protocol, the operators'
+verbs, the limits desk, the waits, the [[notify]] deliverer and the background jobs (reconciler,
+retention, readiness, approval expiry, clock watch, drift audit) — wired exactly as `effectgate
+serve` runs them.
 `runtime/server.py` puts the gRPC doors in front of it; the deterministic simulator
 (`tests/sim/`) builds its replicas with this same function, so the two cannot drift apart.
 
@@ -25,6 +27,7 @@ from effectgate.adapters.base import Adapter
 from effectgate.gateway.background import (
     ClockWatch,
     Deliverer,
+    Notices,
     Readiness,
     Runner,
     compose_background,
@@ -35,6 +38,7 @@ from effectgate.gateway.config import Config
 from effectgate.gateway.core import (
     BoundTool,
     Clock,
+    Collaborators,
     DriverSettings,
     EffectProtocol,
     LagBook,
@@ -46,6 +50,7 @@ from effectgate.gateway.core import (
     Waits,
 )
 from effectgate.gateway.runtime.configured import bind_tools, window_problems
+from effectgate.gateway.runtime.observing import GatewayObserver
 from effectgate.gateway.store import Store, StoreClock
 
 
@@ -71,6 +76,8 @@ class Replica:
     # Watches this host's clock against the store's (None when a clock was given).
     watch: ClockWatch | None
     notifier: Deliverer | None
+    # What the core reports to: spans, metrics, audit lines, and the notifier's notices.
+    observer: GatewayObserver
     # What is wrong with the tools' windows given the read lags observed (logged at start).
     window_problems: list[str]
 
@@ -89,9 +96,11 @@ async def build_replica(
     owner: str | None = None,
     wall: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
+    observer: GatewayObserver | None = None,
 ) -> Replica:
     """The replica on an open `store`. `clock`: a clock to use instead of the store's (no skew
-    watch then); `wall`, `monotonic`: the host's clocks the store clock is anchored with."""
+    watch then); `wall`, `monotonic`: the host's clocks the store clock is anchored with;
+    `observer`: what the core reports to (a new `GatewayObserver` unless given)."""
     lags = LagBook(config.consistency)
     bound = bind_tools(config, adapters, lags)
     tools = ToolSet(bound, dict(adapters))
@@ -106,24 +115,30 @@ async def build_replica(
         await watch.check()
         clock = store_clock
     background_clock = background_clock or clock
+    observer = observer or GatewayObserver()
     protocol = EffectProtocol(
-        store,
-        tools,
-        DriverSettings(
-            owner=owner,
-            lease_ttl=config.lease_ttl,
-            recheck_min=config.recheck_min,
-            recheck_max=config.recheck_max,
-        ),
-        clock=clock,
-        sleep=clock.sleep,
-        cache=ReplayCache(clock=monotonic),
-        clock_problem=watch or no_problem,
-        on_answered=LagSampler(store, lags, clock).on_answered,
+        Collaborators(
+            store,
+            tools,
+            DriverSettings(
+                owner=owner,
+                lease_ttl=config.lease_ttl,
+                recheck_min=config.recheck_min,
+                recheck_max=config.recheck_max,
+            ),
+            clock=clock,
+            sleep=clock.sleep,
+            cache=ReplayCache(clock=monotonic),
+            clock_problem=watch or no_problem,
+            on_answered=LagSampler(store, lags, clock, observer).on_answered,
+            observer=observer,
+        )
     )
     desk = LimitsDesk(store, tools, clock)
     operations = Operations(protocol)
     notifier = await notifier_of(config, store, protocol, background_clock, owner)
+    if notifier is not None:  # denials and breaker openings become notices
+        observer.subscribe(Notices(notifier.post))
     background, readiness = compose_background(
         config,
         protocol,
@@ -154,5 +169,6 @@ async def build_replica(
         background_clock,
         watch,
         notifier,
+        observer,
         problems,
     )

@@ -36,7 +36,7 @@ from effectgate.gateway.core import (
     Waits,
 )
 from effectgate.gateway.intake import WebhookIntake, adapter_tenants
-from effectgate.gateway.observability import provider_metrics
+from effectgate.gateway.observability import metrics
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.runtime.configured import (
     bind_tools,
@@ -47,14 +47,13 @@ from effectgate.gateway.runtime.configured import (
     window_problems,
 )
 from effectgate.gateway.runtime.listener import Certificates, credentials, listen
-from effectgate.gateway.runtime.observing import observe
+from effectgate.gateway.runtime.observing import GatewayObserver
 from effectgate.gateway.runtime.replica import build_replica
 from effectgate.gateway.runtime.shutdown import ShutdownDeadline
 from effectgate.gateway.store import Store, StoreClock
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 
 log = logging.getLogger("effectgate.server")
-observe()  # the core reports to spans, metrics and audit lines (runtime/observing.py)
 SERVICE_NAMES = (
     gateway_pb2.DESCRIPTOR.services_by_name["EffectGateway"].full_name,
     gateway_pb2.DESCRIPTOR.services_by_name["Operator"].full_name,
@@ -113,7 +112,7 @@ class Gateway:
             return False, (self.readiness.problem if self.readiness else "") or "starting"
         # Refused credentials keep the replica ready (every replica shares the key: taking them
         # all out would turn one adapter's outage into the whole gateway's) but say so.
-        refused = sorted(provider_metrics.refused_credentials())
+        refused = sorted(metrics.refused_credentials())
         return True, f"credentials refused by [adapters.{'], ['.join(refused)}]" if refused else ""
 
     async def reload(self, config_path: str) -> bool:
@@ -175,6 +174,7 @@ class Gateway:
         clock: Clock | None = None,
         background_clock: Clock | None = None,
         store_open: bool = False,
+        observer: GatewayObserver | None = None,
     ) -> Gateway:
         """`store_open`: `store` is open already (runtime/waiting.py waited for it).
         `shared_port`: one of the workers of `effectgate serve --workers N` (runtime/workers.py);
@@ -183,7 +183,8 @@ class Gateway:
         gateway of `effectgate.testing`; no clock-skew watch then); the gateway opens and closes
         them as its own. `background_clock`:
         the background jobs' clock when it must differ from `clock` (a virtual clock whose sleeps
-        advance time would let the jobs' idle waits race it ahead)."""
+        advance time would let the jobs' idle waits race it ahead). `observer`: what the core
+        reports to, when not a new `GatewayObserver` (a test's recorder)."""
         # Config errors surface before anything is opened.
         adapters = dict(adapters) if adapters is not None else build_adapters(config)
         try:
@@ -194,7 +195,9 @@ class Gateway:
         try:
             if not store_open:
                 await store.open()
-            return await cls._serve(config, store, adapters, shared_port, watch_backlog, clock, background_clock)
+            return await cls._serve(
+                config, store, adapters, shared_port, watch_backlog, clock, background_clock, observer
+            )
         except BaseException:
             await store.close()
             await close_adapters(adapters)
@@ -210,6 +213,7 @@ class Gateway:
         watch_backlog: bool,
         clock: Clock | None,
         background_clock: Clock | None,
+        observer: GatewayObserver | None,
     ) -> Gateway:
         health_servicer = health_aio.HealthServicer()
         replica = await build_replica(
@@ -222,6 +226,7 @@ class Gateway:
             watch_backlog=watch_backlog,
             clock=clock,
             background_clock=background_clock,
+            observer=observer,
         )
         for problem in replica.window_problems:
             log.warning("%s", problem)

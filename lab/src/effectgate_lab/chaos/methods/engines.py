@@ -7,6 +7,11 @@ workflow id (`SetWorkflowID`), so a re-plan, a resume or a second subagent on th
 attaches to the first invocation or workflow. Inside, the provider call is the engine's durable
 step with a key derived from the engine's own identity for it (see peers/*_worker.py).
 
+With two approvals to race (`approval_twice`) each engine waits for the person with its own
+primitive, as its docs show (peers/approval_inbox.py): the handler or workflow asks the person's
+inbox, then waits on a Restate awakeable or on DBOS `recv`; each click answers through the
+engine's API (the ingress's awakeable resolve, the app's endpoint calling `DBOS.send`).
+
 The engines have no read path: an answer they gave stands (nothing to reconcile). With --crash
 the worker dies right after a provider answered and before the engine recorded the step, at a
 seeded answer, KILLS_PER_CELL times a cell; it is restarted on its port and the engine recovers.
@@ -24,6 +29,7 @@ import httpx
 
 from effectgate_lab.chaos.methods.method import Answer, Method, Run
 from effectgate_lab.chaos.model import Told
+from effectgate_lab.chaos.peers.approval_inbox import ApprovalInbox
 from effectgate_lab.chaos.peers.restate_server import RestateServer
 from effectgate_lab.chaos.peers.supervisor import Worker
 from effectgate_lab.chaos.peers.throwaway_pg import database_url
@@ -60,9 +66,11 @@ def answer_of(body: dict[str, Any]) -> Answer:
 class EngineMethod(Method):
     module = ""
     kill_note = "worker died at the step's dangerous point"
+    approves = True
 
     def __init__(self) -> None:
         self.worker: Worker | None = None
+        self.inbox = ApprovalInbox()
         self.http = httpx.AsyncClient(timeout=CALL_BUDGET)
         self.tmp = Path(tempfile.mkdtemp(prefix=f"effectgate-{self.name}-"))
 
@@ -70,6 +78,7 @@ class EngineMethod(Method):
         return []
 
     async def open(self, runs: list[Run], crash: bool) -> None:
+        await self.inbox.start()
         self.worker = Worker(self.module, await self.worker_args(), self.tmp / "worker.log", crash_points(runs, crash))
         await self.worker.start()
 
@@ -77,33 +86,55 @@ class EngineMethod(Method):
         if self.worker is not None:
             await self.worker.stop()
         await self.http.aclose()
+        await self.inbox.stop()
 
     async def quiesce(self) -> None:
         if self.worker is not None:
             self.kills = self.worker.deaths
 
-    def request(self, run: Run, args: dict[str, Any]) -> dict[str, Any]:
-        return {"scenario": run.scenario.name, "base_url": run.sim.base_url, "typed": run.scenario.typed(args)}
+    def request(self, run: Run, step: str, args: dict[str, Any]) -> dict[str, Any]:
+        body = {"scenario": run.scenario.name, "base_url": run.sim.base_url, "typed": run.scenario.typed(args)}
+        if run.episode.behaviour == "approval_twice":  # wait for the person first
+            body |= {"approval": self.inbox.url, "action": action_id(run, step)}
+        return body
+
+    async def approval_asked(self, run: Run, step: str) -> str:
+        return await self.inbox.asked(action_id(run, step))
+
+    async def post_retrying(self, url: str, body: dict[str, Any]) -> httpx.Response | None:
+        """POST to the worker; a worker that died under the call is waited for (the supervisor
+        restarts it) until PATIENCE has passed (then None)."""
+        assert self.worker is not None
+        deadline = asyncio.get_running_loop().time() + PATIENCE
+        while True:
+            await self.worker.ready.wait()
+            try:
+                return await self.http.post(f"{self.worker.url}{url}", json=body)
+            except httpx.TransportError:
+                if asyncio.get_running_loop().time() > deadline:
+                    return None
+                await asyncio.sleep(0.1)
 
 
 class DbosMethod(EngineMethod):
     module = "effectgate_lab.chaos.peers.dbos_worker"
 
     async def call(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> Answer:
-        assert self.worker is not None
-        body = {"workflow_id": action_id(run, step), **self.request(run, args)}
-        deadline = asyncio.get_running_loop().time() + PATIENCE
-        while True:
-            await self.worker.ready.wait()
-            try:
-                reply = await self.http.post(f"{self.worker.url}/call", json=body)
-                return answer_of(reply.json())
-            except httpx.TransportError:
-                # The worker died under the call: once it is back, DBOS has recovered the
-                # workflow, and the same workflow id attaches to it.
-                if asyncio.get_running_loop().time() > deadline:
-                    return Answer(Told.UNKNOWN, final=False, detail="worker unreachable")
-                await asyncio.sleep(0.1)
+        # A worker that died under the call is back with the workflow recovered by DBOS, and the
+        # same workflow id attaches to it.
+        reply = await self.post_retrying(
+            "/call", {"workflow_id": action_id(run, step), **self.request(run, step, args)}
+        )
+        if reply is None:
+            return Answer(Told.UNKNOWN, final=False, detail="worker unreachable")
+        return answer_of(reply.json())
+
+    async def approve(self, run: Run, token: str) -> bool:
+        reply = await self.post_retrying("/approve", {"workflow_id": token})
+        if reply is None or reply.status_code >= 300:
+            run.notes.append(f"click not delivered: {'worker unreachable' if reply is None else reply.status_code}")
+            return False
+        return True
 
 
 class DbosSqlite(DbosMethod):
@@ -145,10 +176,18 @@ class RestateMethod(EngineMethod):
         headers = {"idempotency-key": action_id(run, step)}
         try:
             reply = await self.http.post(
-                f"{self.server.ingress}/ChaosTool/call", json=self.request(run, args), headers=headers
+                f"{self.server.ingress}/ChaosTool/call", json=self.request(run, step, args), headers=headers
             )
         except httpx.TransportError as exc:
             return Answer(Told.UNKNOWN, final=False, detail=f"ingress: {type(exc).__name__}")
         if reply.status_code >= 300:  # a terminal failure of the invocation
             return Answer(Told.FAILURE, final=False, detail=f"invocation failed: HTTP {reply.status_code}")
         return answer_of(reply.json())
+
+    async def approve(self, run: Run, token: str) -> bool:
+        assert self.server is not None
+        reply = await self.http.post(f"{self.server.ingress}/restate/awakeables/{token}/resolve", json="approved")
+        if reply.status_code >= 300:
+            run.notes.append(f"click not delivered: HTTP {reply.status_code} {reply.text[:80]}")
+            return False
+        return True

@@ -55,6 +55,8 @@ class Method:
     window: str = ""
     # effectgate's tools with `unique = "scope"` (one action per business object); others ignore it.
     unique = False
+    # The engines wait for a person themselves (an awakeable, DBOS recv): `approve` is one click.
+    approves = False
     kills = 0  # kill -9s of the gateway during the cell
     kill_note = "gateway killed with SIGKILL"
 
@@ -66,6 +68,15 @@ class Method:
 
     async def call(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> Answer:
         """One tool call by the model for logical step `step`, arguments as the model wrote them."""
+        raise NotImplementedError
+
+    async def approval_asked(self, run: Run, step: str) -> str:
+        """Waits until the method asked the person to approve step `step`; what a click answers."""
+        raise NotImplementedError
+
+    async def approve(self, run: Run, token: str) -> bool:
+        """One click of the person, answering `token` through the method's own primitive; whether
+        the click was delivered."""
         raise NotImplementedError
 
     async def quiesce(self) -> None:

@@ -13,7 +13,14 @@ step, as DBOS's docs recommend for a payment or an email.
 - At launch DBOS recovers the workflows a killed worker left pending and re-runs their
   unrecorded step, with the same key.
 
-POST /call {workflow_id, scenario, base_url, typed} answers {told, detail}.
+- With an approval to wait for (the request names the person's inbox as `approval`), the
+  workflow first waits for a person as DBOS's docs show: a step delivers the request (the
+  workflow id the person answers to), then `DBOS.recv` on the "approval" topic with DBOS's
+  default timeout (APPROVAL_WAIT). The person's click is the app's endpoint calling `DBOS.send`
+  to the workflow id (POST /approve); a second click's message waits in the queue, unread.
+
+POST /call {workflow_id, scenario, base_url, typed[, approval, action]} answers {told, detail};
+POST /approve {workflow_id} sends the approval.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import asyncio
 from aiohttp import web
 from dbos import DBOS, SetWorkflowID, StepOptions
 
+from effectgate_lab.chaos.peers.approval_inbox import APPROVAL_WAIT, ask
 from effectgate_lab.chaos.peers.provider_call import JsonDict, Providers
 from effectgate_lab.chaos.peers.worker_http import announce, crash_point, parse
 
@@ -34,11 +42,19 @@ STEP_OPTIONS: StepOptions = {
     "interval_seconds": 1.0,
     "backoff_rate": 2.0,
 }
+ASK_OPTIONS: StepOptions = {**STEP_OPTIONS, "name": "ask_for_approval"}
+TOPIC = "approval"
 PROVIDERS = Providers()
 
 
 @DBOS.workflow(name="tool_call")
 async def tool_call(request: JsonDict) -> JsonDict:
+    if request.get("approval"):
+        workflow_id = str(DBOS.workflow_id)
+        await DBOS.run_step_async(ASK_OPTIONS, ask, request["approval"], request["action"], workflow_id)
+        if await DBOS.recv_async(TOPIC, timeout_seconds=APPROVAL_WAIT) is None:
+            return {"told": "failure", "detail": "approval timed out"}
+
     async def provider_call() -> JsonDict:
         key = f"{DBOS.workflow_id}-{DBOS.step_id}"
         answer = await PROVIDERS.call(request, key)
@@ -59,11 +75,19 @@ async def handle(request: web.Request) -> web.Response:
     return web.json_response(answer)
 
 
+async def approve(request: web.Request) -> web.Response:
+    """The person's click: the app sends the approval to the waiting workflow."""
+    body: JsonDict = await request.json()
+    await DBOS.send_async(body["workflow_id"], "approved", TOPIC)
+    return web.json_response({})
+
+
 async def serve(port: int, db: str) -> None:
     DBOS(config={"name": "effectgate-chaos", "system_database_url": db, "log_level": "ERROR"})
     DBOS.launch()  # recovers what a killed worker left pending
     app = web.Application()
     app.router.add_post("/call", handle)
+    app.router.add_post("/approve", approve)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()

@@ -10,17 +10,26 @@ call runs in `ctx.run`, as Restate's docs recommend for a payment or an email.
   across the invocation's retries and across a worker that died mid-step.
 - `ctx.run` has no retry options of its own: the server's default invocation retry policy applies
   (Restate 1.7: 500 ms, doubling, at most 70 attempts, then the invocation pauses).
-- The request body carries {scenario, base_url, typed}; the handler answers {told, detail}.
+- With an approval to wait for (the request names the person's inbox as `approval`), the handler
+  first waits for a person as Restate's docs show: an awakeable, its id delivered to the inbox
+  inside `ctx.run` (so a retry does not ask twice), then `await` on it, raced against a durable
+  `ctx.sleep` of APPROVAL_WAIT (a `restate.select`, the SDK's way to time a wait). The person
+  resolves it through the ingress (`POST /restate/awakeables/{id}/resolve`); a second click
+  completes an awakeable already completed, which Restate ignores.
+- The request body carries {scenario, base_url, typed} (and `approval`, `action` with an approval);
+  the handler answers {told, detail}.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import restate
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
+from effectgate_lab.chaos.peers.approval_inbox import APPROVAL_WAIT, ask
 from effectgate_lab.chaos.peers.provider_call import JsonDict, Providers
 from effectgate_lab.chaos.peers.worker_http import announce, crash_point, parse
 
@@ -31,6 +40,13 @@ tool = restate.Service("ChaosTool")
 
 @tool.handler("call")
 async def call(ctx: restate.Context, request: JsonDict) -> JsonDict:
+    if request.get("approval"):
+        awakeable, approved = ctx.awakeable(type_hint=str)
+        await ctx.run_typed("ask for approval", ask, url=request["approval"], action=request["action"], token=awakeable)
+        wait = ctx.sleep(timedelta(seconds=APPROVAL_WAIT))
+        match await restate.select(approved=approved, timeout=wait):
+            case ["timeout", _]:
+                return {"told": "failure", "detail": "approval timed out"}
     key = f"{ctx.request().id}-{STEP}"
 
     async def provider_call() -> JsonDict:

@@ -1,28 +1,15 @@
 """The engines beside effectgate: every part pooled into fault families, split by whether the
 provider honours idempotency keys (Stripe-like) or has none (the CRM), so that a reader sees where
-a durable step's key is enough and where it is not."""
+a durable step's key is enough and where it is not. The families are model.FAMILIES."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from effectgate_lab.chaos.model import ENGINES, Result
+from effectgate_lab.chaos.model import ENGINES, FAMILIES, KEYED, Result
 from effectgate_lab.chaos.reporting.report import fmt_count, fmt_rate, summarize, table
 
-KEYED = frozenset({"charge_card"})  # the simulators whose writes dedup on an Idempotency-Key
 COMPARED = ("retries_only", "stable_key", *ENGINES, "effectgate")
-# Parts pooled into one family each (the settings parts are effectgate's alone).
-FAMILIES = {
-    "headline": "study faults",
-    "keyed": "study faults",
-    "behaviours": "re-plans, resumes, approvals, subagents",
-    "partial_finishing": "first write half-done",
-    "partial_stuck": "first write half-done",
-    "timeout_after_commit": "first write's answer lost",
-    "timeout_after_commit_unseen": "first write's answer lost",
-    "timeout_before_commit": "first write's request lost",
-    "sweep": "wait below and above the lag",
-}
 
 
 def family(r: Result) -> str:

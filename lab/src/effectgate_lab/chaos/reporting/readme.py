@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from effectgate_lab.chaos.model import ENGINES, Result
-from effectgate_lab.chaos.reporting.engines import KEYED
+from effectgate_lab.chaos.model import ENGINES, KEYED, Result
 from effectgate_lab.chaos.reporting.report import summarize
 from effectgate_lab.chaos.reporting.stats import wilson
 from effectgate_lab.chaos.runner import Part, all_parts

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from effectgate_lab.chaos.model import ENGINES, Result
-from effectgate_lab.chaos.reporting.engines import KEYED
+from effectgate_lab.chaos.model import ENGINES, KEYED, Result
 from effectgate_lab.chaos.reporting.report import fmt_rate, summarize
 from effectgate_lab.chaos.reporting.tables import CONDITIONS, methods_in, part, sweep_runs
 

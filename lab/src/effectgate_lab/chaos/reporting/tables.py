@@ -113,8 +113,12 @@ def paired(results: Sequence[Result]) -> str:
     for method in methods_in(runs):
         if method == "effectgate":
             continue
-        pairs = [(dup, by[("effectgate", *k[1:])]) for k, dup in by.items() if k[0] == method]
-        pairs = [(a, b) for a, b in pairs if b is not None]
+        # Only episodes effectgate ran too (a run of other methods alone has no pairs).
+        pairs = [
+            (dup, by[("effectgate", *k[1:])])
+            for k, dup in by.items()
+            if k[0] == method and ("effectgate", *k[1:]) in by
+        ]
         only_m = sum(a and not b for a, b in pairs)
         only_e = sum(b and not a for a, b in pairs)
         both = sum(a and b for a, b in pairs)

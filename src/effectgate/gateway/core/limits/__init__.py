@@ -3,9 +3,9 @@ one effect per scope, circuit breakers."""
 
 from __future__ import annotations
 
-from effectgate.gateway.core.limits.breaker import Breaker, Breakers
+from effectgate.gateway.core.limits.breaker import Breaker
 from effectgate.gateway.core.limits.policy import PolicyError, ToolPolicy
 from effectgate.gateway.core.limits.rules import RuleError
 from effectgate.gateway.core.limits.usage_and_grants import GRANT_TTL, LimitsDesk
 
-__all__ = ["GRANT_TTL", "Breaker", "Breakers", "LimitsDesk", "PolicyError", "RuleError", "ToolPolicy"]
+__all__ = ["GRANT_TTL", "Breaker", "LimitsDesk", "PolicyError", "RuleError", "ToolPolicy"]

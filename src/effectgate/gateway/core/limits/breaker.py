@@ -11,10 +11,10 @@ refusal (a declined card) is an answer, not a provider error.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from effectgate.gateway.config import BreakerConfig
-from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.observer import Observer
 from effectgate.gateway.model import CircuitOpen
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
@@ -26,10 +26,10 @@ class Breaker:
         tool: str,
         config: BreakerConfig,
         clock: Callable[[], float],
-        on_open: Callable[[str, str, float], None] | None = None,
+        observer: Observer,
     ) -> None:
         self.tool = tool
-        self._on_open = on_open
+        self._observer = observer
         self.config = config
         self._clock = clock
         self.state = CLOSED
@@ -46,7 +46,7 @@ class Breaker:
             left = self._opened_at + self.config.cooldown - now
             if left > 0:
                 raise CircuitOpen(self.tool, retry_after=left)
-            self._change(HALF_OPEN, f"cool-down of {self.config.cooldown:g}s over; one probe goes through")
+            self._change(HALF_OPEN, f"cool-down of {self.config.cooldown:g}s over; one probe goes through", now)
         # Half-open: one probe at a time (a probe that never reported back is replaced after a cool-down).
         if self._probe_at is not None and now - self._probe_at < self.config.cooldown:
             raise CircuitOpen(self.tool, retry_after=max(self._probe_at + self.config.cooldown - now, 0.5))
@@ -61,7 +61,7 @@ class Breaker:
                 self._open(now, "the probe failed")
             else:
                 self._failures.clear()
-                self._change(CLOSED, "the probe was answered")
+                self._change(CLOSED, "the probe was answered", now)
             return
         if not failed or self.state == OPEN:
             return
@@ -74,36 +74,9 @@ class Breaker:
     def _open(self, now: float, why: str) -> None:
         self._opened_at = now
         self._failures.clear()
-        self._change(OPEN, f"{why}; new actions refused for {self.config.cooldown:g}s")
-        if self._on_open is not None:
-            self._on_open(self.tool, why, now)
+        self._change(OPEN, f"{why}; new actions refused for {self.config.cooldown:g}s", now)
+        self._observer.breaker_opened(self.tool, why, now)
 
-    def _change(self, state: str, why: str) -> None:
+    def _change(self, state: str, why: str, at: float) -> None:
         self.state = state
-        INSTALLED.observer.breaker_changed(self.tool, state, why)
-
-
-class Breakers:
-    """The breakers of the tools that configure one."""
-
-    def __init__(self, configs: Mapping[str, BreakerConfig], clock: Callable[[], float]) -> None:
-        self._breakers = {tool: Breaker(tool, config, clock, self._opened) for tool, config in configs.items()}
-        # (tool, why, when) of each opening: the gate's notice ([[notify]]).
-        self.on_open: Callable[[str, str, float], None] | None = None
-
-    def _opened(self, tool: str, why: str, at: float) -> None:
-        if self.on_open is not None:
-            self.on_open(tool, why, at)
-
-    def admit(self, tool: str) -> None:
-        breaker = self._breakers.get(tool)
-        if breaker is not None:
-            breaker.admit()
-
-    def record(self, tool: str, failed: bool) -> None:
-        breaker = self._breakers.get(tool)
-        if breaker is not None:
-            breaker.record(failed)
-
-    def states(self) -> dict[str, str]:
-        return {tool: b.state for tool, b in self._breakers.items()}
+        self._observer.breaker_changed(self.tool, state, why, at)

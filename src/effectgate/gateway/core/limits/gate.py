@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import Message
 
 from effectgate.gateway.config import OnUnique, Unique
-from effectgate.gateway.core.limits.breaker import Breakers
-from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.limits.breaker import Breaker
+from effectgate.gateway.core.observer import Observer
 from effectgate.gateway.model import (
     UNCOUNTED,
     ActionEvent,
@@ -24,11 +24,9 @@ from effectgate.gateway.model import (
     Counters,
     InvalidRequest,
     LimitExceeded,
-    Notice,
     Reservation,
     Ruling,
     ScopeTaken,
-    notify,
 )
 from effectgate.gateway.store import Store
 
@@ -37,15 +35,16 @@ if TYPE_CHECKING:
 
 
 class LimitGate:
-    def __init__(self, store: Store, tools: ToolSet, clock: Callable[[], float]) -> None:
+    def __init__(self, store: Store, tools: ToolSet, clock: Callable[[], float], observer: Observer) -> None:
         self._store = store
         self._tools = tools
         self._clock = clock
-        self.breakers = Breakers({t.name: t.config.breaker for t in tools if t.config.breaker is not None}, clock)
-        # Where limit denials and breaker openings go as notices ([[notify]]): set by the server.
-        # It must not block: it only queues (background/notify/).
-        self.on_notice: Callable[[Notice], None] | None = None
-        self.breakers.on_open = self._breaker_opened
+        # Told of every denial (the limits log, and the [[notify]] notices: background/notify/).
+        self._observer = observer
+        # The breakers of the tools that configure one (a tool without costs no call).
+        self.breakers = {
+            t.name: Breaker(t.name, t.config.breaker, clock, observer) for t in tools if t.config.breaker is not None
+        }
 
     # -- the protocol ---------------------------------------------------------------------------
 
@@ -69,7 +68,9 @@ class LimitGate:
     ) -> tuple[bool, Reservation | None, bool]:
         """A new action: the breaker, then (needs approval, what to reserve with the claim, whether
         rules over the counters are left to decide in the claim: `ruling`)."""
-        self.breakers.admit(tool.name)
+        breaker = self.breakers.get(tool.name)
+        if breaker is not None:
+            breaker.admit()
         policy = tool.policy
         reservation = policy.reservation(who, payload, now)
         if policy.needs_approval(who, payload, now, rules=policy.payload_rules):
@@ -113,9 +114,8 @@ class LimitGate:
         try:
             return await self._store.claim(record, reservation, entry, ruling)
         except LimitExceeded as exc:
-            INSTALLED.observer.limit_denied(record.tool, exc.reason)
             exc.figures["action_id"] = record.action_id  # what an operator's grant names
-            self._denied(record, exc)
+            self._observer.limit_denied(record, exc, self._clock())
             raise
 
     # -- the driver -------------------------------------------------------------------------------
@@ -134,28 +134,15 @@ class LimitGate:
             try:
                 return await self._store.update_accounted(record, hold=hold, event=entry)
             except LimitExceeded as exc:
-                INSTALLED.observer.limit_denied(record.tool, exc.reason)
                 exc.figures["action_id"] = record.action_id
-                self._denied(record, exc)
+                self._observer.limit_denied(record, exc, self._clock())
                 raise
         return await self._store.update(record, entry)
 
-    def _denied(self, record: ActionRecord, exc: LimitExceeded) -> None:
-        if self.on_notice is not None:
-            # One notice per action, generation and limit: an agent retrying the call is not news.
-            key = f"{record.action_id}:{record.generation}:{exc.reason}"
-            detail = {"reason": exc.reason, "message": str(exc), "figures": dict(exc.figures)}
-            at = self._clock()
-            self.on_notice(
-                Notice(notify.LIMIT_DENIED, key, record.tenant, record.tool, at, record.action_id, detail, record)
-            )
-
-    def _breaker_opened(self, tool: str, why: str, at: float) -> None:
-        if self.on_notice is not None:
-            self.on_notice(Notice(notify.BREAKER_OPENED, f"{tool}:{at!r}", "", tool, at, detail={"why": why}))
-
     def provider_answered(self, tool: str, failed: bool) -> None:
-        self.breakers.record(tool, failed)
+        breaker = self.breakers.get(tool)
+        if breaker is not None:
+            breaker.record(failed)
 
     def _policy(self, name: str) -> object | None:
         try:

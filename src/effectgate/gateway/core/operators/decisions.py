@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable, Mapping
 
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.model import ActionRecord, InFlight, InvalidRequest, PolicyConflict, State
 
@@ -126,7 +125,7 @@ class Decisions:
             await self.protocol.release(leased)
             return 0
         expired = await self.protocol.commit(leased, t.Expire(ttl=ttl))
-        INSTALLED.observer.approval_expired(expired)
+        self.protocol.observer.approval_expired(expired)
         return 1
 
     async def _decide(

@@ -20,7 +20,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.operators.inbox import POLL, Watch
 from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.model import REPORTED, ActionRecord, ListQuery, State
@@ -87,7 +86,7 @@ class Waits:
             return record, until(record)
         waiter = _Waiter(until, asyncio.get_running_loop().create_future())
         feed = self._join(tenant, action_id, waiter)
-        INSTALLED.observer.waits_changed(1)
+        self.protocol.observer.waits_changed(1)
         try:
             record = await self.protocol.get(tenant, action_id)  # after joining: see the docstring
             if until(record):
@@ -97,7 +96,7 @@ class Waits:
         except (TimeoutError, _Released):
             return await self.protocol.get(tenant, action_id), False
         finally:
-            INSTALLED.observer.waits_changed(-1)
+            self.protocol.observer.waits_changed(-1)
             self._leave(tenant, feed, action_id, waiter)
 
     def release(self) -> None:
@@ -118,6 +117,11 @@ class Waits:
         return feed
 
     def _leave(self, tenant: str, feed: _Feed, action_id: str, waiter: _Waiter) -> None:
+        if waiter.answer.done() and not waiter.answer.cancelled():
+            # The feed failed (or the gateway stopped) while this wait was re-reading the action,
+            # and the wait ended without awaiting its answer: read the error here, or asyncio
+            # logs "Future exception was never retrieved" when the future is collected.
+            waiter.answer.exception()
         waiting = feed.waiters.get(action_id, [])
         if waiter in waiting:
             waiting.remove(waiter)

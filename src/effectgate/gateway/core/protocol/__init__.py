@@ -7,10 +7,10 @@ composition; its file says where each verb lives:
 - `leases`: `try_lease`, `lease`, `commit`, `preview`, `release`, `claim_due`, `wake_reconciler`,
   `wait_for_work`;
 - `collaborators`: `refuse_if_skewed`, `now`, `tool`, `tool_config`, `tool_deadline`,
-  `approvals_required`, `post_notices`, `answer_replays_with`.
+  `approvals_required`, `answer_replays_with`.
 
 `collaborators` is the one place that holds what every part uses (store, tools, settings, clock,
-limits, the replay cache, the drives and claims in flight); the driver (`driver`: write, call,
+limits, the replay cache, the observer, the drives and claims in flight); the driver (`driver`: write, call,
 write) moves one leased action; the replay cache (`replay_cache`) keeps settled actions and their
 answers. The pure rules they apply are in `core/transitions/`.
 """

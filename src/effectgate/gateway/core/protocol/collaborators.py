@@ -3,9 +3,10 @@ the lease settings, the clock, the limits, the replay cache and the drives and c
 with the few helpers every verb uses (the store guard, the tool's policy, the read of a record
 that must exist, the skew check).
 
-`EffectProtocol` (`verbs`) builds one `Collaborators` and hands it to each of its parts: the
+`EffectProtocol(Collaborators(...))` (`verbs`) hands this one object to each of its parts: the
 driver (`driver`), the lease verbs (`leases`), the read verbs (`reads`) and the Execute path
-(`execute`). None of them takes the store, the clock or the settings on its own.
+(`execute`). None of them takes the store, the clock or the settings on its own, and this
+constructor is the only signature that lists them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from effectgate.adapters.base import KEEPS_PROCESSING
 from effectgate.gateway.config import ToolConfig
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
-from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.observer import Observer
 from effectgate.gateway.core.protocol.replay_cache import ReplayCache, Serializer
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import (
@@ -29,7 +30,6 @@ from effectgate.gateway.model import (
     ClockSkewed,
     GatewayUnavailable,
     InvalidRequest,
-    Notice,
 )
 from effectgate.gateway.store import Store, StoreUnavailable
 
@@ -72,6 +72,7 @@ class Collaborators:
         cache: ReplayCache | None = None,
         clock_problem: Callable[[], str] = lambda: "",
         on_answered: Callable[[ActionRecord, BoundTool, float], None] | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.store = store
         self.tools = tools
@@ -83,7 +84,9 @@ class Collaborators:
         self.clock_problem = clock_problem
         # Told of every write the provider answered with a receipt (the read-lag sampler).
         self.on_answered = on_answered
-        self.limits = LimitGate(store, tools, clock)
+        # This replica's observer: what the core reports (core/observer.py); nothing by default.
+        self.observer = observer if observer is not None else Observer()
+        self.limits = LimitGate(store, tools, clock, self.observer)
         self.cache = cache if cache is not None else ReplayCache()
         # Drives running in this process, by action id: local duplicates await them, and
         # graceful shutdown lets them finish.
@@ -100,10 +103,6 @@ class Collaborators:
             raise ClockSkewed(f"{problem}: this replica takes no work until it is back; another replica may")
 
     # -- small verbs, for the RPC layer, operators and the reconciler (bound on the face) --------
-
-    def post_notices(self, post: Callable[[Notice], None]) -> None:
-        """Where limit denials and breaker openings go ([[notify]]); `post` must not block."""
-        self.limits.on_notice = post
 
     def now(self) -> float:
         """The protocol's clock (the reconciler measures its lag with it)."""
@@ -150,11 +149,10 @@ class Collaborators:
             raise ActionNotFound(action_id)
         return record
 
-    @staticmethod
-    async def guard(work: Awaitable[T]) -> T:
+    async def guard(self, work: Awaitable[T]) -> T:
         """A store that cannot persist fails the call closed: nothing more is sent."""
         try:
             return await work
         except StoreUnavailable as exc:
-            INSTALLED.observer.store_error("protocol")
+            self.observer.store_error("protocol")
             raise GatewayUnavailable(str(exc)) from exc

@@ -20,7 +20,6 @@ import asyncio
 import contextvars
 import dataclasses
 import logging
-import time
 
 from effectgate.adapters.base import (
     AmbiguousError,
@@ -33,10 +32,8 @@ from effectgate.adapters.base import (
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
-from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.protocol.collaborators import Collaborators, policy_of
 from effectgate.gateway.core.tools import BoundTool
-from effectgate.gateway.core.transitions import history
 from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET, next_move, reconciler_sends
 from effectgate.gateway.model import (
     UNSENT,
@@ -79,6 +76,7 @@ class Driver:
         self.clock = parts.clock
         self.sleep = parts.sleep
         self.clock_problem = parts.clock_problem
+        self.observer = parts.observer
         # The provider calls running now: action id -> when the call's budget ends (our clock).
         # A caller whose deadline comes first is answered IN_FLIGHT while the call goes on.
         self.calling: dict[str, float] = {}
@@ -263,7 +261,7 @@ class Driver:
         if calls is not None:
             calls.append(record.action_id)
         try:
-            with INSTALLED.observer.provider_call("execute", record, tool.config.adapter):
+            with self.observer.provider_call("execute", record, tool.config.adapter):
                 # asyncio.timeout, not wait_for: no task of its own, so no extra loop turns.
                 async with asyncio.timeout(timeout):
                     receipt = await tool.adapter.execute(tool.action_call(record))
@@ -273,8 +271,8 @@ class Driver:
             return t.RefusedBeforeActing(exc.message, retry_after=exc.retry_after)
         except CredentialsRefused as exc:
             # An operator's problem, not the agent's: every call to this adapter fails until the
-            # key is fixed. A warning and a metric; readiness stays on (docs/production.md).
-            INSTALLED.observer.credentials_refused(tool.config.adapter, time.time())
+            # key is fixed. A warning, and a metric (the provider call's watch counts it);
+            # readiness stays on (docs/production.md).
             where = tool.credentials or f"[adapters.{tool.config.adapter}]"
             log.warning("provider refused the credentials of %s: %s", where, exc.message)
             # Never "retry later": nothing changes until the key does.
@@ -292,13 +290,12 @@ class Driver:
             # so this is ambiguous too and verification decides.
             log.info("ambiguous outcome for %s: %s", record.action_id, type(exc).__name__)
             return t.Ambiguous(type(exc).__name__)
-        INSTALLED.observer.credentials_accepted(tool.config.adapter)
         return t.Answered(receipt)
 
     async def read_back(self, record: ActionRecord, tool: BoundTool, deadline: float) -> Observation:
         timeout = max(MIN_CALL_BUDGET, min(tool.config.attempt_timeout, deadline - self.clock()))
         try:
-            with INSTALLED.observer.provider_call("verify", record, tool.config.adapter) as call:
+            with self.observer.provider_call("verify", record, tool.config.adapter) as call:
                 async with asyncio.timeout(timeout):
                     observation = await tool.adapter.verify(tool.action_call(record))
                 call.observed(observation)
@@ -323,7 +320,7 @@ class Driver:
         """Writes under our lease (renewed, or released when the action settled)."""
         now = self.clock()
         fresh = t.stamped(record, now, policy)
-        if not await self._put(fresh, dispatching, None if event is None else history.entry(event, fresh, now)):
+        if not await self._put(fresh, dispatching, None if event is None else t.entry(event, fresh, now)):
             raise LeaseLost(record.action_id)
         return fresh
 
@@ -333,7 +330,7 @@ class Driver:
             return record  # released by the write that settled it
         now = self.clock()
         released = t.released(record, now)
-        if not await self._put(released, False, None if event is None else history.entry(event, released, now)):
+        if not await self._put(released, False, None if event is None else t.entry(event, released, now)):
             raise LeaseLost(record.action_id)
         return released
 

@@ -23,13 +23,11 @@ from dataclasses import dataclass
 from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
-from effectgate.gateway.core.observer import INSTALLED
 from effectgate.gateway.core.protocol.collaborators import Collaborators
 from effectgate.gateway.core.protocol.driver import Driver, LeaseLost, SentThenStoreFailed
 from effectgate.gateway.core.protocol.leases import Leases
 from effectgate.gateway.core.protocol.replay_cache import RequestKey
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
-from effectgate.gateway.core.transitions import history
 from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET
 from effectgate.gateway.model import (
     ActionEvent,
@@ -107,8 +105,8 @@ class ExecutePath:
     # -- Execute -------------------------------------------------------------------------------
 
     async def execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
-        with INSTALLED.observer.execute(cmd.identity.tool, cmd.identity.tool_call_id) as call:
-            result = self._known_replay(cmd) or await self._execute(cmd, deadline)
+        with self._parts.observer.execute(cmd.identity.tool, cmd.identity.tool_call_id) as call:
+            result = self._known_replay(cmd) or await self._execute(cmd, deadline, call.traceparent)
             call.done(result.record, result.replayed)
             return result
 
@@ -124,7 +122,7 @@ class ExecutePath:
         answer = kept.answer
         return ExecuteResult(kept.record, True, answer if answer is not None else self._parts.cache.answer(kept))
 
-    async def _execute(self, cmd: ExecuteCommand, deadline: float) -> ExecuteResult:
+    async def _execute(self, cmd: ExecuteCommand, deadline: float, traceparent: str) -> ExecuteResult:
         self._parts.refuse_if_skewed()  # before anything is read, stored or sent
         who = cmd.identity
         validate_context(who.run_id, who.step_id, who.tool)
@@ -159,7 +157,7 @@ class ExecutePath:
             approval=needs_approval,
             # Two durable writes for a new action: the claim is the DISPATCHED intent.
             send_now=deadline - now >= MIN_CALL_BUDGET,
-            trace_parent=INSTALLED.observer.traceparent(),
+            trace_parent=traceparent,
             policy_version=tool.policy_version,
             adapter=tool.config.adapter,
         )
@@ -168,8 +166,8 @@ class ExecutePath:
         if deferred and not needs_approval:  # rules over the counters: decided in the claim
             asked = dataclasses.replace(claim, approval=True)
             held = t.create(asked, now, self._parts.policy(tool))
-            ruling = self._parts.limits.ruling(tool, who, payload, now, held, history.entry(asked, held, now))
-        record, inserted = await self._claim(created, history.entry(claim, created, now), reservation, ruling)
+            ruling = self._parts.limits.ruling(tool, who, payload, now, held, t.entry(asked, held, now))
+        record, inserted = await self._claim(created, t.entry(claim, created, now), reservation, ruling)
         if not inserted:  # another caller claimed it between our read and our insert
             return await self._repeat(record, cmd, fingerprint, tool, deadline)
         if record.state is State.AWAITING_APPROVAL:
@@ -226,11 +224,11 @@ class ExecutePath:
             if leased is None:  # someone else took it between our read and our claim
                 record = await self._parts.get(record.action_id)
                 continue
-            INSTALLED.observer.lease_taken_over(record)
+            self._parts.observer.lease_taken_over(record)
             return ExecuteResult(await self._run(leased, tool, deadline), replayed=False)
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
-        INSTALLED.observer.waited_on_holder()
+        self._parts.observer.waited_on_holder()
         task = self._parts.inflight.get(record.action_id) or self._parts.claiming.get(record.action_id)
         if task is not None:  # the holder is in this process: wait for it directly
             # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
@@ -316,12 +314,12 @@ class ExecutePath:
                 current=tool if moved else None,
                 reconciling=not caller,
             )
-            INSTALLED.observer.settled(settled)
+            self._parts.observer.settled(settled)
             return settled
         except SentThenStoreFailed as exc:
             # The provider was called: the effect may exist. The lease runs out and the
             # reconciler verifies the action before anything more is sent.
-            INSTALLED.observer.store_error("drive")
+            self._parts.observer.store_error("drive")
             raise StoreFailedAfterSend(
                 f"the store failed after the request reached the provider ({exc}); the action is "
                 "verified before anything is sent again: call again with the same run context, never a new one",
@@ -329,7 +327,7 @@ class ExecutePath:
             ) from exc
         except StoreUnavailable as exc:
             # Nothing was sent by this call; the action is verified before any send.
-            INSTALLED.observer.store_error("drive")
+            self._parts.observer.store_error("drive")
             raise GatewayUnavailable(
                 f"the store failed while the action was in flight ({exc}), before anything was sent: "
                 "call again with the same run context",

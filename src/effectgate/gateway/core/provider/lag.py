@@ -29,7 +29,7 @@ from typing import Protocol
 
 from effectgate.adapters.base import ActionCall, Adapter, Outcome
 from effectgate.gateway.config import ConsistencySection, ToolConfig
-from effectgate.gateway.core.observer import INSTALLED
+from effectgate.gateway.core.observer import Observer
 from effectgate.gateway.model import ActionRecord
 from effectgate.gateway.store import Store, StoreUnavailable
 
@@ -104,8 +104,11 @@ class SampledTool(Protocol):
 class LagSampler:
     """Starts a probe after one confirmed write in `sample_every` (`on_answered`)."""
 
-    def __init__(self, store: Store, book: LagBook, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store: Store, book: LagBook, clock: Callable[[], float] = time.time, observer: Observer | None = None
+    ) -> None:
         self._store = store
+        self._observer = observer if observer is not None else Observer()
         self._book = book
         self._clock = clock
         self._seen = 0
@@ -150,7 +153,7 @@ class LagSampler:
         key = tool.lag_key
         self._book.add(key, lag)
         p50, p99 = self._book.quantile(key, 0.5), self._book.quantile(key, 0.99)
-        INSTALLED.observer.read_lag(key, lag, p50, p99)
+        self._observer.read_lag(key, lag, p50, p99)
         with contextlib.suppress(NotImplementedError, StoreUnavailable):
             await self._store.record_read_lag(key, self._clock(), lag)
         configured = tool.config.consistency_window

@@ -19,7 +19,7 @@ settled already) is answered from that read; the provider is read without the le
 lease is taken only to write what the read shows, if the action has not moved meanwhile. Each
 event id is applied once (claimed in the store's provider log before anything changes); the claim
 is dropped again when nothing was applied. Any exception while the action is leased releases the
-lease here, in one place (`_write`).
+lease here, in one place (`_write`), unless the write may have landed (then it released it).
 """
 
 from __future__ import annotations
@@ -196,9 +196,23 @@ class ProviderReports:
                 raise Busy(record.action_id)  # moved since our read: the provider's retry reads again
             return await self._protocol.commit(leased, event)
         except BaseException:
-            with contextlib.suppress(Exception):  # released already when the failure came after the write
-                await self._protocol.release(leased)
+            with contextlib.suppress(Exception):
+                if await self._unwritten(leased):
+                    await self._protocol.release(leased)
             raise
+
+    async def _unwritten(self, leased: ActionRecord) -> bool:
+        """Whether the action is still as we leased it. A commit whose answer was lost (the
+        connection dropped after COMMIT) may have landed: releasing `leased` then would write the
+        action back as it was before the commit, under the same fence (a CONFIRMED back to
+        UNKNOWN: the simulator's seed 2166). The commit released the lease itself."""
+        now = await self._protocol.peek(leased.action_id)
+        return now is not None and (now.state, now.fence, now.lease_owner, now.updated_at) == (
+            leased.state,
+            leased.fence,
+            leased.lease_owner,
+            leased.updated_at,
+        )
 
     def _tool_of(self, record: ActionRecord, adapter: ReceivesWebhooks) -> BoundTool:
         """The action's tool, reading through the adapter that dispatched it (the event's) even

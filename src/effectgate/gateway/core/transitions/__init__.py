@@ -11,9 +11,10 @@ the protocol creates actions and uses bypass grants; operators approve, reconcil
 Lease bookkeeping (renewal and release) is not a state change and lives in `stamped`/`released`.
 
 The rooms: `events` (what can happen to an action), `table` (the table, `allows`, the diagram),
-`steps` (`apply` and what each event writes), `records` (`create`, `stamped`, `released`),
-`policy` (`Policy` and the consistency window), `moves` (what the driver does next), `history`
-(the event each transition leaves). Callers import this face: `from effectgate.gateway.core import transitions as t`.
+`steps` (`apply` and what each event writes), `records` (what a write carries besides its step:
+`create`, `stamped`, `released`, and `entry`, the event each transition leaves in the story),
+`policy` (`Policy` and the consistency window), `moves` (what the driver does next). Callers
+import this face: `from effectgate.gateway.core import transitions as t`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from effectgate.gateway.core.transitions.events import (
     UseBypass,
 )
 from effectgate.gateway.core.transitions.policy import RETRY_PAUSE, Policy, absence_provable_at, provider_done_by
-from effectgate.gateway.core.transitions.records import create, released, stamped
+from effectgate.gateway.core.transitions.records import create, entry, released, stamped
 from effectgate.gateway.core.transitions.steps import RESOLUTIONS, apply
 from effectgate.gateway.core.transitions.table import EDGES, TABLE, IllegalTransition, allows, mermaid
 
@@ -72,6 +73,7 @@ __all__ = [
     "allows",
     "apply",
     "create",
+    "entry",
     "mermaid",
     "provider_done_by",
     "released",
