@@ -5,7 +5,6 @@ reports every promise it saw broken."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from effectgate.gateway.model import ActionRecord, State, keys
@@ -30,15 +29,6 @@ class Watch:
         self.fences: dict[str, int] = {}
         self.states: dict[str, str] = {}
         self.identities: dict[str, tuple[str, str, str, str]] = {}
-        # Only the rows written since the last look are checked: temporary triggers (on the
-        # world's connection only, so no replica's SQL changes) list the action ids written.
-        conn = world.db.conn
-        conn.execute("CREATE TEMP TABLE sim_written (action_id TEXT PRIMARY KEY)")
-        for verb in ("INSERT", "UPDATE"):
-            conn.execute(
-                f"CREATE TEMP TRIGGER sim_{verb.lower()} AFTER {verb} ON main.actions "
-                "BEGIN INSERT OR IGNORE INTO sim_written VALUES (new.action_id); END"
-            )
 
     def fail(self, what: str) -> None:
         self.world.violation(what)
@@ -90,19 +80,14 @@ class Watch:
 
     def store(self) -> None:
         w = self.world
-        conn = w.db.conn
-        written = [row[0] for row in conn.execute("SELECT action_id FROM sim_written")]
-        if not written:
-            return
-        conn.execute("DELETE FROM sim_written")
-        marks = ", ".join("?" * len(written))
-        found = conn.execute(f"SELECT action_id, state, fence FROM actions WHERE action_id IN ({marks})", written)
-        changed = [r for r in found if (self.states.get(r[0]), self.fences.get(r[0])) != (r[1], r[2])]
+        # Only the rows written since the last look (the store's feed of written rows).
+        changed = [
+            (action_id, state, fence)
+            for action_id, (state, fence) in w.db.written().items()
+            if (self.states.get(action_id), self.fences.get(action_id)) != (state, fence)
+        ]
         if not changed:
             return
-        ledger: dict[str, int] = defaultdict(int)
-        for e in w.provider.ledger:
-            ledger[e.provider_key] += 1
         for action_id, state, fence in sorted(changed):
             w.event(f"row {action_id[:12]} {state} fence={fence}")
             before = self.fences.get(action_id, 0)
@@ -115,7 +100,8 @@ class Watch:
                 self.fail(f"{action_id} left its terminal state {was} for {state}")
             self.states[action_id] = state
             if state in (State.REJECTED.value, State.NOT_FOUND.value):
-                if ledger[keys.provider_key(action_id, w.checks_more.generation(action_id))]:
+                key = keys.provider_key(action_id, w.checks_more.generation(action_id))
+                if any(e.provider_key == key for e in w.provider.ledger):
                     self.fail(f"{action_id} recorded {state} while the provider applied it")
                 elif w.provider.pending_for(action_id):
                     self.fail(f"{action_id} recorded {state} while a request for it may still apply")

@@ -21,6 +21,7 @@ from effectgate.gateway.config import Config
 from effectgate.gateway.runtime.replica import Replica, build_replica
 from effectgate.testing.sim.provider import SimAdapter
 from effectgate.testing.sim.store import SimStore
+from tests.sim import config
 
 if TYPE_CHECKING:
     from tests.sim.world import World
@@ -39,23 +40,42 @@ class Gate:
         self.what = what
         self.faults = faults
 
+    # Both run at every store and provider call, so they are written out flat (what `crossing`
+    # and `maybe_stall` were, in the same order, with the same draws): a dead replica's task stops
+    # here; the replica crashes at its n-th call, before it or after it returned; while the world
+    # is faulty, the task may stall (`SimReplica.stall`), then the faults are drawn.
+
     async def enter(self, kind: str) -> None:
-        await self.replica.crossing(f"{self.what}.{kind}", "before")
-        await self.replica.maybe_stall(f"before {self.what}.{kind}")
-        if self.faults is not None and self.replica.world.faulty:
-            await self.faults.enter(kind)
-        if self.replica.dead:  # killed while it stood still (a stall, a slow store): no call
-            await _forever(self.replica.world.frozen)
+        r = self.replica
+        world = r.world
+        if r.dead:
+            await _forever(world.frozen)
+        r.calls += 1
+        if r.crash_at is not None and r.calls >= r.crash_at and not r.crash_after:
+            await r.crash_here(f"{self.what}.{kind}", "before")
+        if world.faulty:
+            if r.stalls.random() < STALL_ODDS:
+                await r.stall(f"before {self.what}.{kind}")
+            if self.faults is not None and world.faulty:
+                await self.faults.enter(kind)
+        if r.dead:  # killed while it stood still (a stall, a slow store): no call
+            await _forever(world.frozen)
 
     async def leave(self, kind: str) -> None:
-        await self.replica.crossing(f"{self.what}.{kind}", "after")
-        await self.replica.maybe_stall(f"after {self.what}.{kind}")
-        if self.replica.dead:
-            await _forever(self.replica.world.frozen)
-        if self.faults is not None and self.replica.world.faulty:
+        r = self.replica
+        world = r.world
+        if r.dead:
+            await _forever(world.frozen)
+        if r.crash_at is not None and r.calls >= r.crash_at and r.crash_after:
+            await r.crash_here(f"{self.what}.{kind}", "after")
+        if world.faulty and r.stalls.random() < STALL_ODDS:
+            await r.stall(f"after {self.what}.{kind}")
+        if r.dead:
+            await _forever(world.frozen)
+        if self.faults is not None and world.faulty:
             await self.faults.leave(kind)
-        if self.what == "store" and kind == "write":
-            self.replica.world.after_write()
+        if kind == "write" and self.what == "store":
+            world.after_write()
 
 
 class SimReplica:
@@ -68,6 +88,8 @@ class SimReplica:
         self.skew = (rng.random() * 2 - 1) * 0.2
         self.drift = (rng.random() * 2 - 1) * 50e-6
         self.mono0 = rng.random() * 1e5
+        self.rate = 1 + self.drift
+        self.loop = world.loop
         self.calls = 0
         self.stalls = random.Random(f"stalls:{world.seed}:{number}")
         self.crash_at = crash_at
@@ -76,10 +98,10 @@ class SimReplica:
         self.died = asyncio.Event()
         self.gateway: Replica | None = None
 
-    async def maybe_stall(self, where: str) -> None:
+    async def stall(self, where: str) -> None:
         """Now and then a task of the replica stops for longer than a lease (a paused VM, a long
         GC, SIGSTOP): when it resumes, another replica may hold its action."""
-        if self.world.faulty and self.stalls.random() < STALL_ODDS and "stall" not in self.world.knobs.off:
+        if "stall" not in self.world.knobs.off:
             self.world.counts["replica_stall"] += 1
             pause = 10 + self.stalls.random() * 30
             self.world.event(f"stall {self.name} {where} for {pause:.3f}s")
@@ -91,20 +113,17 @@ class SimReplica:
         assert self.gateway is not None, f"{self.name} is not started"
         return self.gateway
 
+    # Both are read at every step of the protocol: the loop's time is read directly.
+
     def wall(self) -> float:
-        return self.world.now() + self.skew
+        return (config.EPOCH + self.loop._now) + self.skew  # World.now() + skew
 
     def monotonic(self) -> float:
-        return self.mono0 + self.world.loop.time() * (1 + self.drift)
+        return self.mono0 + self.loop._now * self.rate
 
-    async def crossing(self, where: str, phase: str) -> None:
-        if self.dead:
-            await _forever(self.world.frozen)
-        if phase == "before":
-            self.calls += 1
-        if self.crash_at is not None and self.calls >= self.crash_at and (phase == "after") == self.crash_after:
-            self.crash(f"at its call {self.calls} ({where}, {phase})")
-            await _forever(self.world.frozen)
+    async def crash_here(self, where: str, phase: str) -> None:
+        self.crash(f"at its call {self.calls} ({where}, {phase})")
+        await _forever(self.world.frozen)
 
     def crash(self, why: str) -> None:
         if self.dead:

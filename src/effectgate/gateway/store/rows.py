@@ -9,6 +9,7 @@ over the body's copies when a row is read, on every backend alike.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,12 @@ __all__ = ["COLUMNS", "SELECTED", "decode_cursor", "encode_cursor", "page", "pag
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
 
+# Decoding the body is most of what a read costs, and the same body is read again and again (the
+# approval expiry's scan on every tick, a waiting caller's polls, replays of a settled action):
+# a record is immutable, so one decoded record serves every read of the same body. A body that
+# does not decode (a newer schema, a corrupt row) raises every time, as before: errors are not kept.
+_decoded = functools.lru_cache(maxsize=1024)(codec.decode)
+
 
 def values(r: ActionRecord) -> tuple[Any, ...]:
     """The row for `r`, in `COLUMNS` order."""
@@ -58,7 +65,7 @@ def values(r: ActionRecord) -> tuple[Any, ...]:
 
 def record(row: Sequence[Any]) -> ActionRecord:
     """The record of a row selected as `SELECTED`, lease columns laid over the body."""
-    decoded = codec.decode(row[0])
+    decoded = _decoded(row[0])
     fence, owner, expires = row[1], row[2], float(row[3])
     if (decoded.fence, decoded.lease_owner, decoded.lease_expires_at) == (fence, owner, expires):
         return decoded

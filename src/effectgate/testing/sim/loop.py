@@ -12,18 +12,37 @@ raised (a simulator reports it as a violation: a liveness bug, or a lost wake-up
 
 The idea is CPython's test loop (`Lib/test/test_asyncio/utils.py`, `TestLoop`) and
 TigerBeetle's `testing/time.zig`: time is a value the harness advances, not a clock it reads.
+
+A simulation is nothing but callbacks, so the loop's own bookkeeping is a large share of its
+cost: `call_soon`, `call_at` and `_run_once` are asyncio's own, written out for a loop that never
+waits and makes no debug-mode checks (which would time callbacks on the virtual clock). They run the
+same callbacks in the same order: the timers' heap holds `(when, NaN, handle)` entries, which
+compare as asyncio's `TimerHandle`s do (by `when`, and a tie is "not less" either way: NaN is
+neither equal nor less) but without a Python-level `__lt__` at every comparison.
 """
 
 from __future__ import annotations
 
 import asyncio
-from asyncio import base_events
+import contextvars
+import heapq
+from asyncio import base_events, events, format_helpers
 from collections.abc import Callable
 from typing import Any
 
 # asyncio's housekeeping and one-off callbacks are never more than this far apart when work is
 # outstanding; a jump this long with nothing happening is a run that lost track of time.
 _FAR = 10.0 * 365 * 24 * 3600
+# The second element of a timer's heap entry: never equal, never less, so a tie on `when` is
+# settled as asyncio settles it (neither entry is less), without comparing the handles.
+_TIE = float("nan")
+# asyncio's own constants for `_run_once` (base_events.py), which typeshed does not declare.
+_BASE: Any = base_events
+_MIN_TIMERS: int = _BASE._MIN_SCHEDULED_TIMER_HANDLES
+_MIN_CANCELLED: float = _BASE._MIN_CANCELLED_TIMER_HANDLES_FRACTION
+_LONGEST_WAIT: float = _BASE.MAXIMUM_SELECT_TIMEOUT
+_FORMAT: Any = format_helpers
+_format_callback = _FORMAT._format_callback_source
 
 
 class Deadlock(Exception):
@@ -70,6 +89,85 @@ class VirtualLoop(base_events.BaseEventLoop):
             self._now += seconds
             self.jumps += 1
 
+    # -- asyncio's scheduling, without what a virtual loop never needs ---------------------------
+    # (asyncio's debug mode checks, which would time callbacks on this virtual clock, are not made.)
+
+    def call_soon(  # type: ignore[override]
+        self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> events.Handle:
+        if self.is_closed():
+            raise RuntimeError("Event loop is closed")
+        handle = _new_handle(events.Handle, callback, args, self, context)
+        me: Any = self  # asyncio's private attributes, which typeshed does not declare
+        me._ready.append(handle)
+        return handle  # type: ignore[no-any-return]
+
+    def call_later(  # type: ignore[override]
+        self, delay: float, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> events.TimerHandle:
+        if delay is None:
+            raise TypeError("delay must not be None")
+        return self.call_at(self._now + delay, callback, *args, context=context)
+
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> events.TimerHandle:
+        if when is None:
+            raise TypeError("when cannot be None")
+        if self.is_closed():
+            raise RuntimeError("Event loop is closed")
+        timer = _new_handle(events.TimerHandle, callback, args, self, context)
+        timer._when = when
+        me: Any = self
+        heapq.heappush(me._scheduled, (when, _TIE, timer))
+        timer._scheduled = True
+        return timer  # type: ignore[no-any-return]
+
+    def _run_once(self) -> None:
+        """`BaseEventLoop._run_once` for heap entries, the selector's jump inlined."""
+        me: Any = self  # asyncio's private attributes, which typeshed does not declare
+        scheduled = me._scheduled
+        count = len(scheduled)
+        if count > _MIN_TIMERS and me._timer_cancelled_count / count > _MIN_CANCELLED:
+            kept = []
+            for entry in scheduled:
+                if entry[2]._cancelled:
+                    entry[2]._scheduled = False
+                else:
+                    kept.append(entry)
+            heapq.heapify(kept)
+            me._scheduled = scheduled = kept
+            me._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0][2]._cancelled:
+                me._timer_cancelled_count -= 1
+                heapq.heappop(scheduled)[2]._scheduled = False
+        ready = me._ready
+        if not ready and not me._stopping:
+            if not scheduled:
+                raise Deadlock("nothing can run and no timer is set")
+            self.advance(min(max(0, scheduled[0][0] - self._now), _LONGEST_WAIT))
+        end = self._now + self._clock_resolution
+        while scheduled and scheduled[0][0] < end:
+            timer = heapq.heappop(scheduled)[2]
+            timer._scheduled = False
+            ready.append(timer)
+        handle: Any = None
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if handle._cancelled:
+                continue
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # what `Handle._run` does with it
+                cb = _format_callback(handle._callback, handle._args)
+                self.call_exception_handler(
+                    {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
+                )
+        handle = None  # breaks a cycle when an exception occurred
+
     # -- what a selector loop would do with file descriptors: nothing here -----------------------
 
     def _process_events(self, event_list: list[Any]) -> None:
@@ -106,6 +204,29 @@ class VirtualLoop(base_events.BaseEventLoop):
 
     async def subprocess_shell(self, *args: Any, **kwargs: Any) -> Any:
         self._refuse()
+
+
+def _new_handle(
+    kind: type[events.Handle],
+    callback: Callable[..., Any],
+    args: tuple[Any, ...],
+    loop: VirtualLoop,
+    context: contextvars.Context | None,
+) -> Any:
+    """`kind(callback, args, loop, context)` for a loop not in debug mode, without the call of its
+    `__init__` (one per callback the loop runs; a `TimerHandle`'s `_when` is the caller's to set)."""
+    handle: Any = _handle_new(kind)
+    handle._context = contextvars.copy_context() if context is None else context
+    handle._loop = loop
+    handle._callback = callback
+    handle._args = args
+    handle._cancelled = False
+    handle._repr = None
+    handle._source_traceback = None
+    return handle
+
+
+_handle_new = events.Handle.__new__
 
 
 def run(main: Callable[[], Any], *, start: float = 0.0) -> Any:

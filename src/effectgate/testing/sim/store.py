@@ -3,7 +3,13 @@
 `SimDatabase` is the database every simulated replica shares (one connection, the real schema
 and migrations); `SimStore` is one replica's connection to it: the production SQLite store's
 statements and scripts (`SqliteStore`, `SqlStore`) with the writer thread and the reader pool
-replaced by a direct call. Each statement is atomic, as a transaction of the real store is.
+replaced by a direct call. Each statement is atomic, as a transaction of the real store is (a
+transaction of one statement runs as SQLite's own: in autocommit mode a statement commits or
+rolls back whole, without a BEGIN and a COMMIT around it).
+
+`SimDatabase.written()` is a feed of the action rows written since it was last asked (their
+state and fence), for a simulator that checks its invariants after every write without reading
+the table back: triggers on `actions` hand every row to it as it is written.
 
 Around every statement the store awaits its `StoreHooks`: `enter` before it runs (add latency,
 raise `StoreUnavailable` with nothing written, or never return: a crashed process) and `leave`
@@ -58,18 +64,60 @@ class SimDatabase:
         _migrated().backup(self.conn)  # a copy of a migrated database: many times faster than migrating
         self.now = now
         self.writes = 0
+        # The feed (`written`): action id -> (state, fence), None when deleted; `_doubt` when a
+        # statement was rolled back after its triggers ran (then the rows are read back).
+        self._written: dict[str, tuple[str, int] | None] = {}
+        self._doubt = False
+        self.conn.create_function(_WRITTEN, 3, self._row_written)
+        self.conn.create_function(_DELETED, 1, self._row_deleted)
+
+    def _row_written(self, action_id: str, state: str, fence: int) -> None:
+        self._written[action_id] = (state, fence)
+
+    def _row_deleted(self, action_id: str) -> None:
+        self._written[action_id] = None
+
+    def rolled_back(self) -> None:
+        """A write was rolled back: rows its triggers handed to the feed may not be there."""
+        self._doubt = True
+
+    def written(self) -> dict[str, tuple[str, int]]:
+        """The action rows written since the last call, as they stand now: id -> (state, fence)
+        (a row deleted since is left out)."""
+        if not self._written:
+            return {}
+        written, self._written = self._written, {}
+        if self._doubt:
+            self._doubt = False
+            marks = ", ".join("?" * len(written))
+            found = self.conn.execute(
+                f"SELECT action_id, state, fence FROM actions WHERE action_id IN ({marks})", list(written)
+            )
+            return {r[0]: (r[1], r[2]) for r in found}
+        return {action_id: row for action_id, row in written.items() if row is not None}
 
     def close(self) -> None:
         self.conn.close()
 
 
+_WRITTEN, _DELETED = "sim_action_written", "sim_action_deleted"
+
+
 @functools.cache
 def _migrated() -> sqlite3.Connection:
-    """An empty database with every migration applied (made once per process, then copied)."""
+    """An empty database with every migration applied and the feed's triggers (made once per
+    process, then copied: a connection that writes to a copy must define the feed's functions)."""
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     for migration in schema.load("sqlite"):
         for statement in migration.statements():
             conn.execute(statement)
+    written = f"{_WRITTEN}(new.action_id, new.state, new.fence)"
+    for name, verb, call in (
+        ("inserted", "INSERT", written),
+        ("updated", "UPDATE", written),
+        ("deleted", "DELETE", f"{_DELETED}(old.action_id)"),
+    ):
+        conn.execute(f"CREATE TRIGGER sim_action_{name} AFTER {verb} ON actions BEGIN SELECT {call}; END")
     return conn
 
 
@@ -117,13 +165,17 @@ class SimStore(SqliteStore):
         self, fn: Callable[[sqlite3.Connection], T], *, single_statement: bool = False, rerunnable: bool = False
     ) -> T:
         conn = await self._enter(WRITE)
-        conn.execute("BEGIN IMMEDIATE")
+        if not single_statement:
+            conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
         except Exception as exc:
-            conn.execute("ROLLBACK")
+            if not single_statement:
+                conn.execute("ROLLBACK")
+            self.db.rolled_back()
             raise _write_error(exc) from exc
-        conn.execute("COMMIT")
+        if not single_statement:
+            conn.execute("COMMIT")
         self.db.writes += 1
         await self.hooks.leave(WRITE)
         return result
