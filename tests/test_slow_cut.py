@@ -231,7 +231,7 @@ async def test_a_crash_mid_attempt_then_the_reconciler_waits_for_the_provider(tm
         await doomed.ready(timeout=60)
         async with grpc.aio.insecure_channel(doomed.target) as channel:
             call = asyncio.ensure_future(gateway_pb2_grpc.EffectGatewayStub(channel).Execute(invoice(0), timeout=10))
-            await until(lambda: sim.request_count > 0, 20, "the request at the provider")
+            await until(lambda: sim.taken > 0, 20, "the whole request at the provider")
             doomed.kill()
             with pytest.raises(grpc.aio.AioRpcError):
                 await call

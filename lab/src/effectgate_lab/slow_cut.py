@@ -43,8 +43,14 @@ SETTLED = (pb.EFFECT_STATE_CONFIRMED, pb.EFFECT_STATE_REJECTED)
 class ArrivalLog(SimulatorServer):
     """A simulator that stamps each applied effect with when its request arrived."""
 
+    # Writes taken in whole (the request's body read): from here the simulator applies the write
+    # whatever becomes of the caller. The request counter counts a request when its headers arrive,
+    # so a caller killed then may never have sent its body.
+    taken = 0
+
     async def write(self, request: web.BaseRequest, commit: Commit, *, slot: AnswerSlot | None = None) -> Any:
         arrived = self.now()
+        self.taken += 1
 
         async def stamped(fault: Any) -> SimResponse:
             before = len(self.ledger)
