@@ -255,7 +255,9 @@ def test_every_build_of_one_commit_installs_the_same_versions(image: Path, tmp_p
         )  # fmt: skip
         assert secrets.stdout.split() == ["end"], secrets.stdout
     finally:
-        image_kit.podman("rmi", "--force", stage, check=False)
+        # Only the name goes: the stage is the build's cached layer, which a build running beside
+        # this one (another checkout's suite) may be using; `rmi --force` would remove its container.
+        image_kit.podman("untag", stage, check=False)
 
 
 def test_the_builds_pip_configuration_is_in_no_layer(image: Path) -> None:
