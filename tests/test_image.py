@@ -206,6 +206,19 @@ def normal(pin: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower() + "==" + version
 
 
+def pinned() -> set[str]:
+    """constraints.txt's pins, normalized as `normal` spells them."""
+    return {normal(line) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+
+
+def pip_configuration_in(image: str) -> str:
+    """What a shell in `image` finds of pip's build secrets and configuration, then `end`."""
+    return image_kit.podman(
+        "run", "--rm", "--network", "host", *image_kit.ULIMITS, "--entrypoint", "sh", image, "-c",
+        "find /run/secrets -type f 2>/dev/null; ls /etc/pip.conf 2>/dev/null; echo end",
+    ).stdout  # fmt: skip
+
+
 def test_the_image_holds_the_environment_alone_with_its_sbom(image: Path) -> None:
     installed = image_kit.frozen(IMAGE, "/opt/effectgate")
     names = {line.split("==")[0].lower() for line in installed}
@@ -217,7 +230,7 @@ def test_the_image_holds_the_environment_alone_with_its_sbom(image: Path) -> Non
     )  # fmt: skip
     assert listing.stdout.split("\n")[:-2] == [] and "No module named 'pip'" in listing.stdout, listing.stdout
     # Every dependency at the version constraints.txt pins.
-    pins = {normal(line) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+    pins = pinned()
     third_party = {normal(line) for line in installed if not line.lower().startswith("effectgate")}
     assert third_party and third_party <= pins, third_party - pins
     # The SBOM beside it lists exactly the installed distributions, with package URLs.
@@ -241,7 +254,7 @@ def test_every_build_of_one_commit_installs_the_same_versions(image: Path, tmp_p
     image_kit.build(stage, tmp_path, "--target", "build", sbom=False)
     try:
         installed = image_kit.frozen(stage, "/opt/effectgate", "/opt/effectgate-app")
-        pins = {normal(line) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+        pins = pinned()
         ours = {normal(line) for line in installed if line.lower().startswith("effectgate")}
         names = ("effectgate", "effectgate-client", "effectgate-protos")
         assert ours == {f"{name}=={image_kit.VERSION}" for name in names}
@@ -249,11 +262,8 @@ def test_every_build_of_one_commit_installs_the_same_versions(image: Path, tmp_p
         assert third_party and third_party <= pins, third_party - pins
         assert third_party == {normal(line) for line in image_kit.frozen(IMAGE, "/opt/effectgate")} - ours
         # The build stage's layers hold no pip configuration either: the secrets were mounted.
-        secrets = image_kit.podman(
-            "run", "--rm", "--network", "host", *image_kit.ULIMITS, "--entrypoint", "sh", stage, "-c",
-            "find /run/secrets -type f; ls /etc/pip.conf 2>/dev/null; echo end",
-        )  # fmt: skip
-        assert secrets.stdout.split() == ["end"], secrets.stdout
+        secrets = pip_configuration_in(stage)
+        assert secrets.split() == ["end"], secrets
     finally:
         # Only the name goes: the stage is the build's cached layer, which a build running beside
         # this one (another checkout's suite) may be using; `rmi --force` would remove its container.
@@ -263,8 +273,5 @@ def test_every_build_of_one_commit_installs_the_same_versions(image: Path, tmp_p
 def test_the_builds_pip_configuration_is_in_no_layer(image: Path) -> None:
     history = image_kit.podman("history", "--no-trunc", "--format", "{{.CreatedBy}}", IMAGE).stdout
     assert "pip.conf" not in history.replace("id=pip.conf", "")
-    found = image_kit.podman(
-        "run", "--rm", "--network", "host", *image_kit.ULIMITS, "--entrypoint", "sh", IMAGE, "-c",
-        "find /run/secrets -type f 2>/dev/null; ls /etc/pip.conf 2>/dev/null; echo end",
-    )  # fmt: skip
-    assert found.stdout.split() == ["end"], found.stdout
+    found = pip_configuration_in(IMAGE)
+    assert found.split() == ["end"], found
