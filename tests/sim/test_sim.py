@@ -34,7 +34,7 @@ def _failures(outcomes: list[object]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.timeout(300)  # about 6 s of one core; the suite's machine may be many times slower
+@pytest.mark.timeout(300)  # about 3 s of one core; the suite's machine may be many times slower
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_the_protocol_keeps_its_promises_in_every_simulated_world(chunk: int) -> None:
     first = run.SEED + chunk * CHUNK
