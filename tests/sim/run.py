@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
     parser.add_argument("--no-shrink", action="store_true", help="do not shrink the first failing seed")
     parser.add_argument("--replicas", type=int, default=Knobs.replicas)
-    parser.add_argument("--agents", type=int, default=Knobs.agents)
-    parser.add_argument("--steps", type=int, default=Knobs.steps)
+    parser.add_argument("--agents", type=int, default=Knobs.agents, help="agents (default: drawn from each seed)")
+    parser.add_argument("--steps", type=int, default=Knobs.steps, help="steps an agent (default: drawn from each seed)")
     parser.add_argument(
         "--beyond-window",
         type=float,
@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         report_shrunk(first, knobs)  # after the timing: shrinking is not the seeds' cost
     faults = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "events")
     print(f"faults: {faults}")
-    print(f"cpu: {spent:.1f}s, {len(outcomes) / spent * 60 if spent else 0:.0f} seeds/min, {failed} failing seed(s)")
+    rate = (len(outcomes) / spent * 60, counts["events"] / spent) if spent else (0.0, 0.0)
+    print(f"cpu: {spent:.1f}s, {rate[0]:.0f} seeds/min, {rate[1]:.0f} events/s, {failed} failing seed(s)")
     violations = sum(len(o.violations) for o in outcomes)
     print(f"sim: {len(outcomes)} seeds, {counts['events']} events, {violations} violations, digest {digest}")
     return 1 if violations else 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 
-from tests.sim.world import FAULT_KINDS, Knobs, Outcome, World
+from tests.sim.world import FAULT_KINDS, Knobs, Outcome, World, sized
 
 # Runs a shrink may spend (a world is a few hundredths of a second of one core).
 BUDGET = 80
@@ -33,7 +33,7 @@ def shrink(
 ) -> tuple[Knobs, Outcome]:
     """The smallest knobs found (and their outcome) with which `seed` still `fails`; greedy, in
     passes over every cut, within `budget` runs."""
-    knobs = knobs or Knobs()
+    knobs = sized(seed, knobs or Knobs())  # the seed's own size, cut from there
     best = World(seed, knobs).run()
     if not fails(best):
         raise ValueError(f"seed {seed} does not fail with {knobs}: nothing to shrink")
@@ -51,7 +51,8 @@ def shrink(
 
 
 def command(seed: int, knobs: Knobs) -> str:
-    """The one command that replays `seed` with `knobs`."""
+    """The one command that replays `seed` with `knobs` (agents and steps given when the knobs
+    name them, as a shrunk world's do)."""
     words = ["python -m tests.sim.run --seeds 1", f"--seed {seed}"]
     default = Knobs()
     for name in ("replicas", "agents", "steps"):

@@ -13,7 +13,7 @@ from effectgate.gateway.model import ActionEvent, ActionRecord
 from effectgate.gateway.store.faults import StoreUnavailable
 from effectgate.testing.sim.store import SimStore
 from tests.sim import replicas
-from tests.sim.world import World
+from tests.sim.world import WHOLE, World
 
 
 @pytest.mark.parametrize("seed", [545, 631])
@@ -22,7 +22,7 @@ def test_a_wait_whose_feed_failed_leaves_no_error_unretrieved(seed: int) -> None
     the error; the wait returned from its re-read without awaiting that answer, and asyncio
     logged "Future exception was never retrieved" when the future was collected. Waits now read
     an answer nobody awaited when the wait leaves (core/operators/waits.py)."""
-    outcome = World(seed).run()
+    outcome = World(seed, WHOLE).run()
     gc.collect()  # the error is logged when the future is collected, after the run
     assert outcome.counts["act_wait"] >= 1
     assert outcome.violations == []
@@ -55,6 +55,6 @@ def test_a_webhook_whose_commit_answer_was_lost_never_writes_the_action_back(
     still as it leased it (core/provider/reports.py)."""
     monkeypatch.setattr(replicas, "SimStore", _LostCommitStore)
     _LostCommitStore.lost.clear()
-    outcome = World(seed).run()
+    outcome = World(seed, WHOLE).run()
     assert _LostCommitStore.lost, "no webhook settled an action: the seed no longer reaches the defect"
     assert outcome.violations == []

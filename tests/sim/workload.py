@@ -52,7 +52,7 @@ class Workload:
 
     async def run(self) -> None:
         w = self.world
-        agents = [w.loop.create_task(self.agent(i)) for i in range(w.knobs.agents)]
+        agents = [w.loop.create_task(self.agent(i)) for i in range(w.agents)]
         operator = w.loop.create_task(self.operator())
         await asyncio.gather(*agents)
         await w.acts.finish()
@@ -93,7 +93,7 @@ class Workload:
         rng = random.Random(f"agent:{w.seed}:{number}")
         acting = random.Random(f"agent-acts:{w.seed}:{number}")
         run = f"run{number}"
-        for step in range(w.knobs.steps):
+        for step in range(w.steps):
             await asyncio.sleep(rng.random() * 5)
             tool = rng.choice(("pay", "pay", "send", "approve", "blind"))
             amount = rng.choice(AMOUNTS)

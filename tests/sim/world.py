@@ -10,7 +10,7 @@ import logging
 import random
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from effectgate.gateway.model import ActionRecord, State
 from effectgate.gateway.store import rows
@@ -65,17 +65,45 @@ PAST_WINDOW = (
 LIFETIME = 3600.0
 
 
-@dataclass
+# A seed's size, when the knobs leave it open (`sized`): one seed in FULL_ODDS has the full world
+# (FULL agents of FULL_STEPS logical actions each, about 150 events), the others a small one (2 or
+# 3 agents of SMALL_STEPS, about 50 to 75 events): many more worlds in a budget, and still the
+# full world's crowding (limits reached, many actions per tenant) in every fifth of them.
+FULL_ODDS = 0.2
+FULL, FULL_STEPS = 5, 3
+SMALL, SMALL_STEPS = (2, 3), 2
+
+
+@dataclass(frozen=True)
 class Knobs:
     replicas: int = 2
     third_replica: float = 0.2  # a seed's chance of one more replica (when `replicas` is 2)
-    agents: int = 5
-    steps: int = 3  # logical actions per agent
+    agents: int | None = None  # None: drawn from the seed (`sized`)
+    steps: int | None = None  # logical actions per agent; None: drawn from the seed
     crash_odds: float = 0.35  # a replica's chance to crash at some call of its life
     settle: float = 150.0  # virtual seconds of the final phase with no faults and no crashes
     beyond_window: float = 0.0  # read lag past the declared window (the documented limit)
     # Fault kinds switched off (FAULT_KINDS): the shrinker's way to a shorter trace that still fails.
     off: frozenset[str] = frozenset()
+
+
+def sized(seed: int, knobs: Knobs) -> Knobs:
+    """`knobs` with the agents and steps it leaves open drawn from the seed (a draw of its own:
+    the same world as one given those numbers, `--agents A --steps S`)."""
+    if knobs.agents is not None and knobs.steps is not None:
+        return knobs
+    rng = random.Random(f"size:{seed}")
+    agents, steps = (FULL, FULL_STEPS) if rng.random() < FULL_ODDS else (rng.choice(SMALL), SMALL_STEPS)
+    return replace(
+        knobs,
+        agents=agents if knobs.agents is None else knobs.agents,
+        steps=steps if knobs.steps is None else knobs.steps,
+    )
+
+
+# The full world of every seed (`FULL` agents of `FULL_STEPS`): the worlds the regressions of
+# seeds found before sizes were drawn replay.
+WHOLE = Knobs(agents=FULL, steps=FULL_STEPS)
 
 
 # Each fault kind a run can switch off: the provider's answers (ProviderOdds' fields), the store's
@@ -116,7 +144,8 @@ class Outcome:
 class World:
     def __init__(self, seed: int, knobs: Knobs | None = None) -> None:
         self.seed = seed
-        self.knobs = knobs or Knobs()
+        self.knobs = sized(seed, knobs or Knobs())
+        self.agents, self.steps = self.knobs.agents or 0, self.knobs.steps or 0
         self.rng = random.Random(f"world:{seed}")
         self.loop = VirtualLoop()
         self.loop.set_exception_handler(self._loop_error)

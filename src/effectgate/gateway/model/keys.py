@@ -12,10 +12,14 @@ import json
 
 from google.protobuf.message import Message
 
+# `json.dumps(..., ensure_ascii=False)`'s encoder, made once (dumps builds one a call when given
+# an argument): the same text, so the same ids.
+_frame = json.JSONEncoder(ensure_ascii=False).encode
+
 
 def action_id(tenant: str, run_id: str, step_id: str, tool: str, scope: str) -> str:
     # JSON framing keeps ("a|b", "c") and ("a", "b|c") apart.
-    material = json.dumps([tenant, run_id, step_id, tool, scope], ensure_ascii=False)
+    material = _frame([tenant, run_id, step_id, tool, scope])
     return "act_" + hashlib.sha256(material.encode()).hexdigest()[:32]
 
 

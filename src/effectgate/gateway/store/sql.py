@@ -259,11 +259,11 @@ class SqlStore(SqlTrail, SqlProviderLog, SqlNotifyOutbox, Store):
     async def grant_limit(self, grant: LimitGrant) -> None:
         await self._transact(accounting.grant(self.accounting, grant))
 
-    async def _insert_logged(self, record: ActionRecord, event: ActionEvent) -> bool:
-        """Inserts the record and, if inserted, its event in its chain, in one transaction (here:
-        one statement; a backend without data-modifying CTEs overrides this)."""
+    async def _insert_logged(self, record: ActionRecord, event: ActionEvent, row: tuple[Any, ...]) -> bool:
+        """Inserts the record (`row`: its `rows.values`) and, if inserted, its event in its chain, in
+        one transaction (here: one statement; a backend without data-modifying CTEs overrides this)."""
         logged = chain.logged_params(event, record.tenant, record.tool)
-        return bool(await self._write_rows(self.statements.insert_logged, (*rows.values(record), *logged)))
+        return bool(await self._write_rows(self.statements.insert_logged, (*row, *logged)))
 
     async def _update_logged(self, record: ActionRecord, event: ActionEvent) -> bool:
         """The fenced update and, if it wrote, its event, in one transaction (see `_insert_logged`)."""
@@ -275,11 +275,11 @@ class SqlStore(SqlTrail, SqlProviderLog, SqlNotifyOutbox, Store):
         self, record: ActionRecord, event: ActionEvent | None = None
     ) -> tuple[ActionRecord, bool]:
         q = self.statements
-        row = rows.values(record)
+        row = rows.values(record)  # encoded once, for every try
         # A row purged between the conflict and the read is simply retried.
         for _ in range(3):
             if event is not None:
-                if await self._insert_logged(record, event):
+                if await self._insert_logged(record, event, row):
                     return record, True
             elif await self._write_rows(q.insert, row):
                 return record, True

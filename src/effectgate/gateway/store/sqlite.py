@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
 from effectgate.gateway.model import ActionEvent, ActionRecord
-from effectgate.gateway.store import rows, schema
+from effectgate.gateway.store import schema
 from effectgate.gateway.store.accounting import AccountingStatements
 from effectgate.gateway.store.faults import SchemaBehind, StoreUnavailable
 from effectgate.gateway.store.sql import SqlStore, Statements, update_params
@@ -177,9 +177,8 @@ class SqliteStore(SqlStore):
     # statements, so the writer may run them again and needs no savepoint for them in a batch
     # (sqlite_io.Writer).
 
-    async def _insert_logged(self, record: ActionRecord, event: ActionEvent) -> bool:
+    async def _insert_logged(self, record: ActionRecord, event: ActionEvent, row: tuple[Any, ...]) -> bool:
         q = self.statements
-        row = rows.values(record)
 
         def insert(c: sqlite3.Connection) -> bool:
             if not c.execute(q.insert, row).fetchall():
