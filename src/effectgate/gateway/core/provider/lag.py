@@ -75,7 +75,7 @@ class LagBook:
 
     async def load(self, store: Store, keys: Iterable[str]) -> None:
         """The lags the store kept (earlier runs, other replicas), newest last."""
-        for key in set(keys):
+        for key in sorted(set(keys)):  # in one order: the store's reads (and a simulation's faults) replay
             try:
                 lags = await store.read_lags(key, KEEP)
             except (NotImplementedError, StoreUnavailable):
