@@ -36,10 +36,10 @@ NOT_WITHOUT_HTTP = ("httpx", "rich", "yaml", "effectgate.client.cli.render")
 WATCHED = sorted({*NEVER_FOR_CHECK, *NOT_FOR_THIS_SERVE, *NOT_WITHOUT_HTTP})
 MARK = "LOADED:"
 
-CHECK = """
+CLI = """
 import json, sys
 from effectgate.gateway.runtime.cli import main
-code = main(["check", "--config", sys.argv[1]])
+code = main([sys.argv[2], "--config", sys.argv[1]])
 print("{mark}" + json.dumps(sorted(m for m in {watched} if m in sys.modules)), code)
 """
 SERVE = """
@@ -69,25 +69,33 @@ def config(tmp_path: Path, *, stripe: bool = True, tail: str = "") -> Path:
     return path
 
 
-def loaded(script: str, path: Path) -> set[str]:
+def loaded(script: str, path: Path, command: str = "check", status: int = 0) -> set[str]:
     """The watched modules a fresh interpreter running `script` on the config `path` loaded."""
     code = script.format(mark=MARK, watched=tuple(WATCHED))
     done = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=90, check=False
+        [sys.executable, "-c", code, str(path), command], capture_output=True, text=True, timeout=90, check=False
     )
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith(MARK))
-    names, status = line.removeprefix(MARK).rsplit(" ", 1)
-    assert status == "0", done.stdout + done.stderr
+    names, code_seen = line.removeprefix(MARK).rsplit(" ", 1)
+    assert code_seen == str(status), done.stdout + done.stderr
     return set(json.loads(names))
 
 
 def test_check_loads_neither_the_server_nor_what_the_config_does_not_use(tmp_path: Path) -> None:
-    assert loaded(CHECK, config(tmp_path)) & set(NEVER_FOR_CHECK) == set()
+    assert loaded(CLI, config(tmp_path)) & set(NEVER_FOR_CHECK) == set()
 
 
 def test_check_of_a_config_without_http_adapters_loads_no_http_client_nor_renderer(tmp_path: Path) -> None:
-    assert loaded(CHECK, config(tmp_path, stripe=False)) == set()
+    assert loaded(CLI, config(tmp_path, stripe=False)) == set()
+
+
+def test_a_refused_serve_never_loads_the_server(tmp_path: Path) -> None:
+    path = config(tmp_path)
+    path.write_text(path.read_text().replace(API_KEY_ENV, "EFFECTGATE_TEST_KEY_NOBODY_SET"))
+    found = loaded(CLI, path, "serve", status=2)  # the adapter's secret is missing: exit 2
+    assert "effectgate.gateway.runtime.serve" in found  # the watch sees what loads
+    assert "effectgate.gateway.runtime.server" not in found
 
 
 def test_serve_loads_no_webhook_listener_nor_cel_it_was_not_asked_for(tmp_path: Path) -> None:

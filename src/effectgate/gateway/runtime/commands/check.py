@@ -2,8 +2,8 @@
 its secrets, the listener's credentials, the notification sinks, the store opened and its clock
 probed, each tool's window against the read lags observed), then one summary and exit.
 
-It loads what a start-up check touches and no more: not the gRPC server, its health and
-reflection services, nor the webhook listener's HTTP stack (`runtime.server` is never imported).
+It loads what a start-up check touches and no more: not the gRPC server and its services, nor
+the webhook listener's HTTP stack (`runtime.server` is never imported; tests/test_lazy_imports.py).
 """
 
 from __future__ import annotations
