@@ -5,6 +5,8 @@ background jobs left out; for a new action and for a replay, on an in-process ga
     .venv/bin/python scripts/execute_walk.py [-v] [--cpu N]
 
 A stop is a module entered from another one (consecutive calls inside one module count once).
+tests/test_execute_walk.py loads `walk` and `observed` from here (this file is the measure) and
+holds a new action to at most 25 distinct modules and observability to one.
 `--cpu N` also runs N replays through the Execute handler as the server registers it (admission,
 the service, the protocol, the answer's bytes; no transport) on one thread, and prints the CPU
 and the Python calls per replay: what the gateway's own code costs a replay, steadier than a
@@ -60,6 +62,11 @@ async def walk(kind: str) -> list[str]:
         finally:
             sys.setprofile(None)
     return [m for i, m in enumerate(seen) if i == 0 or seen[i - 1] != m]
+
+
+def observed(stops: list[str]) -> collections.Counter[str]:
+    """How many times the walk entered each observability module."""
+    return collections.Counter(m for m in stops if m.startswith("observability"))
 
 
 class _Handlers:
@@ -129,10 +136,10 @@ async def replay_cpu(count: int) -> tuple[float, int]:
 def main() -> None:
     for kind in ("new", "replay"):
         stops = asyncio.run(walk(kind))
-        observed = collections.Counter(m for m in stops if m.startswith("observability"))
+        entered = observed(stops)
         print(
             f"{kind}: {len(stops)} stops, {len(set(stops))} distinct modules; observability entered "
-            f"{sum(observed.values())} times in {len(observed)} modules {dict(observed)}"
+            f"{sum(entered.values())} times in {len(entered)} modules {dict(entered)}"
         )
         if "-v" in sys.argv:
             print("  " + " > ".join(stops))

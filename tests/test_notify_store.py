@@ -1,7 +1,8 @@
-"""The notifications' outbox on both SQL backends (store/trail/outbox.py): the first lease sets the
-cursors at the chains' heads (no history replayed), one holder at a time, staging moves a cursor
-and inserts its rows in one transaction (compare-and-set: a second stager of the same range
-writes nothing), and failed rows are listed and made due again. And a gateway on each store
+"""The notifications' outbox on both SQL backends (store/trail/outbox.py): the start (or else the
+first lease) sets the cursors at the chains' heads once (no history replayed, nothing after the
+start skipped), one holder at a time, staging moves a cursor and inserts its rows in one
+transaction (compare-and-set: a second stager of the same range writes nothing), and failed rows
+are listed and made due again. And a gateway on each store
 (PostgreSQL included) delivering a signed webhook."""
 
 from __future__ import annotations
@@ -57,6 +58,25 @@ async def test_cursors_lease_stage_and_retry(backend: Backend) -> None:
     await store.notify_done("hook", "evt_1")
     await store.notify_done("hook", "ntc_2")
     assert await store.notify_counts() == []
+
+
+async def test_the_start_sets_the_cursors_once_so_an_event_before_the_first_pass_is_news(
+    backend: Backend,
+) -> None:
+    # The gateway marks the start before it serves; its first pass (a background job) may come
+    # after an agent's first action, which must then be notified, not taken for history. A
+    # regression: the first lease used to take the snapshot, so such an action was never notified.
+    store, other = await backend.store(), await backend.store()
+    await store.insert_if_absent(record("history"), ActionEvent("history", 1.0, "claim", Stored.DISPATCHED))
+    await store.notify_start()
+    assert await store.notify_cursors() == {"acme": 1}
+    await store.insert_if_absent(record("news"), ActionEvent("news", 2.0, "claim", Stored.AWAITING_APPROVAL))
+    await other.notify_start()  # a second replica starting: the mark is there, nothing moves
+    assert await other.notify_lease("replica-b", 3.0, 5.0)  # the first pass: the lease is free
+    assert await store.notify_cursors() == {"acme": 1}
+    (trail,) = await store.chain_rows("acme", 1, 10)
+    assert trail.n == 2 and trail.event.action_id == "news"
+    assert not await store.notify_lease("replica-a", 4.0, 5.0)  # held by replica-b
 
 
 async def test_a_gateway_on_each_store_delivers_a_signed_webhook(

@@ -107,7 +107,8 @@ async def notifier_of(
     if not config.notify:
         return None
     try:
-        await store.notify_cursors()
+        # Before serving: an action written before the first pass is news, not history.
+        await store.notify_start()
     except NotImplementedError:
         raise ConfigError(
             f"{config.source}: [[notify]] needs a store that keeps an outbox (SQLite, PostgreSQL)"

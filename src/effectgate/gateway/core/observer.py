@@ -6,8 +6,9 @@ so). At each point worth observing it calls its replica's `Observer` (one per re
 interceptor around the core's calls), and once for each thing that happened. The base class does
 nothing, so a core built alone (a unit test) runs with no observability at all; a replica
 (runtime/replica.py) gets the gateway's (runtime/observing.py), which turns each call into spans,
-metrics and audit lines, and hands the facts worth a notification to the [[notify]] deliverer's
-subscriber (background/notify/notices.py).
+metrics and audit lines (all of one Execute's in one module, observability/calls.py), and hands
+the facts worth a notification to the [[notify]] deliverer's subscriber
+(background/notify/notices.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from effectgate.gateway.observability import notify_metrics, provider_metrics
-from effectgate.gateway.observability.audit_log import auth_failed, caller, set_caller
+from effectgate.gateway.observability import calls, notify_metrics, provider_metrics
+from effectgate.gateway.observability.audit_log import auth_failed
+from effectgate.gateway.observability.calls import RpcMetrics, caller, set_caller
 from effectgate.gateway.observability.log_lines import IDENTITY, identify, json_line, mask_url, redact
 from effectgate.gateway.observability.logging_setup import (
     LEVELS,
@@ -16,7 +17,6 @@ from effectgate.gateway.observability.metrics import (
     MAX_PAGES,
     PAGE,
     Backlog,
-    RpcMetrics,
     store_error,
     waits_changed,
 )
@@ -32,6 +32,7 @@ __all__ = [
     "RpcMetrics",
     "auth_failed",
     "caller",
+    "calls",
     "identify",
     "json_line",
     "mask_url",

@@ -1,4 +1,6 @@
-"""The gateway's metrics, through the OpenTelemetry metrics API (no-ops until an SDK is set up).
+"""The gateway's metrics, through the OpenTelemetry metrics API (no-ops until an SDK is set up):
+every instrument of the call path (the upper-case names), which `calls` records itself with no
+call into this module, and what the background jobs and the rare points report.
 
 Label sets are bounded: tools and adapters come from the config, outcomes, paths and classes
 from fixed sets below; never an action id, run id or tenant. docs/observability.md lists them.
@@ -10,6 +12,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -22,23 +25,23 @@ meter = metrics.get_meter("effectgate")
 # Buckets in seconds: a replay is ~1 ms, a new action a few ms, a provider call up to its timeout.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-_actions = meter.create_counter("effectgate.actions", unit="{call}", description="Execute answers by tool and outcome")
-_execute_duration = meter.create_histogram(
+ACTIONS = meter.create_counter("effectgate.actions", unit="{call}", description="Execute answers by tool and outcome")
+EXECUTE_DURATION = meter.create_histogram(
     "effectgate.execute.duration",
     unit="s",
     description="Execute latency by path (new, replay, waited, refused)",
     explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
 )
-_provider_duration = meter.create_histogram(
+PROVIDER_DURATION = meter.create_histogram(
     "effectgate.provider.duration",
     unit="s",
     description="Provider call latency by adapter, operation and result class",
     explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
 )
-_provider_errors = meter.create_counter(
+PROVIDER_ERRORS = meter.create_counter(
     "effectgate.provider.errors", unit="{call}", description="Failed provider calls by adapter, operation and class"
 )
-_verifications = meter.create_counter(
+VERIFICATIONS = meter.create_counter(
     "effectgate.verifications", unit="{check}", description="Read-back outcomes by tool"
 )
 _claims = meter.create_counter(
@@ -66,29 +69,6 @@ _auth_failures = meter.create_counter(
     description="Calls refused before their handler ran, by reason (missing, malformed, unknown_token, "
     "role_required, tool_not_allowed) and method",
 )
-
-
-def execute_done(path: str, tool: str, outcome: str, seconds: float) -> None:
-    _actions.add(1, {"tool": tool, "outcome": outcome})
-    _execute_duration.record(seconds, {"tool": tool, "path": path})
-
-
-def provider_call(adapter: str, operation: str, kind: str, seconds: float, refused_at: float | None = None) -> None:
-    """One adapter call ended with `kind` ("ok" or its error class). An answered execute clears
-    the adapter's refused credentials; `refused_at`: the provider refused them (an execute)."""
-    labels = {"adapter": adapter, "operation": operation, "class": kind}
-    _provider_duration.record(seconds, labels)
-    if kind != "ok":
-        _provider_errors.add(1, labels)
-    if operation == "execute":
-        if kind == "ok":
-            credentials_accepted(adapter)
-        elif refused_at is not None:
-            credentials_refused(adapter, refused_at)
-
-
-def verified(tool: str, outcome: str) -> None:
-    _verifications.add(1, {"tool": tool, "outcome": outcome})
 
 
 def reconciler_claimed(records: Sequence[ActionRecord], now: float) -> None:
@@ -136,50 +116,36 @@ def auth_failure(cause: str, method: str) -> None:
 
 # go-grpc-prometheus' counter (grpc_server_handled_total), which dashboards and alert rules
 # already know, and the OpenTelemetry semantic conventions' duration histogram. The counter is
-# observed, not added to: an RPC bumps a plain integer here (a tenth of a microsecond) and the
-# exporter reads the totals when it collects; an SDK counter's `add` costs several microseconds,
-# which the replay path (a few tens of microseconds) would feel.
-_rpc_duration = meter.create_histogram(
+# observed, not added to: an RPC bumps a plain integer (`calls.RpcMetrics`, a tenth of a
+# microsecond) and the exporter reads the totals when it collects; an SDK counter's `add` costs
+# several microseconds, which the replay path (a few tens of microseconds) would feel.
+RPC_DURATION = meter.create_histogram(
     "rpc.server.duration",
     unit="s",
     description="RPC latency on the server, by method and gRPC status code",
     explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
 )
-_METHODS: list[RpcMetrics] = []
 
 
-class RpcMetrics:
-    """One method's counts by status code and its label sets, made once at registration (and
-    once per status code seen)."""
+class CountedMethod(Protocol):
+    """One method's counts by status code, kept by `calls.RpcMetrics`."""
 
-    def __init__(self, method: str, kind: str = "unary") -> None:
-        self.service, _, self.method = method.lstrip("/").partition("/")
-        self.kind = kind
-        self.counts: dict[str, int] = {}
-        self._semconv: dict[str, dict[str, str | int]] = {}
-        _METHODS.append(self)
+    kind: str
+    service: str
+    method: str
+    counts: dict[str, int]
 
-    def done(self, code_name: str, code: int, seconds: float) -> None:
-        labels = self._semconv.get(code_name)
-        if labels is None:
-            labels = self._semconv[code_name] = {
-                "rpc.system": "grpc",
-                "rpc.service": self.service,
-                "rpc.method": self.method,
-                "rpc.grpc.status_code": code,
-            }
-            self.counts[code_name] = 0
-        self.counts[code_name] += 1
-        _rpc_duration.record(seconds, labels)
 
-    def observations(self) -> list[Observation]:
-        labels = {"grpc_type": self.kind, "grpc_service": self.service, "grpc_method": self.method}
-        # list(): one copy under the GIL, so a code first seen meanwhile cannot break the loop.
-        return [Observation(n, {**labels, "grpc_code": code}) for code, n in list(self.counts.items())]
+RPC_METHODS: list[CountedMethod] = []
 
 
 def _observe_handled(options: CallbackOptions) -> Iterable[Observation]:
-    return [seen for method in list(_METHODS) for seen in method.observations()]
+    seen: list[Observation] = []
+    for counted in list(RPC_METHODS):
+        labels = {"grpc_type": counted.kind, "grpc_service": counted.service, "grpc_method": counted.method}
+        # list(): one copy under the GIL, so a code first seen meanwhile cannot break the loop.
+        seen += [Observation(n, {**labels, "grpc_code": code}) for code, n in list(counted.counts.items())]
+    return seen
 
 
 meter.create_observable_counter(
@@ -274,17 +240,18 @@ def waits_changed(delta: int) -> None:
 
 # -- refused credentials -------------------------------------------------------------------------
 
-_credential_refusals = meter.create_counter(
+CREDENTIAL_REFUSALS = meter.create_counter(
     "effectgate.provider.auth_failures",
     unit="{call}",
     description="Provider calls refused for the gateway's own credentials (HTTP 401/403, SMTP login), by adapter",
 )
-# adapter -> when its credentials were first refused since the last call it accepted.
-_refused_since: dict[str, float] = {}
+# adapter -> when its credentials were first refused since the last call it accepted (kept by
+# `calls`, with the provider calls).
+REFUSED_SINCE: dict[str, float] = {}
 
 
 def _refused(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(1, {"adapter": a}) for a in list(_refused_since)]
+    return [Observation(1, {"adapter": a}) for a in list(REFUSED_SINCE)]
 
 
 meter.create_observable_gauge(
@@ -295,15 +262,6 @@ meter.create_observable_gauge(
 )
 
 
-def credentials_refused(adapter: str, at: float) -> None:
-    _credential_refusals.add(1, {"adapter": adapter})
-    _refused_since.setdefault(adapter, at)
-
-
-def credentials_accepted(adapter: str) -> None:
-    _refused_since.pop(adapter, None)
-
-
 def refused_credentials() -> dict[str, float]:
     """adapter -> since when its credentials are refused (readiness shows it, docs/production.md)."""
-    return dict(_refused_since)
+    return dict(REFUSED_SINCE)

@@ -1,5 +1,5 @@
 """Metrics of what providers say on their own: webhook deliveries, drift findings, read lags (the
-refusals of the gateway's credentials are counted with the provider calls, in `metrics`).
+refusals of the gateway's credentials are counted with the provider calls, in `calls`).
 
 Labels are bounded: adapters and lag keys come from the config, outcomes and kinds from fixed
 sets (docs/webhooks.md lists them).

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effectgate.gateway.config import TelemetryConfig
-from effectgate.gateway.observability import telemetry
+from effectgate.gateway.observability import calls
 from effectgate.gateway.observability.log_export import logs_endpoint, start_log_export
 
 log = logging.getLogger("effectgate.telemetry")
@@ -211,7 +211,7 @@ def _tracing(
     provider = TracerProvider(resource=resource, sampler=sampler)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    telemetry.TRACING.on = True
+    calls.TRACING.on = True
     _instrument_httpx(adapters)
     _instrument_aiohttp()
     _instrument_asyncpg()

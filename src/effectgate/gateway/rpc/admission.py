@@ -8,7 +8,7 @@ method handler once, when the services are registered:
   details (rpc/status.py); anything else is INTERNAL with no detail leaked (the traceback goes to
   the log);
 - tracing (when a tracer provider is installed): the RPC's SERVER span, continuing the caller's
-  trace (telemetry.rpc_span), with the status code it ended with;
+  trace (calls.rpc_span), with the status code it ended with;
 - signals: every call counted and timed by method and status code (`grpc_server_handled_total`,
   `rpc.server.duration`), and every refused caller logged and counted (audit_log.auth_failed).
 
@@ -35,7 +35,7 @@ from google.protobuf.message import DecodeError
 from effectgate.gateway.config import ROLES, ConfigError, Principal
 from effectgate.gateway.core import refuse_unstorable
 from effectgate.gateway.model import InvalidRequest, PermissionDenied, Unauthenticated
-from effectgate.gateway.observability import RpcMetrics, auth_failed, caller, set_caller, telemetry
+from effectgate.gateway.observability import RpcMetrics, auth_failed, caller, calls, set_caller
 from effectgate.gateway.rpc.status import ANSWERED, to_status
 
 log = logging.getLogger("effectgate.rpc")
@@ -140,18 +140,18 @@ class Admission:
                 if isinstance(error, Unauthenticated | PermissionDenied):
                     refused(error, method, context)
                 status = to_status(error)
-                telemetry.rpc_failed(status.code.value[0], status.code.name)
+                calls.rpc_failed(status.code.value[0], status.code.name)
                 await context.abort(status.code, status.details, trailing_metadata=status.trailing_metadata)
             except grpc.aio.AbortError:
                 raise
             except Exception:
                 log.exception("unexpected error in %s", method)
-                telemetry.rpc_failed(grpc.StatusCode.INTERNAL.value[0], grpc.StatusCode.INTERNAL.name)
+                calls.rpc_failed(grpc.StatusCode.INTERNAL.value[0], grpc.StatusCode.INTERNAL.name)
                 await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the gateway log")
 
         counted = RpcMetrics(method)
         clock = time.perf_counter
-        tracing = telemetry.TRACING
+        tracing = calls.TRACING
 
         async def behavior(request: Any, context: Context) -> Any:
             started = clock()
@@ -160,7 +160,7 @@ class Admission:
                 if not tracing.on:
                     answer = await admitted(request, context, metadata)
                 else:
-                    with telemetry.rpc_span(method, metadata):  # the caller's trace goes on here
+                    with calls.rpc_span(method, metadata):  # the caller's trace goes on here
                         answer = await admitted(request, context, metadata)
             except grpc.aio.AbortError:
                 code = context.code() or grpc.StatusCode.UNKNOWN

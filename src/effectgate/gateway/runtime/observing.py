@@ -1,27 +1,33 @@
-"""The gateway's observer: what the core reports (core/observer.py) turned into spans, metrics,
-audit lines and limit logs (observability/), one per replica (runtime/replica.py builds it); the
-core itself never imports observability.
+"""The gateway's observer, one per replica (runtime/replica.py builds it): what the core reports
+(core/observer.py) turned into spans, metrics, audit lines and limit logs; the core itself never
+imports observability.
 
-Most points are the observability wing's own functions, bound as they are (no extra call on the
-path of a replay). The rare points (a denial, a breaker's change, an expired approval) also go to
-the replica's other subscribers: the [[notify]] deliverer's (background/notify/notices.py)."""
+The points on the path of an Execute (the Execute's watch, the provider call's, the wait behind
+another worker, the settled line) are the functions of one module, `observability/calls.py`,
+bound as they are: no extra call here, and one Execute enters observability in that one module.
+The other points are rarer: a lease taken over, a store error, a read lag, a wait on an action
+(observability's `metrics`, `provider_metrics`), and the rare points that also go to the
+replica's other subscribers, the [[notify]] deliverer's (background/notify/notices.py): a
+denial, a breaker's change, an expired approval. This class lives in runtime, above the core
+whose interface it subclasses; observability sits below the core (import-linter's layers).
+"""
 
 from __future__ import annotations
 
 from effectgate.gateway.core import Observer
 from effectgate.gateway.model import ActionRecord, LimitExceeded
-from effectgate.gateway.observability import audit_log, limits_log, metrics, provider_metrics, telemetry
+from effectgate.gateway.observability import audit_log, calls, limits_log, metrics, provider_metrics
 
 
 class GatewayObserver(Observer):
-    execute = staticmethod(telemetry.ExecuteCall)
-    provider_call = staticmethod(telemetry.provider_span)
-    waited_on_holder = staticmethod(telemetry.waited_on_holder)
+    execute = staticmethod(calls.ExecuteCall)
+    provider_call = staticmethod(calls.provider_span)
+    waited_on_holder = staticmethod(calls.waited_on_holder)
+    settled = staticmethod(calls.settled)
     lease_taken_over = staticmethod(metrics.lease_taken_over)
     store_error = staticmethod(metrics.store_error)
     read_lag = staticmethod(provider_metrics.read_lag)
     waits_changed = staticmethod(metrics.waits_changed)
-    settled = staticmethod(audit_log.settled)
 
     def __init__(self) -> None:
         self.subscribers: list[Observer] = []

@@ -25,9 +25,16 @@ _LEASE = "deliverer"
 class NotifyOutbox:
     """The store's port for notifications. A store without it raises NotImplementedError."""
 
+    async def notify_start(self) -> None:
+        """Notifications begin: the first time ever, sets every tenant's cursor at its chain's head
+        (history is not replayed); later, nothing. Called before the gateway serves, so that no
+        event written after the start is taken for history (the first pass may come later)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no notifications")
+
     async def notify_lease(self, owner: str, now: float, ttl: float) -> bool:
         """Takes or renews the deliverer's lease (one replica delivers); True while `owner`
-        holds it. The first time ever, sets every tenant's cursor at its chain's head."""
+        holds it. The first time ever (no `notify_start` before it), sets every tenant's cursor
+        at its chain's head."""
         raise NotImplementedError(f"{type(self).__name__} keeps no notifications")
 
     async def notify_release(self, owner: str) -> None:
@@ -99,6 +106,12 @@ def _row(found: Sequence[Any]) -> Outgoing:
 class _Statements:
     def __init__(self, render: Callable[[str], str]) -> None:
         self.marked = render(f"SELECT owner FROM notify_state WHERE name = '{_LEASE}'")
+        # The start's mark: a free lease (no owner, expired), inserted once; the replica whose
+        # insert wins takes the snapshot (a concurrent one waits on the key, then inserts nothing).
+        self.mark = render(
+            f"INSERT INTO notify_state (name, owner, expires_at) VALUES ('{_LEASE}', '', 0)"
+            " ON CONFLICT (name) DO NOTHING RETURNING owner"
+        )
         # SQLite needs the WHERE to read ON CONFLICT as the upsert's, not as a join's.
         self.snapshot = render(
             "INSERT INTO notify_cursors (tenant, n) SELECT tenant, n FROM event_heads WHERE true"
@@ -142,6 +155,14 @@ class SqlNotifyOutbox(NotifyOutbox, SqlHooks):
         if self._notify is None:
             self._notify = _Statements(self._render)
         return self._notify
+
+    def _start(self) -> Script:
+        if (yield self._nq.mark, ()):
+            yield self._nq.snapshot, ()  # notifications start now: no history is replayed
+        return True
+
+    async def notify_start(self) -> None:
+        await self._transact(self._start())
 
     def _lease(self, owner: str, now: float, ttl: float) -> Script:
         q = self._nq
