@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 
 from effectgate.gateway.config import ConfigError
 from effectgate.gateway.model import keys
-from effectgate.gateway.runtime import server
+from effectgate.gateway.runtime.commands.check import validate
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from tests.harness import LiveGateway, config_doc, start_gateway, stripe_tools
@@ -205,7 +205,7 @@ async def test_check_refuses_a_bad_rule_with_one_line(tmp_path: Path, sim: Count
     from effectgate.gateway.config import parse_config
 
     with pytest.raises(ConfigError) as caught:
-        await server.check(parse_config(doc))
+        await validate(parse_config(doc))
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("effectgate.toml: [tools.charge_card.limits] require_approval_when: ")

@@ -3,9 +3,11 @@ limits, the `mcp` adapter's result rules): one error class, one line naming the 
 
 from __future__ import annotations
 
-import celpy
-from celpy.celparser import CELParseError
-from lark import Token, Tree
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # cel-python (and lark, pendulum) load with the first rule: most configs have none
+    import celpy
+    from lark import Token, Tree
 
 
 class RuleError(ValueError):
@@ -14,6 +16,9 @@ class RuleError(ValueError):
 
 def compile_rule(source: str) -> tuple[celpy.Environment, Tree[Token]]:
     """The environment and parse tree of `source`, or a RuleError saying where it does not parse."""
+    import celpy
+    from celpy.celparser import CELParseError
+
     env = celpy.Environment()
     try:
         return env, env.compile(source)

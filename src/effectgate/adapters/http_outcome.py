@@ -16,8 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Iterable, Mapping
 from email.utils import parsedate_to_datetime
-
-import httpx
+from typing import TYPE_CHECKING
 
 from effectgate.adapters.base import (
     AdapterError,
@@ -28,6 +27,9 @@ from effectgate.adapters.base import (
     RateLimited,
 )
 from effectgate.adapters.redact import scrub
+
+if TYPE_CHECKING:  # httpx is loaded by the adapters that speak HTTP, not by `effectgate.adapters`
+    import httpx
 
 # Refusals that say nothing about the payload: authentication, rate limits. Retry later.
 NO_EFFECT_STATUSES = frozenset({401, 403, 429})
@@ -85,6 +87,8 @@ def rate_limit(status: int, headers: Mapping[str, str] | None, what: str) -> NoE
 
 def transport_error(exc: httpx.HTTPError, what: str) -> AdapterError:
     """The error of a request that got no HTTP answer."""
+    import httpx  # already loaded: `exc` is one of its errors
+
     name = type(exc).__name__
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
         return NoEffectError(f"{what}: could not connect ({name}); nothing was sent", code="connect")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -64,45 +65,6 @@ def top_level_help(argv: list[str], command_names: set[str]) -> bool:
     return not argv
 
 
-async def check(config_path: str, probe: bool = False) -> int:
-    from effectgate.gateway.config import ConfigError, load_config
-    from effectgate.gateway.observability import mask_url
-    from effectgate.gateway.runtime import server
-    from effectgate.gateway.runtime.startup import StartupFailed
-    from effectgate.gateway.store import skew_problem
-
-    config = load_config(config_path)
-    try:
-        clock, window_problems, probed = await server.check(config, probe)
-    except (ConfigError, OSError) as exc:
-        raise StartupFailed(str(exc)) from exc
-    except Exception as exc:
-        raise StartupFailed(f"{config.source}: [store] {mask_url(config.store_url)}: {exc}") from exc
-    mode = "development mode (no principals)" if config.dev_mode else f"{len(config.principals)} principal(s)"
-    tls = "mTLS" if config.tls and config.tls.client_ca_file else "TLS" if config.tls else "no TLS"
-    print(
-        f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
-        f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
-    )
-    for line in probed:
-        print(line)
-    if not probe and config.adapters:
-        print("credentials: not checked; `effectgate check --probe` makes one harmless read per adapter")
-    for problem in window_problems:
-        print(f"window: WARNING: {problem}")
-        logging.getLogger("effectgate.check").warning("%s", problem)
-    bound = config.clock_skew_bound
-    if not clock.shared:
-        print(f"clock: the store has no clock of its own; this host's is used (skew bound {bound:g}s unused)")
-        return 0
-    verdict = "OUT OF BOUND: a replica here would refuse work" if skew_problem(clock, bound) else "within bound"
-    print(
-        f"clock: this host's clock is {-clock.offset:+.3f}s off the store's (probe round trip "
-        f"{clock.rtt * 1000:.1f} ms; bound {bound:g}s): {verdict}"
-    )
-    return 0
-
-
 LOG_DEFAULTS: dict[str, object] = {"log_level": "INFO", "debug": False, "log_format": "text"}
 
 
@@ -121,6 +83,8 @@ def completion(parser: argparse.ArgumentParser) -> None:
     """Shell completion (argcomplete): answers and exits only when the shell asks for completions.
 
     Enable it with `eval "$(register-python-argcomplete effectgate)"` (docs/operations.md)."""
+    if "_ARGCOMPLETE" not in os.environ:  # argcomplete's own test: the shell is not asking
+        return
     import argcomplete
 
     argcomplete.autocomplete(parser)
@@ -236,17 +200,21 @@ def main(argv: list[str] | None = None) -> int:
 def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`serve`, `check`, `migrate`, `notify` and `audit`: a refused start is one line and exit 2."""
     from effectgate.gateway.config import ConfigError
-    from effectgate.gateway.runtime.serve import run as run_serve
     from effectgate.gateway.runtime.startup import ServeOptions, StartupFailed
 
     try:
         if args.command == "serve":
+            # Each command loads its own modules: `check` never loads the server.
+            from effectgate.gateway.runtime.serve import run as run_serve
+
             options = ServeOptions(
                 args.config, args.workers, args.worker_port, args.log_level, args.log_format, args.fail_fast
             )
             return run_serve(options)
         if args.command == "check":
-            return asyncio.run(check(args.config, args.probe))
+            from effectgate.gateway.runtime.commands.check import run_check
+
+            return asyncio.run(run_check(args.config, args.probe))
         if args.command == "migrate":
             from effectgate.gateway.runtime.commands.migrate import run_migrate
 

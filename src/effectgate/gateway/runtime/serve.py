@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.observability import IDENTITY, identify, provider_sdk_logs, telemetry_sdk
@@ -18,11 +19,13 @@ from effectgate.gateway.runtime.listener import credentials
 from effectgate.gateway.runtime.metrics_port import ProbeServer
 from effectgate.gateway.runtime.process import run as run_loop
 from effectgate.gateway.runtime.process import settle_heap
-from effectgate.gateway.runtime.server import Gateway
 from effectgate.gateway.runtime.startup import PROBES, READY, ServeOptions, StartupFailed, announce, store_failure
 from effectgate.gateway.runtime.waiting import WaitingRoom, open_store
 from effectgate.gateway.runtime.workers import serve_workers, watch_parent
 from effectgate.gateway.store import StoreError
+
+if TYPE_CHECKING:
+    from effectgate.gateway.runtime.server import Gateway
 
 log = logging.getLogger("effectgate.server")
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
@@ -144,6 +147,10 @@ async def start(
         config = config.model_copy(
             update={"server": config.server.model_copy(update={"listen": f"{host}:{room.port}"})}
         )
+    # The server (gRPC services, health, reflection) loads once there is a store to serve: a config
+    # refused above, or the parent of `--workers`, never loads it.
+    from effectgate.gateway.runtime.server import Gateway
+
     return await Gateway.start(
         config, shared_port=shared, watch_backlog=metrics_on, store=store, adapters=adapters, store_open=True
     )

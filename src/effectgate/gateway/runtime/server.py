@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import _async as health_aio
@@ -31,63 +32,32 @@ from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.core import (
     Clock,
     EffectProtocol,
-    LagBook,
     ProviderReports,
     Waits,
 )
-from effectgate.gateway.intake import WebhookIntake, adapter_tenants
 from effectgate.gateway.observability import metrics
 from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
 from effectgate.gateway.runtime.configured import (
-    bind_tools,
     build_adapters,
     close_adapters,
     open_configured_store,
     tenants_of,
-    window_problems,
 )
-from effectgate.gateway.runtime.listener import Certificates, credentials, listen
+from effectgate.gateway.runtime.listener import Certificates, listen
 from effectgate.gateway.runtime.observing import GatewayObserver
 from effectgate.gateway.runtime.replica import build_replica
 from effectgate.gateway.runtime.shutdown import ShutdownDeadline
-from effectgate.gateway.store import Store, StoreClock
+from effectgate.gateway.store import Store
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
+
+if TYPE_CHECKING:
+    from effectgate.gateway.intake import WebhookIntake
 
 log = logging.getLogger("effectgate.server")
 SERVICE_NAMES = (
     gateway_pb2.DESCRIPTOR.services_by_name["EffectGateway"].full_name,
     gateway_pb2.DESCRIPTOR.services_by_name["Operator"].full_name,
 )
-
-
-async def check(config: Config, probe: bool = False) -> tuple[StoreClock, list[str], list[str]]:
-    """What `effectgate check` does: load every adapter (secrets resolved), with `probe` make one
-    harmless read per adapter (its lines are returned), open the store, measure its clock's offset
-    to this host's (the probed clock is returned), compare each tool's window with the read lags
-    observed (the problems are returned), close the store."""
-    from effectgate.gateway.runtime.commands.adapter_probes import probe_adapters
-
-    adapters = build_adapters(config)
-    try:
-        bind_tools(config, adapters)
-        credentials(config)
-        for sink in build_sinks(config.notify, config.source).values():  # their secrets are read
-            await sink.close()
-        probed = await probe_adapters(config, adapters) if probe else []
-        store = open_configured_store(config)
-        await store.open()
-        try:
-            clock = StoreClock(store)
-            await clock.probe()
-            lags = LagBook(config.consistency)
-            bound = bind_tools(config, adapters, lags)
-            await lags.load(store, (t.lag_key for t in bound.values()))
-            problems = window_problems(bound, lags)
-        finally:
-            await store.close()
-        return clock, problems, probed
-    finally:
-        await close_adapters(adapters)
 
 
 @dataclass
@@ -271,6 +241,9 @@ class Gateway:
         port = listen(server, config, shared_port, certificates)
         intake = None
         if config.webhooks is not None:
+            # The listener's HTTP stack (uvicorn, h11) loads only for a gateway that has [webhooks].
+            from effectgate.gateway.intake import WebhookIntake, adapter_tenants
+
             reports = ProviderReports(protocol, store, replica.tools, adapter_tenants(config))
             intake = WebhookIntake(reports, adapters, config.webhooks)
             if notifier is not None:

@@ -29,8 +29,8 @@ from typing import Any
 
 from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.observability import telemetry_sdk
+from effectgate.gateway.runtime.commands.check import validate
 from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
-from effectgate.gateway.runtime.server import check
 from effectgate.gateway.runtime.startup import PROBES, READY, ServeOptions, announce
 from effectgate.gateway.store import StoreUnavailable
 
@@ -177,7 +177,7 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # from the start: never leave workers behind
         loop.add_signal_handler(sig, stop.set)
     try:
-        await check(config)  # one clear error here rather than the same one from every worker
+        await validate(config)  # one clear error here rather than the same one from every worker
     except StoreUnavailable:
         if options.fail_fast:
             raise

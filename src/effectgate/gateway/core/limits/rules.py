@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
-
-from celpy.adapter import json_to_cel
-from celpy.celtypes import BoolType
-from lark import Token, Tree
+from typing import TYPE_CHECKING, Any
 
 from effectgate.cel import RuleError as RuleError
 from effectgate.cel import compile_rule
+
+if TYPE_CHECKING:
+    from lark import Tree
+
+# cel-python (with lark and pendulum: a tenth of a second of imports) is loaded by the first
+# Rule's compile_rule, not with this module: a gateway whose tools have no rule never loads it.
 
 log = logging.getLogger("effectgate.limits")
 
@@ -56,6 +58,9 @@ class Rule:
         self._program = env.program(tree)
 
     def holds(self, activation: Mapping[str, Any]) -> bool:
+        from celpy.adapter import json_to_cel  # loaded by compile_rule: a lookup, not a load
+        from celpy.celtypes import BoolType
+
         try:
             result = self._program.evaluate({name: json_to_cel(value) for name, value in activation.items()})
         except Exception as exc:  # a type error at run time: hold the action rather than let it pass
@@ -69,6 +74,8 @@ class Rule:
 
 def _names(tree: Tree[Any]) -> set[str]:
     """The top-level identifiers the expression reads (not function names, not member fields)."""
+    from lark import Token
+
     found: set[str] = set()
     for sub in tree.iter_subtrees():
         if sub.data == "ident" or (sub.data == "primary" and sub.children and isinstance(sub.children[0], Token)):
@@ -80,6 +87,8 @@ def _names(tree: Tree[Any]) -> set[str]:
 
 def _payload_fields(tree: Tree[Any]) -> set[str]:
     """NAME of every `payload.NAME`."""
+    from lark import Token, Tree
+
     found: set[str] = set()
     for sub in tree.iter_subtrees():
         if sub.data != "member_dot" or len(sub.children) < 2:
@@ -91,6 +100,8 @@ def _payload_fields(tree: Tree[Any]) -> set[str]:
 
 
 def _is_ident(tree: Tree[Any], name: str) -> bool:
+    from lark import Token, Tree
+
     while isinstance(tree, Tree):
         if tree.data == "ident":
             return any(isinstance(c, Token) and str(c) == name for c in tree.children)

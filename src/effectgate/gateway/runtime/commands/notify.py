@@ -15,7 +15,6 @@ import datetime
 import sys
 from typing import TYPE_CHECKING, Any
 
-from effectgate.client.cli import render
 from effectgate.gateway.runtime.commands.config_option import add_config_option
 
 if TYPE_CHECKING:
@@ -60,7 +59,9 @@ def _iso(at: float) -> str:
 
 async def run(args: argparse.Namespace) -> int:
     # The gateway's modules only when the command runs: `effectgate --help` and the operator
-    # commands build this parser too, and load only the client's modules (runtime/cli.py).
+    # commands build this parser too, and load only the client's modules (runtime/cli.py); the
+    # client's renderers (rich, yaml) too, which `serve` never needs.
+    from effectgate.client.cli import render
     from effectgate.gateway.config import load_config
     from effectgate.gateway.core import SystemClock
     from effectgate.gateway.runtime.configured import open_configured_store

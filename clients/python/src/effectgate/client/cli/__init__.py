@@ -11,19 +11,12 @@ operator's terminal. docs/operations.md is their reference, with the exit codes.
 
 from __future__ import annotations
 
+import argparse
 from importlib.metadata import PackageNotFoundError, version
 
 from effectgate.client.cli.args import STATES, add_commands
-from effectgate.client.cli.commands import (
-    EXIT_GATEWAY,
-    EXIT_INTERRUPTED,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    EXIT_USAGE,
-    run_command,
-)
+from effectgate.client.cli.exits import EXIT_GATEWAY, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from effectgate.client.cli.parser import Parser
-from effectgate.client.cli.render import printable
 
 __all__ = [
     "COMMANDS",
@@ -44,6 +37,25 @@ COMMANDS = (
     *("actions", "events", "show", "describe", "verify", "approve", "deny", "reconcile", "grant-bypass"),
     *("limits", "grant-limit"),
 )
+
+
+# The commands and their renderers (rich, yaml: a fifth of a second of imports) load when a
+# command runs or prints: the gateway's `effectgate serve` adds these commands to its parser
+# and never runs one.
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the operator command `args` names; its exit code."""
+    from effectgate.client.cli.commands import run_command as run
+
+    return run(args)
+
+
+def printable(text: str) -> str:
+    """`text` with control and format characters escaped (render.printable)."""
+    from effectgate.client.cli.render import printable as escaped
+
+    return escaped(text)
 
 
 def client_version() -> str:

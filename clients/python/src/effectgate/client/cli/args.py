@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from effectgate.client.calls import RESOLUTIONS
-from effectgate.client.cli.render import FORMATS
 from effectgate.client.states import State
 
 STATES = State.names()
+FORMATS = ("table", "wide", "json", "yaml")  # `-o`; the renderers (rich, yaml) load only to print
 DEFAULT_TIMEOUT = 10.0  # seconds: an operator command's answer, or a hint about why there is none
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -1,11 +1,4 @@
-"""Running the operator commands through EffectGateClient, and their exit codes:
-
-0    done (a --watch stopped with Ctrl-C too)
-1    the gateway answered with an error, or could not be reached
-2    usage or local configuration: a bad option, an unreadable TLS file
-3    no such action (NOT_FOUND)
-130  interrupted (Ctrl-C) before the command finished
-"""
+"""Running the operator commands through EffectGateClient; their exit codes are `exits`."""
 
 from __future__ import annotations
 
@@ -20,13 +13,13 @@ from typing import Any
 import grpc
 
 from effectgate.client.cli import events, hints, limits, render, views
+from effectgate.client.cli.exits import EXIT_GATEWAY, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from effectgate.client.cli.render import action_dict, dump, dump_line, message_dict, parse_time, printable
 from effectgate.client.client import EffectGateClient
 from effectgate.client.errors import EffectGateError, from_rpc_error
 from effectgate.client.states import State
 from effectgate.v1 import gateway_pb2 as pb
 
-EXIT_OK, EXIT_GATEWAY, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 Row = dict[str, Any]
 
 

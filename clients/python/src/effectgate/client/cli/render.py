@@ -33,7 +33,6 @@ from effectgate.v1 import gateway_pb2 as pb
 if TYPE_CHECKING:
     from babel import Locale
 
-FORMATS = ("table", "wide", "json", "yaml")
 # Enum fields and the prefix their short names drop.
 _ENUMS = {"state": "EFFECT_STATE_", "next_step": "NEXT_STEP_", "resolution": "EFFECT_STATE_"}
 _OUTCOME = "OBSERVATION_OUTCOME_"
