@@ -106,18 +106,24 @@ class Admission:
         self.auth = auth
 
     def register(self, server: grpc.aio.Server, add_servicer: AddServicer, servicer: object) -> None:
-        """Registers `servicer` on `server` the way its generated code does, every handler wrapped.
-        The methods a servicer names in `ANSWERS_SERIALISED` answer bytes already serialised."""
+        """Registers `servicer` on `server` like its generated code does, every handler wrapped,
+        but only the methods it names in `HOT_METHODS` as registered methods (`GenericOnly` says
+        why); the others are found by name. The methods a servicer names in
+        `ANSWERS_SERIALISED` answer bytes already serialised."""
         captured = _Captured()
         add_servicer(servicer, captured)
         serialised: frozenset[str] = getattr(servicer, "ANSWERS_SERIALISED", frozenset())
+        hot: frozenset[str] = getattr(servicer, "HOT_METHODS", frozenset())
         wrapped = {
             name: self.wrap(handler, f"/{captured.service}/{name}", serialised=name in serialised)
             for name, handler in captured.handlers.items()
         }
         registry = cast(Registry, server)
         registry.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(captured.service, wrapped),))
-        registry.add_registered_method_handlers(captured.service, wrapped)
+        if hot:
+            registry.add_registered_method_handlers(
+                captured.service, {name: handler for name, handler in wrapped.items() if name in hot}
+            )
 
     def wrap(self, handler: Handler, method: str, *, serialised: bool = False) -> Handler:
         if handler.unary_stream is not None:
@@ -218,6 +224,24 @@ def refused(error: Unauthenticated | PermissionDenied, method: str, context: Con
         auth_failed(error.cause, method, context.peer())
     elif error.reason in ("ROLE_REQUIRED", "TOOL_NOT_ALLOWED"):
         auth_failed(error.reason.lower(), method, context.peer(), error.principal)
+
+
+class GenericOnly:
+    """A server as a generated `add_<Service>Servicer_to_server` sees it, taking its generic
+    handlers only (health, reflection). Why: grpc.aio's serving loop keeps one pending request
+    per registered method and waits on all of them (`asyncio.wait`) for every call it accepts,
+    so each registered method costs every RPC of every method a few Python calls (with all 19
+    of them registered, about 140 per call, more than a replay's own handler). A method found
+    by name costs one dictionary lookup, and only its own calls."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = cast(Registry, server)
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler[Any, Any]]) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Handler]) -> None:
+        """Not registered: found by name through the generic handler given alongside."""
 
 
 class _Captured:
