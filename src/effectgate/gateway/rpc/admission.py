@@ -65,7 +65,6 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
 }
 
 Context = grpc.aio.ServicerContext[Any, Any]
-Metadata = Iterable[tuple[str, str | bytes]]
 Behavior = Callable[[Any, Context], Awaitable[Any]]
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 # The generated `add_<Service>Servicer_to_server(servicer, server)`.
@@ -133,11 +132,11 @@ class Admission:
         roles = METHOD_ROLES.get(method, frozenset())
         auth = self.auth
 
-        async def admitted(request: Any, context: Context, metadata: Metadata) -> Any:
+        async def admitted(request: Any, context: Context) -> Any:
             try:
                 if not roles:
                     raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
-                set_current_principal(auth.authenticate(metadata, roles))
+                set_current_principal(auth.admit(context, roles))
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
                 refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
@@ -162,12 +161,11 @@ class Admission:
         async def behavior(request: Any, context: Context) -> Any:
             started = clock()
             try:
-                metadata = context.invocation_metadata() or ()
                 if not tracing.on:
-                    answer = await admitted(request, context, metadata)
-                else:
-                    with calls.rpc_span(method, metadata):  # the caller's trace goes on here
-                        answer = await admitted(request, context, metadata)
+                    answer = await admitted(request, context)
+                else:  # the caller's trace goes on here
+                    with calls.rpc_span(method, context.invocation_metadata() or ()):
+                        answer = await admitted(request, context)
             except grpc.aio.AbortError:
                 code = context.code() or grpc.StatusCode.UNKNOWN
                 counted.done(code.name, code.value[0], clock() - started)
@@ -196,7 +194,7 @@ class Admission:
             try:
                 if not roles:
                     raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
-                set_current_principal(auth.authenticate(context.invocation_metadata() or (), roles))
+                set_current_principal(auth.admit(context, roles))
                 if isinstance(request, Undecodable):
                     raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
                 refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
@@ -290,6 +288,13 @@ class Authenticator:
         if bool(principals) != bool(self._principals):
             raise ConfigError("[[principals]]: going to or from development mode (no principals) needs a restart")
         self._principals = tuple(principals)
+
+    def admit(self, context: Context, roles: frozenset[str]) -> Principal:
+        """The caller of the RPC `context` serves (`authenticate`); its metadata is read only
+        when there are principals to check it against."""
+        if not self._principals:  # development mode
+            return DEV_PRINCIPAL
+        return self.authenticate(context.invocation_metadata(), roles)
 
     def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None, roles: frozenset[str]) -> Principal:
         """The principal whose token the metadata carries, if it holds one of `roles`."""
