@@ -33,7 +33,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from effectgate.gateway.config import ROLES, ConfigError, Principal
-from effectgate.gateway.core import refuse_unstorable
+from effectgate.gateway.core import unstorable
 from effectgate.gateway.model import InvalidRequest, PermissionDenied, Unauthenticated
 from effectgate.gateway.observability import RpcMetrics, auth_failed, caller, calls, set_caller
 from effectgate.gateway.rpc.status import ANSWERED, to_status
@@ -79,20 +79,32 @@ class Registry(Protocol):
     def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Handler]) -> None: ...
 
 
-class Undecodable:
-    """Stands in for a request whose bytes are not the method's message."""
+class Refused:
+    """Stands in for a request refused once its caller is authenticated (INVALID_ARGUMENT)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: InvalidRequest) -> None:
+        self.error = error
 
 
 def _tolerant(handler: Handler) -> Callable[[bytes], Any]:
-    """The handler's request decoder, answering `Undecodable` instead of raising: the method
-    refuses it after auth (INVALID_ARGUMENT), unary and streaming alike."""
+    """The handler's request decoder, answering `Refused` instead of raising for bytes that are
+    not the method's message or that hold text a store cannot hold (core's `unstorable`): the
+    method refuses it after auth, unary and streaming alike. A NUL in any text is a zero byte on
+    the wire, so bytes without one are not walked (most requests: a replay's included)."""
     decode = cast(Callable[[bytes], Any], handler.request_deserializer)
 
     def tolerant(data: bytes) -> Any:
         try:
-            return decode(data)
+            request = decode(data)
         except DecodeError:
-            return Undecodable()
+            return Refused(InvalidRequest([("request", "is not a valid protobuf message of this method")]))
+        if b"\0" in data:  # the same on every store (core/limits/policy.py)
+            found = unstorable(request)
+            if found:
+                return Refused(InvalidRequest(found))
+        return request
 
     return tolerant
 
@@ -137,9 +149,8 @@ class Admission:
                 if not roles:
                     raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
                 set_current_principal(auth.admit(context, roles))
-                if isinstance(request, Undecodable):
-                    raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
-                refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
+                if isinstance(request, Refused):
+                    raise request.error
                 return await inner(request, context)
             except ANSWERED as error:
                 if isinstance(error, Unauthenticated | PermissionDenied):
@@ -195,9 +206,8 @@ class Admission:
                 if not roles:
                     raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
                 set_current_principal(auth.admit(context, roles))
-                if isinstance(request, Undecodable):
-                    raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
-                refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
+                if isinstance(request, Refused):
+                    raise request.error
                 async for message in inner(request, context):
                     yield message
             except ANSWERED as error:
