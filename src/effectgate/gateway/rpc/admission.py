@@ -16,7 +16,7 @@ Why not grpc.aio interceptors (ours, or OpenTelemetry's): an interceptor runs on
 for every method, through grpc's interceptor pipeline, before the handler is even found; a
 wrapped handler costs one Python call. Handlers behind the wrapper only translate wire <->
 domain; they read the caller with `current_principal()`. Health and reflection are registered
-unwrapped.
+unwrapped (found by name: `GenericOnly`).
 """
 
 from __future__ import annotations
