@@ -76,6 +76,22 @@ async def test_oversized_ids_are_refused_without_echo(tmp_path: Path, sim: Strip
         await live.close()
 
 
+async def test_ids_are_measured_in_bytes_not_characters(tmp_path: Path, sim: StripeSimulator) -> None:
+    """Fewer characters than the limit but more bytes (UTF-8): refused; the handler encodes the
+    ids only when their lengths say one may be too long, which these are."""
+    live = await live_gateway(tmp_path, sim)
+    try:
+        wide = "\u00e9" * (LIMIT // 2 + 1)  # two bytes each
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await live.stub.Execute(request(scope=wide), metadata=auth("agent"))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        violation = details(caught.value)["BadRequest"].field_violations[0]
+        assert violation.field == "scope" and f"is {2 * len(wide)} bytes; at most {LIMIT}" in violation.description
+        assert effects(sim) == []
+    finally:
+        await live.close()
+
+
 async def test_notes_and_action_ids_have_limits(tmp_path: Path, sim: StripeSimulator) -> None:
     live = await live_gateway(tmp_path, sim)
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from effectgate.gateway.rpc.admission import Admission, Authenticator
+from effectgate.gateway.rpc.admission import Admission, Authenticator, GenericOnly
 from effectgate.gateway.rpc.agent_service import EffectGatewayService
 from effectgate.gateway.rpc.operator_service import OperatorService
 from effectgate.gateway.rpc.status import to_status
@@ -12,6 +12,7 @@ __all__ = [
     "Admission",
     "Authenticator",
     "EffectGatewayService",
+    "GenericOnly",
     "Limits",
     "OperatorService",
     "to_status",

@@ -16,7 +16,7 @@ Why not grpc.aio interceptors (ours, or OpenTelemetry's): an interceptor runs on
 for every method, through grpc's interceptor pipeline, before the handler is even found; a
 wrapped handler costs one Python call. Handlers behind the wrapper only translate wire <->
 domain; they read the caller with `current_principal()`. Health and reflection are registered
-unwrapped.
+unwrapped (found by name: `GenericOnly`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from effectgate.gateway.config import ROLES, ConfigError, Principal
-from effectgate.gateway.core import refuse_unstorable
+from effectgate.gateway.core import unstorable
 from effectgate.gateway.model import InvalidRequest, PermissionDenied, Unauthenticated
 from effectgate.gateway.observability import RpcMetrics, auth_failed, caller, calls, set_caller
 from effectgate.gateway.rpc.status import ANSWERED, to_status
@@ -65,7 +65,6 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
 }
 
 Context = grpc.aio.ServicerContext[Any, Any]
-Metadata = Iterable[tuple[str, str | bytes]]
 Behavior = Callable[[Any, Context], Awaitable[Any]]
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 # The generated `add_<Service>Servicer_to_server(servicer, server)`.
@@ -80,20 +79,32 @@ class Registry(Protocol):
     def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Handler]) -> None: ...
 
 
-class Undecodable:
-    """Stands in for a request whose bytes are not the method's message."""
+class Refused:
+    """Stands in for a request refused once its caller is authenticated (INVALID_ARGUMENT)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: InvalidRequest) -> None:
+        self.error = error
 
 
 def _tolerant(handler: Handler) -> Callable[[bytes], Any]:
-    """The handler's request decoder, answering `Undecodable` instead of raising: the method
-    refuses it after auth (INVALID_ARGUMENT), unary and streaming alike."""
+    """The handler's request decoder, answering `Refused` instead of raising for bytes that are
+    not the method's message or that hold text a store cannot hold (core's `unstorable`): the
+    method refuses it after auth, unary and streaming alike. A NUL in any text is a zero byte on
+    the wire, so bytes without one are not walked (most requests: a replay's included)."""
     decode = cast(Callable[[bytes], Any], handler.request_deserializer)
 
     def tolerant(data: bytes) -> Any:
         try:
-            return decode(data)
+            request = decode(data)
         except DecodeError:
-            return Undecodable()
+            return Refused(InvalidRequest([("request", "is not a valid protobuf message of this method")]))
+        if b"\0" in data:  # the same on every store (core/limits/policy.py)
+            found = unstorable(request)
+            if found:
+                return Refused(InvalidRequest(found))
+        return request
 
     return tolerant
 
@@ -106,18 +117,24 @@ class Admission:
         self.auth = auth
 
     def register(self, server: grpc.aio.Server, add_servicer: AddServicer, servicer: object) -> None:
-        """Registers `servicer` on `server` the way its generated code does, every handler wrapped.
-        The methods a servicer names in `ANSWERS_SERIALISED` answer bytes already serialised."""
+        """Registers `servicer` on `server` like its generated code does, every handler wrapped,
+        but only the methods it names in `HOT_METHODS` as registered methods (`GenericOnly` says
+        why); the others are found by name. The methods a servicer names in
+        `ANSWERS_SERIALISED` answer bytes already serialised."""
         captured = _Captured()
         add_servicer(servicer, captured)
         serialised: frozenset[str] = getattr(servicer, "ANSWERS_SERIALISED", frozenset())
+        hot: frozenset[str] = getattr(servicer, "HOT_METHODS", frozenset())
         wrapped = {
             name: self.wrap(handler, f"/{captured.service}/{name}", serialised=name in serialised)
             for name, handler in captured.handlers.items()
         }
         registry = cast(Registry, server)
         registry.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(captured.service, wrapped),))
-        registry.add_registered_method_handlers(captured.service, wrapped)
+        if hot:
+            registry.add_registered_method_handlers(
+                captured.service, {name: handler for name, handler in wrapped.items() if name in hot}
+            )
 
     def wrap(self, handler: Handler, method: str, *, serialised: bool = False) -> Handler:
         if handler.unary_stream is not None:
@@ -127,14 +144,13 @@ class Admission:
         roles = METHOD_ROLES.get(method, frozenset())
         auth = self.auth
 
-        async def admitted(request: Any, context: Context, metadata: Metadata) -> Any:
+        async def admitted(request: Any, context: Context) -> Any:
             try:
                 if not roles:
                     raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
-                set_current_principal(auth.authenticate(metadata, roles))
-                if isinstance(request, Undecodable):
-                    raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
-                refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
+                set_current_principal(auth.admit(context, roles))
+                if isinstance(request, Refused):
+                    raise request.error
                 return await inner(request, context)
             except ANSWERED as error:
                 if isinstance(error, Unauthenticated | PermissionDenied):
@@ -156,12 +172,11 @@ class Admission:
         async def behavior(request: Any, context: Context) -> Any:
             started = clock()
             try:
-                metadata = context.invocation_metadata() or ()
                 if not tracing.on:
-                    answer = await admitted(request, context, metadata)
-                else:
-                    with calls.rpc_span(method, metadata):  # the caller's trace goes on here
-                        answer = await admitted(request, context, metadata)
+                    answer = await admitted(request, context)
+                else:  # the caller's trace goes on here
+                    with calls.rpc_span(method, context.invocation_metadata() or ()):
+                        answer = await admitted(request, context)
             except grpc.aio.AbortError:
                 code = context.code() or grpc.StatusCode.UNKNOWN
                 counted.done(code.name, code.value[0], clock() - started)
@@ -190,10 +205,9 @@ class Admission:
             try:
                 if not roles:
                     raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
-                set_current_principal(auth.authenticate(context.invocation_metadata() or (), roles))
-                if isinstance(request, Undecodable):
-                    raise InvalidRequest([("request", "is not a valid protobuf message of this method")])
-                refuse_unstorable(request)  # the same on every store (core/limits/policy.py)
+                set_current_principal(auth.admit(context, roles))
+                if isinstance(request, Refused):
+                    raise request.error
                 async for message in inner(request, context):
                     yield message
             except ANSWERED as error:
@@ -218,6 +232,24 @@ def refused(error: Unauthenticated | PermissionDenied, method: str, context: Con
         auth_failed(error.cause, method, context.peer())
     elif error.reason in ("ROLE_REQUIRED", "TOOL_NOT_ALLOWED"):
         auth_failed(error.reason.lower(), method, context.peer(), error.principal)
+
+
+class GenericOnly:
+    """A server as a generated `add_<Service>Servicer_to_server` sees it, taking its generic
+    handlers only (health, reflection). Why: grpc.aio's serving loop keeps one pending request
+    per registered method and waits on all of them (`asyncio.wait`) for every call it accepts,
+    so each registered method costs every RPC of every method a few Python calls (with all 19
+    of them registered, about 140 per call, more than a replay's own handler). A method found
+    by name costs one dictionary lookup, and only its own calls."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = cast(Registry, server)
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler[Any, Any]]) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Handler]) -> None:
+        """Not registered: found by name through the generic handler given alongside."""
 
 
 class _Captured:
@@ -266,6 +298,13 @@ class Authenticator:
         if bool(principals) != bool(self._principals):
             raise ConfigError("[[principals]]: going to or from development mode (no principals) needs a restart")
         self._principals = tuple(principals)
+
+    def admit(self, context: Context, roles: frozenset[str]) -> Principal:
+        """The caller of the RPC `context` serves (`authenticate`); its metadata is read only
+        when there are principals to check it against."""
+        if not self._principals:  # development mode
+            return DEV_PRINCIPAL
+        return self.authenticate(context.invocation_metadata(), roles)
 
     def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None, roles: frozenset[str]) -> Principal:
         """The principal whose token the metadata carries, if it holds one of `roles`."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import grpc
 from grpc_health.v1 import _async as health_aio
@@ -36,7 +36,7 @@ from effectgate.gateway.core import (
     Waits,
 )
 from effectgate.gateway.observability import metrics
-from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, Limits, OperatorService
+from effectgate.gateway.rpc import Admission, Authenticator, EffectGatewayService, GenericOnly, Limits, OperatorService
 from effectgate.gateway.runtime.configured import (
     build_adapters,
     close_adapters,
@@ -235,8 +235,12 @@ class Gateway:
         admission.register(
             server, gateway_pb2_grpc.add_OperatorServicer_to_server, OperatorService(replica.operations, limits, desk)
         )
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        # Found by name, not registered: a registered method costs every call (GenericOnly).
+        unregistered = cast(grpc.aio.Server, GenericOnly(server))
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, unregistered)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), unregistered
+        )
         certificates = Certificates(config) if config.tls is not None else None
         port = listen(server, config, shared_port, certificates)
         intake = None
