@@ -114,6 +114,15 @@ CASES = {
         {"approvals": (), "policy_version": "pv_new", "next_step": NextStep.APPROVE},
         {"approvals": ("ops",), "policy_version": "pv_old"},
     ),
+    # Approved, then proven never sent (NOT_FOUND) under a policy the tool no longer has: it waits
+    # for a new approval rather than being sent again (found by the simulator's redeploy, seed 28).
+    "reapprove-not-found": Case(
+        N,
+        t.Reapprove("pv_new"),
+        A,
+        {"approvals": (), "policy_version": "pv_new", "next_step": NextStep.APPROVE},
+        {"approvals": ("ops",), "policy_version": "pv_old"},
+    ),
     "dispatch-planned": Case(P, t.Dispatch(), D, {"attempts": 1, "dispatched_at": NOW, "checks": 0}),
     "dispatch-not-found": Case(N, t.Dispatch(), D, {"attempts": 2, "next_step": NextStep.NONE}),
     "dispatch-same-key": Case(D, t.Dispatch(), D, {"attempts": 2, "dispatched_at": NOW}),
