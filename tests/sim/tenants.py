@@ -91,6 +91,9 @@ class Tenants:
             "grant_limit": lambda: parts.desk.grant(tenant, action_id, INTRUDER, "mine"),
             "list": lambda: parts.protocol.list(ListQuery(tenant=tenant, page_size=200)),
         }
+        # Whether the action was stored before the act (a refused call's id may be claimed while
+        # the grant is on its way: then there was nothing to refuse).
+        stored = w.db.conn.execute("SELECT 1 FROM actions WHERE action_id = ?", (action_id,)).fetchone() is not None
         token = CURRENT.set(replica)
         try:
             outcome = await Caller.operate(calls[act](), replica.died, timeout=30.0)
@@ -98,9 +101,9 @@ class Tenants:
             CURRENT.reset(token)
         w.counts[f"tenant_{act}"] += 1
         w.event(f"operator of {tenant} {act} {owner}'s {action_id[:12]} on {replica.name}: {_named(outcome)}")
-        self._check(act, tenant, owner, action_id, outcome)
+        self._check(act, tenant, owner, action_id, outcome, stored)
 
-    def _check(self, act: str, tenant: str, owner: str, action_id: str, outcome: object) -> None:
+    def _check(self, act: str, tenant: str, owner: str, action_id: str, outcome: object, stored: bool) -> None:
         w = self.world
         if outcome in ("gone", "deadline") or isinstance(outcome, REFUSED):
             return
@@ -111,10 +114,8 @@ class Tenants:
             elif isinstance(outcome, BaseException):
                 w.violation(f"undocumented answer to {tenant}'s list: {outcome!r}")
             return
-        if act == "grant_limit" and isinstance(outcome, LimitGrant):
-            stored = w.db.conn.execute("SELECT tenant FROM actions WHERE action_id = ?", (action_id,)).fetchone()
-            if stored is None or stored[0] == tenant:
-                return  # a refused call stores nothing: the id names no action of anybody's yet
+        if act == "grant_limit" and isinstance(outcome, LimitGrant) and not stored:
+            return  # a refused call stores nothing: the id named no action of anybody's yet
         w.violation(f"the operator of {tenant} named {owner}'s action {action_id} ({act}) and got {_named(outcome)}")
 
     # -- once settled ---------------------------------------------------------------------------

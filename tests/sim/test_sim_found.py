@@ -61,13 +61,17 @@ def test_a_webhook_whose_commit_answer_was_lost_never_writes_the_action_back(
     assert outcome.violations == []
 
 
-def test_seed_28_asks_again_for_an_approval_proven_unsent_under_a_changed_policy() -> None:
-    """Found by the simulator's redeploy (tests/sim/reloads.py): an `approve` action approved
-    under the tool's old policy had its intent stored (DISPATCHED) when its replica was killed to
-    restart with a new config; the new replica proved the attempt absent (NOT_FOUND) and sent it
-    again on the old approval, under the new policy. An approval proven unsent is now as unsent as
-    a PLANNED one: the drive moves it back to AWAITING_APPROVAL (core/protocol/driver.py)."""
-    outcome = World(28).run()  # found by seeds 7, 10 and 28 of the world before [[notify]] was in it
+@pytest.mark.parametrize("seed", [28, 1591])
+def test_an_approval_proven_unsent_under_a_changed_policy_is_asked_again_then_sent(seed: int) -> None:
+    """Found by the simulator's redeploy (tests/sim/reloads.py), seeds 7, 10 and 28 of the world
+    before [[notify]] was in it: an `approve` action approved under the tool's old policy had its
+    intent stored (DISPATCHED) when its replica was killed to restart with a new config; the new
+    replica proved the attempt absent (NOT_FOUND) and sent it again on the old approval, under the
+    new policy. An approval proven unsent is now as unsent as a PLANNED one: the drive moves it
+    back to AWAITING_APPROVAL (core/protocol/driver.py). Seed 1591 then found such an action,
+    approved again after its attempts were used up, lingering PLANNED (the reconciler had no send
+    left for it): a PLANNED action is now sent once at least (transitions/moves.py)."""
+    outcome = World(seed).run()
     reload = next(i for i, line in enumerate(outcome.trace) if "reload: config version 2" in line)
     after = [line.split() for line in outcome.trace[reload:] if line.split()[1] == "row"]
     asked = [
