@@ -103,7 +103,7 @@ class Watch:
                 key = keys.provider_key(action_id, w.checks_more.generation(action_id))
                 if any(e.provider_key == key for e in w.provider.ledger):
                     self.fail(f"{action_id} recorded {state} while the provider applied it")
-                elif w.provider.pending_for(action_id):
+                elif w.provider.pending(key):  # this generation's (one before a bypass is not)
                     self.fail(f"{action_id} recorded {state} while a request for it may still apply")
 
     # -- answers --------------------------------------------------------------------------------
@@ -116,7 +116,9 @@ class Watch:
             if record.receipt is None or record.receipt.external_id not in ids:
                 got = record.receipt.external_id if record.receipt else "no receipt"
                 self.fail(f"answered CONFIRMED for {record.action_id} ({got}) without that effect at the provider")
-        elif record.state in NO_EFFECT and (effects or w.provider.pending_for(record.action_id)):
+        elif record.state in NO_EFFECT and (
+            effects or w.provider.pending(keys.provider_key(record.action_id, record.generation))
+        ):
             self.fail(f"answered {record.state.value} for {record.action_id} while the provider has its effect")
 
     # -- after the settling phase ---------------------------------------------------------------
