@@ -125,6 +125,9 @@ async def test_a_limit_grant_lets_one_reservation_past_its_cap_once(stores: Call
         await first.claim(record("g3", tenant="t"), reservation())
     await first.grant_limit(LimitGrant("g3", "t", "alice", "month end", NOW - 10, NOW + 60))
     await first.grant_limit(LimitGrant("g4", "t", "alice", "another", NOW - 10, NOW + 60))
+    # Another tenant's operator naming the same id after it takes nothing over (the simulator's
+    # seed 68: tenant t's call, granted, was refused again): each tenant's grant is its own.
+    await first.grant_limit(LimitGrant("g3", "other", "mallory", "mine", NOW - 5, NOW + 60))
 
     # Concurrent claims of the granted id on two stores: one action, one grant taken.
     async def claim(store: Store) -> bool:

@@ -114,6 +114,15 @@ CASES = {
         {"approvals": (), "policy_version": "pv_new", "next_step": NextStep.APPROVE},
         {"approvals": ("ops",), "policy_version": "pv_old"},
     ),
+    # Approved, then proven never sent (NOT_FOUND) under a policy the tool no longer has: it waits
+    # for a new approval rather than being sent again (found by the simulator's redeploy, seed 28).
+    "reapprove-not-found": Case(
+        N,
+        t.Reapprove("pv_new"),
+        A,
+        {"approvals": (), "policy_version": "pv_new", "next_step": NextStep.APPROVE},
+        {"approvals": ("ops",), "policy_version": "pv_old"},
+    ),
     "dispatch-planned": Case(P, t.Dispatch(), D, {"attempts": 1, "dispatched_at": NOW, "checks": 0}),
     "dispatch-not-found": Case(N, t.Dispatch(), D, {"attempts": 2, "next_step": NextStep.NONE}),
     "dispatch-same-key": Case(D, t.Dispatch(), D, {"attempts": 2, "dispatched_at": NOW}),
@@ -455,3 +464,14 @@ def test_the_same_principal_twice_counts_once_and_a_new_policy_restarts_the_coun
     assert rebound.state is A and rebound.approvals == ("eve",) and rebound.policy_version == "pv_new"
     done = t.apply(rebound, t.Approve("ops", "ok", "pv_new"), NOW, TWO_PEOPLE)
     assert done.state is P and done.approvals == ("eve", "ops")
+
+
+def test_the_reconcilers_sends_are_what_is_left_but_a_planned_action_is_sent_once() -> None:
+    """A NOT_FOUND action whose generation used its `max_attempts` rests for its agent; one
+    approved again after that (a policy change: reapprove from NOT_FOUND) is PLANNED, and the
+    reconciler sends it once rather than leasing it every pass (the simulator's seed 1591)."""
+    spent = base(State.NOT_FOUND, attempts=3)
+    assert m.reconciler_sends(spent, 3) == 0
+    assert m.reconciler_sends(base(State.NOT_FOUND, attempts=1), 3) == 2
+    assert m.reconciler_sends(base(State.PLANNED, attempts=3), 3) == 1
+    assert m.reconciler_sends(base(State.PLANNED, attempts=0), 3) == 3

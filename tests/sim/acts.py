@@ -33,7 +33,7 @@ TENANT = "dev"
 CURRENT: contextvars.ContextVar[SimReplica | None] = contextvars.ContextVar("sim_replica", default=None)
 # A replica's chance to be killed at one of the named failpoints (at its 1st..3rd pass there).
 FAILPOINT_ODDS = 0.3
-POINTS = failpoints.POINTS  # the notify points need a [[notify]] sink, which the world has not
+POINTS = failpoints.POINTS  # and the notify points in a world with the deliverer (notices.py)
 # At most this many bypass grants a world (each one a second effect of a settled `pay` action).
 BYPASSES = 2
 NON_FINAL = frozenset({State.AWAITING_APPROVAL, State.UNKNOWN, State.DISPATCHED, State.PLANNED})
@@ -65,7 +65,8 @@ class Acts:
     def plan(self, replica: SimReplica) -> None:
         rng = random.Random(f"failpoint:{self.world.seed}:{replica.name}")
         if rng.random() < FAILPOINT_ODDS and "failpoint" not in self.world.knobs.off:
-            self.plans[replica.name] = (rng.choice(POINTS), rng.randint(1, 3))
+            points = (*POINTS, *failpoints.NOTIFY_POINTS) if self.world.notices.on else POINTS
+            self.plans[replica.name] = (rng.choice(points), rng.randint(1, 3))
 
     def _hit(self, point: str) -> None:
         replica = CURRENT.get()
@@ -83,11 +84,13 @@ class Acts:
         """What an agent does with an answer before its next attempt: waits on a non-final action
         now and then; asks an operator for a limit grant when a limit refused it."""
         off = self.world.knobs.off
+        if isinstance(result, LimitExceeded):  # its id, for another tenant's operator to name
+            self.world.tenants.refused.append((cmd.identity.tenant, str(result.figures.get("action_id", ""))))
         if isinstance(result, ExecuteResult) and result.record.state in NON_FINAL and rng.random() < 0.3:
             if "wait" not in off:
                 await self.wait(rng, result.record)
         elif isinstance(result, LimitExceeded) and rng.random() < 0.6 and "limit_grant" not in off:
-            await self.grant_limit(str(result.figures.get("action_id", "")))
+            await self.grant_limit(str(result.figures.get("action_id", "")), cmd.identity.tenant)
 
     async def wait(self, rng: random.Random, record: ActionRecord) -> None:
         w = self.world
@@ -98,7 +101,7 @@ class Acts:
         timeout = rng.choice((1.0, 5.0, 15.0))
         token = CURRENT.set(replica)
         try:
-            waiting = replica.running.waits.wait(TENANT, record.action_id, until, timeout)
+            waiting = replica.running.waits.wait(record.tenant, record.action_id, until, timeout)
             outcome = await Caller.operate(waiting, replica.died, timeout=timeout + 30)
         finally:
             CURRENT.reset(token)
@@ -115,14 +118,19 @@ class Acts:
 
     # -- operators ------------------------------------------------------------------------------
 
-    async def grant_limit(self, action_id: str) -> None:
+    async def grant_limit(self, action_id: str, tenant: str) -> None:
         w = self.world
         replica = _pick(self._rng, w.alive())
         if replica is None or not action_id:
             return
         self.limit_grants.add(action_id)  # from the call on, it may have committed
-        outcome = await self.as_(replica, replica.running.desk.grant(TENANT, action_id, "ops", "month end"))
+        w.tenants.granted[action_id] = tenant
+        outcome = await self.as_(replica, replica.running.desk.grant(tenant, action_id, "ops", "month end"))
         w.event(f"operator grant_limit {action_id[:12]} on {replica.name}: {_named(outcome)}")
+        if isinstance(outcome, BaseException) and not isinstance(outcome, GatewayError):
+            w.violation(f"undocumented answer to a limit grant for {action_id}: {outcome!r}")
+        if _named(outcome) == "ok":
+            w.tenants.confirmed[action_id] = tenant
         w.counts["act_limit_grant"] += 1
 
     async def operate(self, replica: SimReplica) -> None:
@@ -137,7 +145,7 @@ class Acts:
         record = self._rng.choice(done)
         self.bypasses[record.action_id] += 1
         outcome = await self.as_(
-            replica, replica.running.operations.grant_bypass(TENANT, record.action_id, "ops", "again")
+            replica, replica.running.operations.grant_bypass(record.tenant, record.action_id, "ops", "again")
         )
         w.event(f"operator grant_bypass {record.action_id[:12]} on {replica.name}: {_named(outcome)}")
         if isinstance(outcome, (PolicyConflict, InvalidRequest)):
@@ -154,7 +162,7 @@ class Acts:
         who = record.identity
         from tests.sim.workload import command  # the workload's command builder (it imports this module)
 
-        cmd = command(who.run_id, who.step_id, who.tool, who.scope, 0, f"bypass.{copy}")
+        cmd = command(who.run_id, who.step_id, who.tool, who.scope, 0, f"bypass.{copy}", tenant=who.tenant)
         cmd = ExecuteCommand(cmd.identity, cmd.payload_type_url, record.payload, bypass=True)
         for _ in range(3):
             result = await w.workload.call(rng, cmd, rng.choice((2.0, 8.0, 20.0)))

@@ -28,7 +28,7 @@ class Watch:
         self.world = world
         self.fences: dict[str, int] = {}
         self.states: dict[str, str] = {}
-        self.identities: dict[str, tuple[str, str, str, str]] = {}
+        self.identities: dict[str, tuple[str, str, str, str, str]] = {}
 
     def fail(self, what: str) -> None:
         self.world.violation(what)
@@ -45,7 +45,7 @@ class Watch:
             else:
                 self.fail(f"two effects for one action {effect.action_id}: #{same[0].number} and #{effect.number}")
         # One effect per logical action, whatever key the gateway derived: the run context's
-        # (run, step, tool, scope) of every applied action, a subagent's calls included.
+        # (tenant, run, step, tool, scope) of every applied action, a subagent's calls included.
         logical = self._logical(effect.action_id)
         twins = [e for e in ledger if e.action_id != effect.action_id and self._logical(e.action_id) == logical]
         if twins:
@@ -61,7 +61,7 @@ class Watch:
         if state in (State.REJECTED.value, State.NOT_FOUND.value) and not self._may_resend(effect.action_id):
             self.fail(f"an effect for {effect.action_id} after it was recorded {state}")
 
-    def _logical(self, action_id: str) -> tuple[str, str, str, str] | None:
+    def _logical(self, action_id: str) -> tuple[str, str, str, str, str] | None:
         """The run context an action was stored for (stored before its request was sent)."""
         if action_id not in self.identities:
             found = self.world.db.conn.execute(
@@ -70,7 +70,7 @@ class Watch:
             if not found:
                 return None
             who = rows.record(found[0])
-            self.identities[action_id] = (who.run_id, who.step_id, who.tool, who.scope)
+            self.identities[action_id] = (who.tenant, who.run_id, who.step_id, who.tool, who.scope)
         return self.identities[action_id]
 
     def _may_resend(self, action_id: str) -> bool:
@@ -103,7 +103,7 @@ class Watch:
                 key = keys.provider_key(action_id, w.checks_more.generation(action_id))
                 if any(e.provider_key == key for e in w.provider.ledger):
                     self.fail(f"{action_id} recorded {state} while the provider applied it")
-                elif w.provider.pending_for(action_id):
+                elif w.provider.pending(key):  # this generation's (one before a bypass is not)
                     self.fail(f"{action_id} recorded {state} while a request for it may still apply")
 
     # -- answers --------------------------------------------------------------------------------
@@ -116,7 +116,9 @@ class Watch:
             if record.receipt is None or record.receipt.external_id not in ids:
                 got = record.receipt.external_id if record.receipt else "no receipt"
                 self.fail(f"answered CONFIRMED for {record.action_id} ({got}) without that effect at the provider")
-        elif record.state in NO_EFFECT and (effects or w.provider.pending_for(record.action_id)):
+        elif record.state in NO_EFFECT and (
+            effects or w.provider.pending(keys.provider_key(record.action_id, record.generation))
+        ):
             self.fail(f"answered {record.state.value} for {record.action_id} while the provider has its effect")
 
     # -- after the settling phase ---------------------------------------------------------------
@@ -170,7 +172,8 @@ class Watch:
         keeps its reservation: counted, maybe not applied)."""
         w = self.world
         rows = w.db.conn.execute(
-            "SELECT bucket, MAX(effects) FROM limit_counters WHERE tool = 'pay' AND bucket LIKE 'w:%' GROUP BY bucket"
+            "SELECT bucket, MAX(effects) FROM limit_counters WHERE tool = 'pay' AND bucket LIKE 'w:%'"
+            " GROUP BY tenant, bucket"
         ).fetchall()
         effects = [e for e in w.provider.ledger if e.tool == "pay"]
         unknown = [r for r in records.values() if r.tool == "pay" and r.state is State.UNKNOWN]

@@ -43,7 +43,7 @@ def current(effect: Effect, record: ActionRecord) -> bool:
 class MoreChecks:
     def __init__(self, world: World) -> None:
         self.world = world
-        self.scopes: dict[tuple[str, str], int] = {}
+        self.scopes: dict[tuple[str, str, str], int] = {}
 
     def fail(self, what: str) -> None:
         self.world.violation(what)
@@ -69,7 +69,7 @@ class MoreChecks:
         if effect.tool in UNIQUE:
             self._unique(effect)
         if effect.tool == "pay":
-            self._limits()
+            self._limits(self._tenant(effect.action_id))
 
     def _unique(self, effect: Effect) -> None:
         w = self.world
@@ -77,23 +77,31 @@ class MoreChecks:
         if logical is None:
             self.fail(f"effect #{effect.number} of {effect.action_id}: no such action stored")
             return
-        scope = (effect.tool, logical[3])
+        scope = (logical[0], effect.tool, logical[4])  # a business object is its tenant's
         first = self.scopes.setdefault(scope, effect.number)
         if first != effect.number:
             if w.provider.counts["read_lag_beyond_window"]:
                 w.counts["duplicate_past_window"] += 1
             else:
-                self.fail(f"two effects for one {effect.tool} scope {scope[1]}: #{first} and #{effect.number}")
+                self.fail(
+                    f"two effects for one {effect.tool} scope {scope[2]} of {scope[0]}: #{first} and #{effect.number}"
+                )
 
-    def _limits(self) -> None:
+    def _limits(self, tenant: str) -> None:
         """Past its caps only by what operators let through: one effect (of at most the largest
-        amount) per limit grant and per bypass grant."""
+        amount) per limit grant and per bypass grant. Each tenant's caps are its own."""
         w = self.world
-        spent = [e for e in w.provider.ledger if e.tool == "pay"]
-        passes = len(w.acts.limit_grants) + sum(w.acts.bypasses.values())
+        tenants = w.tenants.granted
+        spent = [e for e in w.provider.ledger if e.tool == "pay" and self._tenant(e.action_id) == tenant]
+        grants = sum(tenants.get(a) == tenant for a in w.acts.limit_grants)
+        passes = grants + sum(n for a, n in w.acts.bypasses.items() if self._tenant(a) == tenant)
         total = sum(e.amount for e in spent)
         if len(spent) > config.MAX_EFFECTS + passes or total > config.BUDGET + passes * LARGEST:
-            self.fail(f"limit exceeded: {len(spent)} effects, {total} spent, {passes} operator pass(es)")
+            self.fail(f"limit exceeded for {tenant}: {len(spent)} effects, {total} spent, {passes} operator pass(es)")
+
+    def _tenant(self, action_id: str) -> str:
+        logical = self.world.watch._logical(action_id)
+        return logical[0] if logical is not None else ""
 
     # -- waits ----------------------------------------------------------------------------------
 

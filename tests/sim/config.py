@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import functools
+import os
 
 from effectgate.adapters.base import Capabilities
 from effectgate.gateway.config import Config, parse_config
@@ -47,16 +49,42 @@ def adapters(provider: SimProvider, names: tuple[str, ...] = tuple(TOOLS)) -> di
     return made
 
 
+# The config a redeploy brings (tests/sim/reloads.py): the `pay` limits lowered, the `approve`
+# tool's policy changed (its approvals given before no longer count), `send` retried less.
+BUDGET_V2, MAX_EFFECTS_V2, APPROVAL_TTL_V2 = 1500, 6, 60.0
+
+
+# The [[notify]] sink of a seed that has the deliverer (tests/sim/notices.py replaces the sink
+# itself; its secret must still build). A fixed test secret, set for this process only.
+NOTIFY_SECRET_ENV = "EFFECTGATE_SIM_NOTIFY_SECRET"
+os.environ.setdefault(NOTIFY_SECRET_ENV, "whsec_" + base64.b64encode(b"the simulator's notify secret").decode())
+NOTIFY = {
+    "name": "sim",
+    "kind": "webhook",
+    "url": "http://127.0.0.1:9/never-called",
+    "secret_env": NOTIFY_SECRET_ENV,
+    "console_url": "http://127.0.0.1:9",
+    "max_attempts": 1000,
+    "backoff": "1s",
+    "backoff_max": "8s",
+}
+
+
 @functools.cache  # one Config for every seed: it is immutable, and parsing it costs more than a run
-def config(names: tuple[str, ...] = tuple(TOOLS)) -> Config:
+def config(names: tuple[str, ...] = tuple(TOOLS), version: int = 1, notify: bool = False) -> Config:
     tools: dict[str, dict[str, object]] = {
         name: {"adapter": name, "deadline": "20s", "attempt_timeout": "3s", "max_attempts": 3} for name in names
     }
-    tools["pay"]["limits"] = {"budget": {"usd": BUDGET}, "max_effects": MAX_EFFECTS, "window": f"{WINDOW}s"}
+    budget, effects, ttl = (
+        (BUDGET, MAX_EFFECTS, APPROVAL_TTL) if version == 1 else (BUDGET_V2, MAX_EFFECTS_V2, APPROVAL_TTL_V2)
+    )
+    tools["pay"]["limits"] = {"budget": {"usd": budget}, "max_effects": effects, "window": f"{WINDOW}s"}
     tools["pay"]["bypass"] = "operator"
     if "once" in tools:
         tools["once"]["limits"] = {"unique": "scope"}
-    tools["approve"].update(approval="required", approval_ttl=f"{APPROVAL_TTL:g}s")
+    tools["approve"].update(approval="required", approval_ttl=f"{ttl:g}s")
+    if version != 1:
+        tools["send"].update(attempt_timeout="2s", max_attempts=2)
     return parse_config(
         {
             "server": {"listen": "127.0.0.1:0"},
@@ -67,9 +95,11 @@ def config(names: tuple[str, ...] = tuple(TOOLS)) -> Config:
                 "recheck_max": "20s",
                 "lease_ttl": "15s",
                 "health_interval": "5s",
+                "notify_interval": "2s",
             },
             "adapters": {name: {} for name in names},
             "tools": tools,
+            **({"notify": [NOTIFY]} if notify else {}),
         },
         source="tests.sim",
     )

@@ -179,6 +179,35 @@ MUTANTS = (
         "        return True",
     ),
     Mutant(
+        "tenant-unchecked",
+        "another tenant's action is not found: an operator of tenant B never reads nor changes A's",
+        f"{GATEWAY}/core/protocol/reads.py",
+        "        if record.tenant != tenant:\n            raise ActionNotFound(action_id)\n        return record",
+        "        if False:\n            raise ActionNotFound(action_id)\n        return record",
+    ),
+    Mutant(
+        "key-without-tenant",
+        "two tenants' actions are two actions, even with the same run context",
+        f"{GATEWAY}/model/keys.py",
+        "    material = json.dumps([tenant, run_id, step_id, tool, scope], ensure_ascii=False)",
+        '    material = json.dumps(["", run_id, step_id, tool, scope], ensure_ascii=False)',
+    ),
+    Mutant(
+        "approval-outlives-policy",
+        "an approval given under a tool's old policy sends nothing under the new (a redeploy's config)",
+        f"{GATEWAY}/core/protocol/driver.py",
+        "        and record.policy_version != tool.policy_version",
+        "        and False",
+    ),
+    Mutant(
+        "notification-dropped-on-failure",
+        "notifications are delivered at least once: a sink's failure is retried, never taken as delivered",
+        f"{GATEWAY}/background/notify/deliverer.py",
+        "            except DeliveryFailed as exc:\n                await self._failed(sink, row, str(exc))",
+        "            except DeliveryFailed as exc:\n"
+        "                await self.store.notify_done(row.sink, row.event_id)",
+    ),
+    Mutant(
         "outage-undocumented",
         "only documented answers: a store outage is UNAVAILABLE, not an internal error",
         f"{GATEWAY}/core/protocol/collaborators.py",

@@ -5,6 +5,7 @@ webhooks.py): each replays the seed that found it."""
 from __future__ import annotations
 
 import gc
+import itertools
 from typing import ClassVar
 
 import pytest
@@ -43,7 +44,7 @@ class _LostCommitStore(SimStore):
         return written
 
 
-@pytest.mark.parametrize("seed", [8, 15])
+@pytest.mark.parametrize("seed", [8, 13])
 def test_a_webhook_whose_commit_answer_was_lost_never_writes_the_action_back(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -57,4 +58,39 @@ def test_a_webhook_whose_commit_answer_was_lost_never_writes_the_action_back(
     _LostCommitStore.lost.clear()
     outcome = World(seed, WHOLE).run()
     assert _LostCommitStore.lost, "no webhook settled an action: the seed no longer reaches the defect"
+    assert outcome.violations == []
+
+
+@pytest.mark.parametrize("seed", [28, 1591])
+def test_an_approval_proven_unsent_under_a_changed_policy_is_asked_again_then_sent(seed: int) -> None:
+    """Found by the simulator's redeploy (tests/sim/reloads.py), seeds 7, 10 and 28 of the world
+    before [[notify]] was in it: an `approve` action approved under the tool's old policy had its
+    intent stored (DISPATCHED) when its replica was killed to restart with a new config; the new
+    replica proved the attempt absent (NOT_FOUND) and sent it again on the old approval, under the
+    new policy. An approval proven unsent is now as unsent as a PLANNED one: the drive moves it
+    back to AWAITING_APPROVAL (core/protocol/driver.py). Seed 1591 then found such an action,
+    approved again after its attempts were used up, lingering PLANNED (the reconciler had no send
+    left for it): a PLANNED action is now sent once at least (transitions/moves.py)."""
+    outcome = World(seed, WHOLE).run()
+    reload = next(i for i, line in enumerate(outcome.trace) if "reload: config version 2" in line)
+    after = [line.split() for line in outcome.trace[reload:] if line.split()[1] == "row"]
+    asked = [
+        (a[2], a[0])
+        for a, b in itertools.pairwise(after)
+        if a[3] == "NOT_FOUND" and b[2] == a[2] and b[3] == "AWAITING_APPROVAL" and b[0] == a[0]
+    ]
+    assert asked, "no approval proven unsent after the reload: the seed no longer reaches the defect"
+    assert outcome.violations == []
+
+
+def test_seed_68_keeps_each_tenants_limit_grant_its_own_and_answers_an_outage_unavailable() -> None:
+    """Found by the simulator's second tenant (tests/sim/tenants.py), two defects in one seed:
+    `dev`'s operator granted a refused call its limit, its answer lost in a store outage (which
+    reached the operator as an internal error, not UNAVAILABLE: core/limits/usage_and_grants.py
+    now says UNAVAILABLE); then `acme`'s operator named the same action id and its grant replaced
+    `dev`'s (one row per action id), so `dev`'s call, granted, was refused again. A grant is now
+    keyed by action id and tenant (migration 0011)."""
+    outcome = World(68, WHOLE).run()
+    assert any("operator grant_limit act_f33d978a on r4: GatewayUnavailable" in line for line in outcome.trace)
+    assert any("operator of acme grant_limit dev's act_f33d978a" in line for line in outcome.trace)
     assert outcome.violations == []

@@ -31,7 +31,6 @@ from effectgate.testing.sim.provider import Effect, ProviderHooks, SimAdapter
 from effectgate.testing.sim.store import SimStore
 from tests.sim.acts import CURRENT
 from tests.sim.caller import Caller
-from tests.sim.replicas import Gate
 
 if TYPE_CHECKING:
     from tests.sim.replicas import SimReplica
@@ -119,6 +118,8 @@ class Webhooks:
         intake = self.intakes.get(replica.name)
         if intake is None:
             parts = replica.running
+            from tests.sim.replicas import Gate  # replicas imports config, which imports this module
+
             store = SimStore(self.world.db, Gate(replica, "store", self.world.store_faults))
             await store.open()
             reports = ProviderReports(parts.protocol, store, parts.tools, adapter_tenants(self.world.config))

@@ -11,7 +11,7 @@ import random
 from typing import TYPE_CHECKING
 
 from effectgate.gateway.core import ExecuteCommand, ExecuteResult
-from effectgate.gateway.model import ActionIdentity, ActionRecord, GatewayError, State, keys
+from effectgate.gateway.model import ActionIdentity, ActionNotFound, ActionRecord, GatewayError, State, keys
 from effectgate.tools.v1 import tools_pb2
 from tests.sim.acts import CURRENT
 from tests.sim.caller import Caller
@@ -31,11 +31,20 @@ def payload(amount: int) -> tools_pb2.ChargeCard:
 
 
 def command(
-    run: str, step: str, tool: str, scope: str, amount: int, call: str, *, parent: str = "", agent: str = ""
+    run: str,
+    step: str,
+    tool: str,
+    scope: str,
+    amount: int,
+    call: str,
+    *,
+    parent: str = "",
+    agent: str = "",
+    tenant: str = TENANT,
 ) -> ExecuteCommand:
     message = payload(amount)
     return ExecuteCommand(
-        identity=ActionIdentity(TENANT, run, step, tool, scope, parent_run_id=parent, agent=agent, tool_call_id=call),
+        identity=ActionIdentity(tenant, run, step, tool, scope, parent_run_id=parent, agent=agent, tool_call_id=call),
         payload_type_url=f"type.googleapis.com/{message.DESCRIPTOR.full_name}",
         payload=message.SerializeToString(),
     )
@@ -78,8 +87,12 @@ class Workload:
             CURRENT.reset(token)
         if isinstance(result, ExecuteResult):
             w.event(f"answer {tag}: {result.record.state.value} replayed={result.replayed}")
+            if result.record.tenant != who.tenant:  # another tenant's action, told to this one
+                w.violation(f"{who.tenant}'s call was answered with {result.record.tenant}'s {result.record.action_id}")
             w.watch.answer(result.record)
             return result
+        if isinstance(result, ActionNotFound):  # only another tenant's action under its id
+            w.violation(f"{who.tenant}'s call {who.tool_call_id} was refused: its action id is another tenant's")
         if isinstance(result, GatewayError):
             self.errors[who.tool_call_id] = result
         if isinstance(result, GatewayError) or result in ("deadline", "gone"):
@@ -90,14 +103,18 @@ class Workload:
 
     async def agent(self, number: int) -> None:
         w = self.world
-        rng = random.Random(f"agent:{w.seed}:{number}")
-        acting = random.Random(f"agent-acts:{w.seed}:{number}")
-        run = f"run{number}"
+        tenant = w.tenants.of_agent(number)
+        # Another tenant's agent plays the next agent's script (its run, steps, tools, amounts
+        # and scopes, at its times): two tenants' actions that differ by their tenant only.
+        mirror = number if tenant == TENANT else (number + 1) % w.agents
+        rng = random.Random(f"agent:{w.seed}:{mirror}")
+        acting = random.Random(f"agent-acts:{w.seed}:{mirror}")
+        run = f"run{mirror}"
         for step in range(w.steps):
             await asyncio.sleep(rng.random() * 5)
             tool = rng.choice(("pay", "pay", "send", "approve", "blind"))
             amount = rng.choice(AMOUNTS)
-            scope = f"order:{number}.{step}"
+            scope = f"order:{mirror}.{step}"
             if "once" not in w.knobs.off and acting.random() < 1 / 6:
                 tool = "once"  # a business object other runs may act on too (`unique = "scope"`)
                 invoice = acting.randrange(3)
@@ -106,7 +123,7 @@ class Workload:
             for attempt in range(rng.randint(1, 4)):
                 if attempt and rng.random() < 0.1:  # the model re-plans the step with another amount
                     amount = rng.choice(AMOUNTS)
-                cmd = command(run, f"s{step}", tool, scope, amount, f"call{number}.{step}.{attempt}")
+                cmd = command(run, f"s{step}", tool, scope, amount, f"call{number}.{step}.{attempt}", tenant=tenant)
                 budget = rng.choice((0.3, 2.0, 8.0, 20.0))
                 copy = rng.random()
                 if copy < 0.2:  # two copies of the call at once (a retry racing the first)
@@ -114,7 +131,15 @@ class Workload:
                     result = results[0] or results[1]
                 elif copy < 0.3:  # a subagent given the step: its own call id, the same run and step
                     sub = command(
-                        run, f"s{step}", tool, scope, amount, f"sub{number}.{step}.{attempt}", parent=run, agent="sub"
+                        run,
+                        f"s{step}",
+                        tool,
+                        scope,
+                        amount,
+                        f"sub{number}.{step}.{attempt}",
+                        parent=run,
+                        agent="sub",
+                        tenant=tenant,
                     )
                     results = await asyncio.gather(self.call(rng, cmd, budget), self.call(rng, sub, budget))
                     result = results[0] or results[1]
@@ -140,25 +165,30 @@ class Workload:
                 continue
             for record in w.records(State.AWAITING_APPROVAL, State.UNKNOWN):
                 if record.state is State.AWAITING_APPROVAL and rng.random() < 0.6:
-                    await self._decide(rng, replica, record.action_id, record.payload)
+                    await self._decide(rng, replica, record)
                 elif record.state is State.UNKNOWN and rng.random() < 0.2:
                     await self._reconcile(replica, record)
+            if not replica.dead:
+                await w.tenants.intrude(replica)
 
-    async def _decide(self, rng: random.Random, replica: SimReplica, action_id: str, shown: bytes) -> None:
+    async def _decide(self, rng: random.Random, replica: SimReplica, record: ActionRecord) -> None:
         w = self.world
-        seen = tools_pb2.ChargeCard.FromString(shown)
+        action_id, tenant = record.action_id, record.tenant
+        seen = tools_pb2.ChargeCard.FromString(record.payload)
         if rng.random() < 0.15:  # the console showed a stale payload
             seen = payload(rng.choice(AMOUNTS))
         ops = replica.running.operations
         if rng.random() < 0.75:
             act = "approve"  # what it was shown, whether or not the answer comes back
             self.approved.setdefault(action_id, set()).add(seen.amount)
-            done = ops.approve(TENANT, action_id, "ops", "ok", fingerprint=keys.fingerprint(seen))
+            done = ops.approve(tenant, action_id, "ops", "ok", fingerprint=keys.fingerprint(seen))
         else:
             act = "deny"
-            done = ops.deny(TENANT, action_id, "ops", "no")
+            done = ops.deny(tenant, action_id, "ops", "no")
         outcome = await w.acts.as_(replica, done)
         w.event(f"operator {act} {action_id[:12]} amount={seen.amount} on {replica.name}: {_named(outcome)}")
+        if act == "approve":
+            await w.reloads.decided(replica, record, seen.amount, outcome)
 
     async def _reconcile(self, replica: SimReplica, record: ActionRecord) -> None:
         """An operator settles an UNKNOWN from the provider's own ledger (never on a guess), from
@@ -169,7 +199,9 @@ class Workload:
         if not effects:
             return  # absence is never certain to an operator while a request may still land
         ops = replica.running.operations
-        done = ops.reconcile(TENANT, action_id, State.CONFIRMED, "ops", "seen in the ledger", effects[0].external_id)
+        done = ops.reconcile(
+            record.tenant, action_id, State.CONFIRMED, "ops", "seen in the ledger", effects[0].external_id
+        )
         outcome = await w.acts.as_(replica, done)
         w.event(f"operator reconcile {action_id[:12]} on {replica.name}: {_named(outcome)}")
 

@@ -21,7 +21,10 @@ from tests.sim import checks, config
 from tests.sim.acts import CURRENT, Acts
 from tests.sim.caller import Caller
 from tests.sim.checks_more import MoreChecks
+from tests.sim.notices import Notices
+from tests.sim.reloads import Reloads
 from tests.sim.replicas import SimReplica
+from tests.sim.tenants import Tenants
 from tests.sim.webhooks import Webhooks
 from tests.sim.workload import Workload
 
@@ -122,7 +125,7 @@ PROVIDER_FAULTS = (
 STORE_FAULTS = ("unavailable", "commit_unknown", "slow")
 # What agents and operators do beyond new actions, retries, approvals and reconciles (acts.py);
 # switched off, with "failpoint" and "webhook", a seed's world is as it was before they existed.
-ACTS = ("wait", "limit_grant", "bypass", "once")
+ACTS = ("wait", "limit_grant", "bypass", "once", "tenant", "reload", "notify")
 # Switched off, the world of a seed found before these existed (the regressions of seeds 122, 847
 # and 1440 replay their worlds exactly).
 LATER = frozenset({*ACTS, "failpoint", "webhook"})
@@ -161,7 +164,10 @@ class World:
         self._switch_off(self.knobs.off)
         names = config.UNSCOPED if "once" in self.knobs.off else tuple(config.TOOLS)
         self.adapters = config.adapters(self.provider, names)
-        self.config = config.config(names)
+        self.config_names = names
+        self.notices = Notices(self)  # before the config: whether this seed has [[notify]]
+        # Version 2 once the world redeploys (reloads.py).
+        self.config = config.config(names, 1, self.notices.on)
         self.replicas: list[SimReplica] = []
         # Where crashed replicas' tasks stand still, kept until the run ends (replicas._forever).
         self.frozen: list[asyncio.Future[None]] = []
@@ -169,6 +175,8 @@ class World:
         self.faulty = True
         self.crashes_on = True
         self.acts = Acts(self)
+        self.tenants = Tenants(self)
+        self.reloads = Reloads(self)
         self.workload = Workload(self)
         self.watch = checks.Watch(self)
         self.checks_more = MoreChecks(self)
@@ -227,6 +235,7 @@ class World:
         self.event(f"start {replica.name} skew={replica.skew:+.4f} crash_at={crash_at} after={after}")
         while not replica.dead:
             token = CURRENT.set(replica)  # its background tasks run as this replica
+            self.reloads.started(replica)  # the config version it starts with
             try:
                 outcome = await Caller.operate(replica.start(self.config, self.adapters), replica.died)
             finally:
@@ -262,6 +271,7 @@ class World:
         self.watch.effect(effect)
         self.checks_more.effect(effect)
         self.webhooks.effect(effect)
+        self.reloads.effect(effect)
 
     def after_write(self) -> None:
         self.watch.store()
@@ -272,7 +282,9 @@ class World:
         third = self.knobs.replicas == 2 and self.rng.random() < self.knobs.third_replica
         for _ in range(self.knobs.replicas + third):
             await self.start_replica()
+        rolling = self.loop.create_task(self.reloads.run())
         await self.workload.run()
+        rolling.cancel()
         # The final phase: no faults, no crashes, one replica at least, time to settle.
         self.faulty = False
         self.crashes_on = False
@@ -281,11 +293,14 @@ class World:
         if not self.alive():
             await self.start_replica()
         until = self.loop.time() + self.knobs.settle
-        while self.loop.time() < until and not self.watch.quiet():  # noqa: ASYNC110 - a poll in virtual time
+        while self.loop.time() < until and not (self.watch.quiet() and self.notices.quiet()):  # noqa: ASYNC110
             await asyncio.sleep(2.0)
         self.event("settled")
         self.watch.settled()
         self.checks_more.settled()
+        self.tenants.settled()
+        self.reloads.settled()
+        self.notices.settled()
         await self.watch.chain(SimStore(self.db))
         for replica in self.alive():
             assert replica.gateway is not None
@@ -305,6 +320,7 @@ class World:
         disabled = logging.root.manager.disable
         logging.disable(logging.CRITICAL)
         self.acts.install()
+        self.notices.install()
         try:
             self.loop.run_until_complete(self._bounded())
         except Deadlock as exc:
@@ -312,6 +328,7 @@ class World:
         finally:
             self.ended = True
             self.acts.uninstall()
+            self.notices.uninstall()
             logging.disable(disabled)
             asyncio.set_event_loop(None)
             self.loop.close()

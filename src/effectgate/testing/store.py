@@ -52,8 +52,8 @@ class MemoryDatabase:
     # (the reservation, held).
     counters: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
     reservations: dict[tuple[str, int], tuple[Reservation, bool]] = field(default_factory=dict)
-    # Limit grants by action id, and whether each was used.
-    grants: dict[str, tuple[LimitGrant, bool]] = field(default_factory=dict)
+    # Limit grants by action id and tenant (each tenant's its own), and whether each was used.
+    grants: dict[tuple[str, str], tuple[LimitGrant, bool]] = field(default_factory=dict)
     # Provider evidence (`ProviderLog`): webhook events applied, and read lags by lag key.
     provider_events: dict[tuple[str, str], str] = field(default_factory=dict)
     lags: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
@@ -274,7 +274,7 @@ class MemoryStore(Store):
 
     async def grant_limit(self, grant: LimitGrant) -> None:
         self._enter("grant_limit", write=True)
-        self.db.grants[grant.action_id] = (grant, False)
+        self.db.grants[(grant.action_id, grant.tenant)] = (grant, False)
 
     def _reserve(self, action_id: str, generation: int, r: Reservation, state: State) -> ActionEvent | None:
         """Checks, then adds; a bucket it does not fit takes the action's grant (if any). Answers
@@ -290,10 +290,10 @@ class MemoryStore(Store):
             )
             if over and not r.forced:
                 refusal = denial(r, bucket, effects, spent)
-                grant, used = self.db.grants.get(action_id, (None, True))
-                if grant is None or used or grant.tenant != r.tenant or grant.expires_at <= r.at:
+                grant, used = self.db.grants.get((action_id, r.tenant), (None, True))
+                if grant is None or used or grant.expires_at <= r.at:
                     raise refusal
-                self.db.grants[action_id] = (grant, True)
+                self.db.grants[(action_id, r.tenant)] = (grant, True)
                 r = dataclasses.replace(r, forced=True)
                 figures = {k: v for k, v in refusal.figures.items() if k != "action_id"}
                 detail = {"reason": refusal.reason, "granted_at": grant.granted_at, "figures": figures}

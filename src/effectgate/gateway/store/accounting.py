@@ -70,10 +70,12 @@ class AccountingStatements:
             "SELECT currency, bucket, effects, spent FROM limit_counters WHERE tenant = ? AND tool = ?"
             " ORDER BY currency, bucket"
         )
-        # Limit grants (migration 0008). A new grant replaces a used or expired one of the same id.
+        # Limit grants (migrations 0008, 0011). A new grant replaces a used or expired one of the
+        # same id and tenant; another tenant's grant of the id is a row of its own (the
+        # simulator's seed 68 found one tenant's operator taking over another's grant).
         self.grant = d.render(
             "INSERT INTO limit_grants (action_id, tenant, principal, note, granted_at, expires_at, used_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (action_id) DO UPDATE SET tenant = excluded.tenant,"
+            " VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (action_id, tenant) DO UPDATE SET"
             " principal = excluded.principal, note = excluded.note, granted_at = excluded.granted_at,"
             " expires_at = excluded.expires_at, used_at = NULL"
         )

@@ -7,12 +7,14 @@ taken by the reservation itself, in the claim's transaction (store/accounting.py
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from effectgate.gateway.core.limits.policy import ALL
 from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.model import (
     ActionNotFound,
+    GatewayUnavailable,
     InvalidRequest,
     LimitGrant,
     LimitUse,
@@ -20,11 +22,21 @@ from effectgate.gateway.model import (
     State,
     ToolUsage,
 )
-from effectgate.gateway.store import Store
+from effectgate.gateway.store import Store, StoreUnavailable
 
 # How long an unused grant lets its action through: the agent's retry of a refused call comes
 # within the run; a grant left lying about should not open the limit days later.
 GRANT_TTL = 3600.0
+T = TypeVar("T")
+
+
+async def _guard(work: Awaitable[T]) -> T:
+    """A store outage is UNAVAILABLE to the caller (retry), as on every other verb; it reached
+    Operator.GrantLimit and GetLimits as an internal error (found by the simulator's operators)."""
+    try:
+        return await work
+    except StoreUnavailable as exc:
+        raise GatewayUnavailable(str(exc)) from exc
 
 
 class LimitsDesk:
@@ -46,7 +58,7 @@ class LimitsDesk:
     async def _tool_usage(self, tool: BoundTool, tenant: str, run_id: str, now: float) -> ToolUsage:
         limits = tool.config.limits
         start = math.floor(now / limits.window) * limits.window
-        rows = await self._store.usage(tenant, tool.name) if tool.policy.counted else []
+        rows = await _guard(self._store.usage(tenant, tool.name)) if tool.policy.counted else []
         counters = {(c, b): (e, s) for c, b, e, s in rows}
         found: list[LimitUse] = []
         for key, max_effects, budget, names, run in (
@@ -69,7 +81,7 @@ class LimitsDesk:
             raise InvalidRequest([("action_id", "not an action id (act_...)")])
         if not note.strip():
             raise InvalidRequest([("note", "say why this action may pass the limit")])
-        record = await self._store.get(action_id)
+        record = await _guard(self._store.get(action_id))
         if record is not None:
             if record.tenant != tenant:
                 raise ActionNotFound(action_id)
@@ -81,5 +93,5 @@ class LimitsDesk:
                 )
         now = self._clock()
         granted = LimitGrant(action_id, tenant, who, note, now, now + GRANT_TTL)
-        await self._store.grant_limit(granted)
+        await _guard(self._store.grant_limit(granted))
         return granted

@@ -29,6 +29,7 @@ from effectgate.adapters.base import (
     Observation,
     RateLimited,
 )
+from effectgate.gateway.config import Approval
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.limits.gate import LimitGate
@@ -154,6 +155,11 @@ class Driver:
                 # The old adapter's attempt is proven absent: from here the tool's own adapter sends.
                 tool, current = current, None
                 policy = policy_of(tool, self.settings)
+            if move.kind == "send" and approved_under_another_policy(record, tool):
+                # Proven unsent (NOT_FOUND) under a policy that changed since its approval: the
+                # old approval sends nothing, people decide again (docs/decisions.md, the policy).
+                event = t.Reapprove(tool.policy_version)
+                return await self.release(t.apply(record, event, self.clock(), policy), event)
             if move.kind == "send":
                 await self._refuse_if_skewed(record, policy, recorded=False)
                 sends_left -= 1
@@ -340,3 +346,16 @@ class Driver:
         if self.gate is None:
             return await self.store.update(record, entry)
         return await self.gate.write(record, dispatching=dispatching, entry=entry)
+
+
+def approved_under_another_policy(record: ActionRecord, tool: BoundTool) -> bool:
+    """Approved, not yet sent (PLANNED, or proven NOT_FOUND), and the tool's policy changed since
+    (a restart with another config): the approval was for the old policy, so the action waits for
+    a new one (docs/states.md)."""
+    return (
+        record.state in UNSENT
+        and bool(record.approvals)
+        and bool(record.policy_version)
+        and record.policy_version != tool.policy_version
+        and tool.config.approval is Approval.REQUIRED
+    )

@@ -24,7 +24,12 @@ from effectgate.gateway.config import Approval, OnMismatch, OnRepeat
 from effectgate.gateway.core import failpoints
 from effectgate.gateway.core import transitions as t
 from effectgate.gateway.core.protocol.collaborators import Collaborators
-from effectgate.gateway.core.protocol.driver import Driver, LeaseLost, SentThenStoreFailed
+from effectgate.gateway.core.protocol.driver import (
+    Driver,
+    LeaseLost,
+    SentThenStoreFailed,
+    approved_under_another_policy,
+)
 from effectgate.gateway.core.protocol.leases import Leases
 from effectgate.gateway.core.protocol.replay_cache import RequestKey
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
@@ -295,7 +300,7 @@ class ExecutePath:
         self, record: ActionRecord, tool: BoundTool, deadline: float, unsent: bool, caller: bool
     ) -> ActionRecord:
         try:
-            if _approved_under_another_policy(record, tool):  # nothing is sent: it asks again
+            if approved_under_another_policy(record, tool):  # nothing is sent: it asks again
                 event = t.Reapprove(tool.policy_version)
                 changed = t.apply(record, event, self._parts.clock(), self._parts.policy(tool))
                 return await self._driver.release(changed, event)
@@ -347,15 +352,3 @@ class ExecutePath:
         inflight = list(self._parts.inflight.values())
         if inflight:
             await asyncio.wait(inflight, timeout=timeout)
-
-
-def _approved_under_another_policy(record: ActionRecord, tool: BoundTool) -> bool:
-    """Approved, not yet sent, and the tool's policy changed since (a restart with another config):
-    the approval was for the old policy, so the action waits for a new one (docs/states.md)."""
-    return (
-        record.state is State.PLANNED
-        and bool(record.approvals)
-        and bool(record.policy_version)
-        and record.policy_version != tool.policy_version
-        and tool.config.approval is Approval.REQUIRED
-    )

@@ -98,5 +98,9 @@ def reconciler_sends(record: ActionRecord, max_attempts: int) -> int:
     `max_attempts` for each generation so far, never a fresh budget. Without the bound, a
     provider that answers every same-key send ambiguously (Stripe replays a stored 500 for its
     key) would be sent to again after every proof of absence, for ever; with it the action
-    rests in NOT_FOUND, which its agent's next Execute sends (docs/states.md)."""
-    return max(0, max_attempts * (record.generation + 1) - record.attempts)
+    rests in NOT_FOUND, which its agent's next Execute sends (docs/states.md). A PLANNED action
+    is sent once at least: it is PLANNED again only by a person's new decision (approved again
+    after its attempts were proven absent under a changed policy), and would otherwise linger
+    PLANNED with a reconciler leasing it every pass (the simulator's seed 1591)."""
+    left = max(0, max_attempts * (record.generation + 1) - record.attempts)
+    return max(left, 1) if record.state is State.PLANNED else left

@@ -29,6 +29,7 @@ AWAITING_APPROVAL  approve                PLANNED AWAITING_APPROVAL
 AWAITING_APPROVAL  deny                   REJECTED
 AWAITING_APPROVAL  expire                 REJECTED
 PLANNED            reapprove              AWAITING_APPROVAL
+NOT_FOUND          reapprove              AWAITING_APPROVAL
 PLANNED            dispatch               DISPATCHED
 NOT_FOUND          dispatch               DISPATCHED
 DISPATCHED         dispatch               DISPATCHED
