@@ -189,8 +189,8 @@ MUTANTS = (
         "key-without-tenant",
         "two tenants' actions are two actions, even with the same run context",
         f"{GATEWAY}/model/keys.py",
-        "    material = json.dumps([tenant, run_id, step_id, tool, scope], ensure_ascii=False)",
-        '    material = json.dumps(["", run_id, step_id, tool, scope], ensure_ascii=False)',
+        "    material = _frame([tenant, run_id, step_id, tool, scope])",
+        '    material = _frame(["", run_id, step_id, tool, scope])',
     ),
     Mutant(
         "approval-outlives-policy",
