@@ -5,8 +5,11 @@ background jobs left out; for a new action and for a replay, on an in-process ga
     .venv/bin/python scripts/execute_walk.py [-v] [--cpu N]
 
 A stop is a module entered from another one (consecutive calls inside one module count once).
-tests/test_execute_walk.py loads `walk` and `observed` from here (this file is the measure) and
-holds a new action to at most 25 distinct modules and observability to one.
+tests/test_execute_walk.py runs this script (this file is the measure) and holds a new action to
+at most 25 distinct modules and observability to one. The process installs no logging handler:
+under `effectgate serve`, whose handlers format each log line, the settled action's audit line
+also passes through their formatter and filter (observability/logging_setup, log_lines), two
+modules more that the standard library calls, not the gateway's path.
 `--cpu N` also runs N replays through the Execute handler as the server registers it (admission,
 the service, the protocol, the answer's bytes; no transport) on one thread, and prints the CPU
 and the Python calls per replay: what the gateway's own code costs a replay, steadier than a

@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in GATEWAY_COMMANDS:
             return gateway_command(parser, args)
         return admin_cli.run_command(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the command's own handler: while its modules still load
+        print(f"effectgate {args.command}: interrupted", file=sys.stderr)
         return 130
 
 
