@@ -126,10 +126,10 @@ class Acts:
         self.limit_grants.add(action_id)  # from the call on, it may have committed
         w.tenants.granted[action_id] = tenant
         outcome = await self.as_(replica, replica.running.desk.grant(tenant, action_id, "ops", "month end"))
-        w.event(f"operator grant_limit {action_id[:12]} on {replica.name}: {_named(outcome)}")
+        w.event(f"operator grant_limit {action_id[:12]} on {replica.name}: {named(outcome)}")
         if isinstance(outcome, BaseException) and not isinstance(outcome, GatewayError):
             w.violation(f"undocumented answer to a limit grant for {action_id}: {outcome!r}")
-        if _named(outcome) == "ok":
+        if named(outcome) == "ok":
             w.tenants.confirmed[action_id] = tenant
         w.counts["act_limit_grant"] += 1
 
@@ -147,7 +147,7 @@ class Acts:
         outcome = await self.as_(
             replica, replica.running.operations.grant_bypass(record.tenant, record.action_id, "ops", "again")
         )
-        w.event(f"operator grant_bypass {record.action_id[:12]} on {replica.name}: {_named(outcome)}")
+        w.event(f"operator grant_bypass {record.action_id[:12]} on {replica.name}: {named(outcome)}")
         if isinstance(outcome, (PolicyConflict, InvalidRequest)):
             self.bypasses[record.action_id] -= 1  # refused: nothing committed
             return
@@ -183,11 +183,15 @@ class Acts:
             CURRENT.reset(token)
 
 
-def _named(outcome: object) -> str:
-    if isinstance(outcome, BaseException):
-        return type(outcome).__name__
-    return outcome if isinstance(outcome, str) else "ok"
-
-
 def _pick(rng: random.Random, replicas: list[SimReplica]) -> SimReplica | None:
     return rng.choice(replicas) if replicas else None
+
+
+def named(outcome: object, ok: str | None = "ok") -> str:
+    """How the trace names an act's outcome: the exception's type, a refusal's text, or `ok` for
+    anything else (None: the returned object's type)."""
+    if isinstance(outcome, BaseException):
+        return type(outcome).__name__
+    if isinstance(outcome, str):
+        return outcome
+    return type(outcome).__name__ if ok is None else ok

@@ -30,7 +30,7 @@ from effectgate.gateway.model import ActionRecord, PolicyConflict, keys
 from effectgate.gateway.store import rows
 from effectgate.testing.sim.provider import Effect
 from tests.sim import config
-from tests.sim.acts import CURRENT
+from tests.sim.acts import CURRENT, named
 from tests.sim.workload import payload
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class Reloads:
         answer = await w.acts.as_(replica, again)
         w.counts["reload_reapproved"] += 1
         w.event(
-            f"operator approve {record.action_id[:12]} naming policy {current[:8]} on {replica.name}: {_named(answer)}"
+            f"operator approve {record.action_id[:12]} naming policy {current[:8]} on {replica.name}: {named(answer)}"
         )
 
     # -- the invariants -------------------------------------------------------------------------
@@ -154,9 +154,3 @@ class Reloads:
                     f"{tenant}'s pay counters grew to {effects} effects, {spent} spent under config version 2"
                     f" (caps {config.MAX_EFFECTS_V2}, {config.BUDGET_V2}; {before} at the roll; {passes} pass(es))"
                 )
-
-
-def _named(outcome: object) -> str:
-    if isinstance(outcome, BaseException):
-        return type(outcome).__name__
-    return outcome if isinstance(outcome, str) else "ok"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from effectgate.gateway.core.operators.waits import settled
 from effectgate.gateway.model import ActionNotFound, GatewayUnavailable, ListQuery, State
 from effectgate.gateway.model.limits import LimitGrant
-from tests.sim.acts import CURRENT
+from tests.sim.acts import CURRENT, named
 from tests.sim.caller import Caller
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class Tenants:
         finally:
             CURRENT.reset(token)
         w.counts[f"tenant_{act}"] += 1
-        w.event(f"operator of {tenant} {act} {owner}'s {action_id[:12]} on {replica.name}: {_named(outcome)}")
+        w.event(f"operator of {tenant} {act} {owner}'s {action_id[:12]} on {replica.name}: {named(outcome, None)}")
         self._check(act, tenant, owner, action_id, outcome, stored)
 
     def _check(self, act: str, tenant: str, owner: str, action_id: str, outcome: object, stored: bool) -> None:
@@ -116,7 +116,8 @@ class Tenants:
             return
         if act == "grant_limit" and isinstance(outcome, LimitGrant) and not stored:
             return  # a refused call stores nothing: the id named no action of anybody's yet
-        w.violation(f"the operator of {tenant} named {owner}'s action {action_id} ({act}) and got {_named(outcome)}")
+        got = named(outcome, None)
+        w.violation(f"the operator of {tenant} named {owner}'s action {action_id} ({act}) and got {got}")
 
     # -- once settled ---------------------------------------------------------------------------
 
@@ -135,11 +136,3 @@ class Tenants:
             ).fetchone()
             if row is None or row[0] != "ops":
                 w.violation(f"{tenant}'s limit grant for {action_id} was taken over ({row[0] if row else 'gone'})")
-
-
-def _named(outcome: object) -> str:
-    if isinstance(outcome, BaseException):
-        return type(outcome).__name__
-    if isinstance(outcome, str):
-        return outcome
-    return type(outcome).__name__

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from effectgate.gateway.core import ExecuteCommand, ExecuteResult
 from effectgate.gateway.model import ActionIdentity, ActionNotFound, ActionRecord, GatewayError, State, keys
 from effectgate.tools.v1 import tools_pb2
-from tests.sim.acts import CURRENT
+from tests.sim.acts import CURRENT, named
 from tests.sim.caller import Caller
 from tests.sim.checks_more import of_generation
 
@@ -186,7 +186,7 @@ class Workload:
             act = "deny"
             done = ops.deny(tenant, action_id, "ops", "no")
         outcome = await w.acts.as_(replica, done)
-        w.event(f"operator {act} {action_id[:12]} amount={seen.amount} on {replica.name}: {_named(outcome)}")
+        w.event(f"operator {act} {action_id[:12]} amount={seen.amount} on {replica.name}: {named(outcome)}")
         if act == "approve":
             await w.reloads.decided(replica, record, seen.amount, outcome)
 
@@ -203,15 +203,7 @@ class Workload:
             record.tenant, action_id, State.CONFIRMED, "ops", "seen in the ledger", effects[0].external_id
         )
         outcome = await w.acts.as_(replica, done)
-        w.event(f"operator reconcile {action_id[:12]} on {replica.name}: {_named(outcome)}")
-
-
-def _named(outcome: object) -> str:
-    if isinstance(outcome, BaseException):
-        return type(outcome).__name__
-    if isinstance(outcome, str):
-        return outcome
-    return "ok"
+        w.event(f"operator reconcile {action_id[:12]} on {replica.name}: {named(outcome)}")
 
 
 def _pick(rng: random.Random, replicas: list[SimReplica]) -> SimReplica | None:
