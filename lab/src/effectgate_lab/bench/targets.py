@@ -16,7 +16,7 @@ from google.protobuf import any_pb2
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2, gateway_pb2_grpc
 from effectgate_lab.chaos.config_writer import write_config
-from effectgate_lab.labkit.children import Child, free_port
+from effectgate_lab.labkit.children import Child
 
 API_KEY = "sk_test_bench"
 KEY_ENV = "BENCH_STRIPE_KEY"
@@ -70,7 +70,9 @@ def gateway(
     if limits:
         tool["limits"] = limits
     doc = {
-        "server": {"listen": f"127.0.0.1:{free_port()}"},
+        # Port 0: the gateway binds a free port and announces it. A port picked here and bound
+        # there could be taken in between by another process of a busy machine.
+        "server": {"listen": "127.0.0.1:0"},
         "store": {"url": store_url},
         "adapters": {"stripe": {"api_base": sim_url, "api_key_env": KEY_ENV}},
         "tools": {"charge_card": tool, **(tools or {})},

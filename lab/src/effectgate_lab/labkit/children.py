@@ -85,8 +85,14 @@ class Child:
         found = self.announce.search(line)
         if found is None:
             await self.stop()
-            raise RuntimeError(f"{' '.join(self.argv[2:4])} did not start: {line!r}")
+            raise RuntimeError(f"{' '.join(self.argv[2:4])} did not start: {line!r}{self._stderr_tail()}")
         return found.group(1)
+
+    def _stderr_tail(self, size: int = 2000) -> str:
+        """The end of what the child wrote to its stderr file: why it did not start."""
+        if self.stderr_path is None or not self.stderr_path.exists():
+            return ""
+        return "; its stderr ends: " + self.stderr_path.read_bytes()[-size:].decode(errors="replace")
 
     async def stop(self) -> None:
         if self.proc is None or self.proc.returncode is not None:
