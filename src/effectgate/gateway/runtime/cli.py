@@ -194,8 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             return gateway_command(parser, args)
         return admin_cli.run_command(args)
     except KeyboardInterrupt:  # before the command's own handler: while its modules still load
-        print(f"effectgate {args.command}: interrupted", file=sys.stderr)
-        return 130
+        raise KeyboardInterrupt(args.command) from None  # entry.py ends it, naming the command
 
 
 def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
