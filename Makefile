@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The environments install with --no-compile: pip would compile every module of every package
+# (about half its CPU), while the suite and the demo import a fraction of them, compiled on first
+# import (make test writes bytecode).
 # CrewAI pins pydantic and mcp below the gateway's: its own environment, for tests/test_crewai.py.
 CREWAI_VENV := .venv-crewai
 CREWAI_STAMP := $(CREWAI_VENV)/.installed
@@ -18,7 +21,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents,pydantic-ai,otel]' -e '.[dev]' -e 'lab[peers]'
+	$(PY) -m pip install --quiet --no-compile -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents,pydantic-ai,otel]' -e '.[dev]' -e 'lab[peers]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -26,7 +29,7 @@ venv: $(STAMP)
 $(CREWAI_STAMP): clients/protos/pyproject.toml clients/python/pyproject.toml constraints-crewai.txt
 	$(PYTHON) -m venv $(CREWAI_VENV)
 	$(CREWAI_VENV)/bin/python -m pip install --quiet -c constraints-crewai.txt --upgrade pip
-	$(CREWAI_VENV)/bin/python -m pip install --quiet -c constraints-crewai.txt -e clients/protos -e 'clients/python[crewai]'
+	$(CREWAI_VENV)/bin/python -m pip install --quiet --no-compile -c constraints-crewai.txt -e clients/protos -e 'clients/python[crewai]'
 	touch $(CREWAI_STAMP)
 
 venv-crewai: $(CREWAI_STAMP)
@@ -48,8 +51,8 @@ image:
 
 ## test: the whole suite (lint, type check, generated-code check, tests)
 # Each step is mostly one busy core (pip, mypy, npm, node), so they run side by side: the two
-# environments (.venv, .venv-crewai) are made together; then the TypeScript client is built (npm
-# ci, tsc: the README's TypeScript snippets run against it) and pytest starts, while lint and the
+# environments (.venv, .venv-crewai) are made together while the TypeScript client is built (npm
+# ci, tsc: the README's TypeScript snippets run against it; .ts-build.log); then pytest starts, while lint and the
 # generated-code check then the TypeScript tests (on the built client) run on beside it. Their
 # output is one block each when they end (.checks.log, .ts-checks.log meanwhile). Any failing
 # step fails the target.
@@ -59,11 +62,12 @@ image:
 # rewrites every test module again: collection alone takes twice the CPU).
 test: export PYTHONDONTWRITEBYTECODE =
 test: test-services
-	@$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) $(CREWAI_STAMP)
-	@( $(MAKE) --no-print-directory lint > .checks.log 2>&1; rc=$$?; cat .checks.log; \
+	@bash scripts/test_typescript.sh build > .ts-build.log 2>&1 & tsbuild=$$!; \
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) $(CREWAI_STAMP); venvs=$$?; \
+	wait $$tsbuild; built=$$?; cat .ts-build.log; [ $$venvs -eq 0 ] || exit $$venvs; \
+	( $(MAKE) --no-print-directory lint > .checks.log 2>&1; rc=$$?; cat .checks.log; \
 	   if [ $$rc -eq 0 ]; then echo "lint: passed"; else echo "lint: FAILED (exit $$rc, output above)"; fi; \
 	   exit $$rc ) & lint=$$!; \
-	bash scripts/test_typescript.sh build; built=$$?; \
 	( { $(MAKE) --no-print-directory proto-check && bash scripts/test_typescript.sh run; } > .ts-checks.log 2>&1; \
 	   rc=$$?; cat .ts-checks.log; \
 	   if [ $$rc -eq 0 ]; then echo "ts-checks: passed"; else echo "ts-checks: FAILED (exit $$rc, output above)"; fi; \
@@ -138,4 +142,4 @@ fuzz: $(STAMP) test-services
 	bash scripts/fuzz_model.sh $(FUZZ_MINUTES)
 
 clean:
-	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .checks.log .ts-checks.log
+	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .checks.log .ts-checks.log .ts-build.log
