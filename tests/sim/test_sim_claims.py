@@ -14,9 +14,8 @@ from effectgate.gateway.store import clock
 from tests.sim import config, replicas
 from tests.sim.world import WHOLE, Outcome, World
 
-# Seeds of the full world in which skewed replicas serve, take actions over and settle others'.
-# Seed 5 is left out: it reaches the defect `test_a_replica_whose_first_clock_probe_failed_...`
-# names (a strict xfail until it is fixed).
+# Seeds of the full world in which skewed replicas serve, take actions over and settle others'
+# (seed 5 has its own test below: the defect it found).
 SKEW_SEEDS = (1, 2, 3, 4, 6)
 SKEW = 15.0  # as tests/test_clock_skew.py's libfaketime replica: 15 s ahead or behind
 
@@ -97,17 +96,16 @@ def test_a_replica_15s_off_refuses_work_and_the_others_serve_it_exactly_once(
         assert set(answers) <= {"ClockSkewed", "deadline", "gone"}, (seed, answers)
 
 
-@pytest.mark.xfail(strict=True, reason="open defect: an unanchored store clock serves on the host's clock")
-def test_a_replica_whose_first_clock_probe_failed_serves_on_its_hosts_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replica_whose_first_clock_probe_failed_takes_no_work_until_one_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Found by this file's skewed replicas (seed 5, r1 15 s ahead and r2 15 s behind, the bound
     lifted): r2's first probe of the store's clock met a store fault, so its clock had no anchor
-    and `StoreClock` answered with the host's (store/clock.py; the watch keeps no problem when a
-    probe fails, and `skew_problem` sees no offset on an unshared clock). r2 claimed an action
+    and `StoreClock` answered with the host's, which the watch never refused. r2 claimed an action
     with a lease that expired the moment it was written (its host 15 s behind), r1 took it over
     0.25 s later and proved it absent while r2's request was at the provider: a NOT_FOUND while it
-    may still apply. The same holds within the default bound (an unanchored clock is never
-    refused) and after a first probe too slow to trust. Replay:
-    `pytest tests/sim/test_sim_claims.py -k first_clock_probe --runxfail`."""
+    may still apply. Now a replica takes no work until a probe has answered in time
+    (background/clock_watch.py, `UNREAD`)."""
     _skewed(monkeypatch, {"r1": SKEW, "r2": -SKEW}, "60s")
     outcome = World(5, WHOLE).run()
     assert outcome.violations == [], outcome.violations

@@ -8,6 +8,11 @@ nothing, a drive stops before its next send, health is NOT_SERVING — until a p
 offset back within the bound. Each change is one log line (both at WARNING: the recovery closes
 an episode an operator was warned about).
 
+Until a probe has answered in time the replica takes no work either: its clock is then its host's,
+unchecked, and a host far off would read leases and windows wrong (the simulator's seed 5: a
+replica whose first probe met a store fault claimed with a lease already expired on the store's
+clock, and another replica proved the action absent while its request was at the provider).
+
 A job function with its own loop (`watch_clock`) and one pass (`ClockWatch.check`), so that it can
 move onto a shared runner of background jobs as it is.
 """
@@ -24,6 +29,8 @@ from effectgate.gateway.store import StoreClock, StoreUnavailable, skew_problem
 
 log = logging.getLogger("effectgate.clock")
 
+UNREAD = "the store's clock has not been read yet (no probe answered in time)"
+
 
 class ClockWatch:
     def __init__(
@@ -37,7 +44,9 @@ class ClockWatch:
         self.bound = bound
         self.on_change = on_change
         # The current problem ("" while the clock is trusted); read by the protocol and readiness.
-        self.problem = ""
+        self.problem = UNREAD
+        # Whether the current problem was logged (the first verdict of a start-up is not a change).
+        self._warned = False
 
     def __call__(self) -> str:
         return self.problem
@@ -49,23 +58,25 @@ class ClockWatch:
         except StoreUnavailable as exc:
             # The anchor stays valid on the monotonic clock; store writes fail on their own.
             log.debug("clock probe failed: %s", exc)
-            return self.problem
-        metrics.clock_offset(self.clock.offset)
-        problem = skew_problem(self.clock, self.bound)
+            problem = self.problem
+        else:
+            if self.clock.read:
+                metrics.clock_offset(self.clock.offset)
+            problem = skew_problem(self.clock, self.bound) if self.clock.read else UNREAD
         changed = bool(problem) != bool(self.problem)
         self.problem = problem
-        if changed:
-            # Health and the reconciler follow first, so whoever reads the line sees them changed.
-            if self.on_change is not None:
-                await self.on_change()
-            if problem:
-                log.warning("clock skew: %s; not claiming or sending, health NOT_SERVING", problem)
-            else:
-                log.warning(
-                    "clock skew over: this host's clock is %+.3fs off the store's (bound %gs); serving again",
-                    -self.clock.offset,
-                    self.bound,
-                )
+        # Health and the reconciler follow first, so whoever reads the line sees them changed.
+        if changed and self.on_change is not None:
+            await self.on_change()
+        if problem and not self._warned:
+            log.warning("clock skew: %s; not claiming or sending, health NOT_SERVING", problem)
+        elif not problem and self._warned:
+            log.warning(
+                "clock skew over: this host's clock is %+.3fs off the store's (bound %gs); serving again",
+                -self.clock.offset,
+                self.bound,
+            )
+        self._warned = bool(problem)
         return problem
 
 

@@ -57,6 +57,8 @@ class StoreClock:
         self.rtt = 0.0
         # Whether the store has a clock of its own (False: SQLite; this clock is the host's).
         self.shared = False
+        # Whether a probe has answered in time: until then this is the host's clock, unchecked.
+        self.read = False
 
     def __call__(self) -> float:
         if self._anchor is None:
@@ -77,7 +79,7 @@ class StoreClock:
         at_store = await self._store.clock()
         mono1, wall1 = self._monotonic(), self._wall()
         if at_store is None:
-            self.offset, self.rtt, self.shared = 0.0, 0.0, False
+            self.offset, self.rtt, self.shared, self.read = 0.0, 0.0, False, True
             return True
         rtt = mono1 - mono0
         if rtt > MAX_PROBE_RTT:
@@ -89,7 +91,7 @@ class StoreClock:
         self._anchor = (at_store, (mono0 + mono1) / 2)
         self.offset = at_store - (wall0 + wall1) / 2
         self.rtt = rtt
-        self.shared = True
+        self.shared = self.read = True
         return True
 
 
