@@ -114,6 +114,12 @@ class EffectGatewayService:
             validate_context(run_id, step_id, tool)
         if principal.tools:  # a principal limited to some tools
             Authenticator.check_tool(principal, tool)
+        payload = request.payload
+        if not request.bypass:  # a replay the protocol's cache answers: no command, no deadline
+            args = (principal.tenant, run_id, step_id, tool, scope, payload.type_url, payload.value, tool_call_id)
+            answer = self.protocol.replay(*args)
+            if answer is not None:
+                return answer
         result = await self.protocol.execute(
             ExecuteCommand(
                 identity=ActionIdentity(
@@ -126,8 +132,8 @@ class EffectGatewayService:
                     agent=agent,
                     tool_call_id=tool_call_id,
                 ),
-                payload_type_url=request.payload.type_url,
-                payload=request.payload.value,
+                payload_type_url=payload.type_url,
+                payload=payload.value,
                 bypass=request.bypass,
             ),
             deadline=deadline_of(context, self.protocol.tool_deadline(tool), self.clock),

@@ -122,9 +122,22 @@ class ReplayCache:
         return None if entry is None else entry.record
 
     def known(self, key: RequestKey) -> Settled | None:
-        """The kept action this exact request was answered with before (the hottest path)."""
-        action_id = self._known.get(key)
-        return None if action_id is None else self._settled.get(action_id)
+        """The kept action this exact request was answered with before (the hottest path: both
+        caches' `get` in this one frame, their expiry alike)."""
+        known = self._known._entries.get(key)
+        if known is None:
+            return None
+        now = self._known._clock()
+        if now >= known[0]:
+            del self._known._entries[key]
+            return None
+        entry = self._settled._entries.get(known[1])
+        if entry is None:
+            return None
+        if self._settled._clock() >= entry[0]:
+            del self._settled._entries[known[1]]
+            return None
+        return entry[1]
 
     def learn(self, key: RequestKey, action_id: str) -> None:
         """The request was answered with `action_id` (its payload passed the fingerprint check)."""

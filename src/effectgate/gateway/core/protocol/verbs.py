@@ -30,6 +30,7 @@ class EffectProtocol:
 
         # `execute`: the Execute path and the drives this process runs.
         self.execute = path.execute
+        self.replay = path.replay
         self.drive_leased = path.drive_leased
         self.drain = path.drain
         # `reads`: reads for the RPC layer and operators, and the read-backs.
