@@ -72,9 +72,6 @@ class EffectGatewayService:
     # Methods whose handler answers the serialised response: rpc/admission.py registers them with
     # no response serializer, so grpc sends the bytes as they are.
     ANSWERS_SERIALISED: ClassVar[frozenset[str]] = frozenset({"Execute"})
-    # Methods grpc matches in its core (registered methods, rpc/admission.py's `GenericOnly` says
-    # what each costs): the agents' hot path only.
-    HOT_METHODS: ClassVar[frozenset[str]] = frozenset({"Execute"})
 
     def __init__(
         self,
