@@ -34,6 +34,7 @@ from effectgate.gateway.rpc.wire import (
     detailed_action_pb,
     event_pb,
     execute_answer,
+    execute_answers,
     fit_page,
     observation_pb,
     person_action_pb,
@@ -137,7 +138,14 @@ class EffectGatewayService:
         )
         if result.answer is not None:
             return result.answer
-        return execute_answer(result.record, result.replayed)
+        record = result.record
+        if result.replayed or not self.protocol.unanswered(record):
+            return execute_answer(record, result.replayed)
+        # An action this call settled and the cache keeps: its replays' answer is made now, from
+        # the same Action, so that the first replay too answers bytes it does not serialise.
+        answer, replay = execute_answers(record)
+        self.protocol.keep_answer(record, replay)
+        return answer
 
     async def Verify(self, request: pb.VerifyRequest, context: Context) -> pb.VerifyResponse:
         principal = current_principal()

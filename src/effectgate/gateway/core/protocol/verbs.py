@@ -62,3 +62,5 @@ class EffectProtocol:
         self.tool_deadline = parts.tool_deadline
         self.approvals_required = parts.approvals_required
         self.answer_replays_with = parts.answer_replays_with
+        self.unanswered = parts.cache.unanswered
+        self.keep_answer = parts.cache.keep_answer
