@@ -51,6 +51,10 @@ class Recorder(GatewayObserver):
     def done(self, record: ActionRecord, replayed: bool) -> None:
         self.seen.append(f"done {record.state.value}{' replayed' if replayed else ''}")
 
+    def replayed(self, record: ActionRecord, tool_call_id: str, started: float) -> None:
+        self.seen.append(f"replayed {record.state.value}")
+        Observer.replayed(self, record, tool_call_id, started)  # the interface's own: one Execute
+
     def observed(self, observation: object) -> None:
         self.seen.append("observed")
 
@@ -74,6 +78,9 @@ async def test_a_replicas_observer_hears_one_execute_and_its_replay() -> None:
         "settled CONFIRMED",
         "done CONFIRMED",
         "execute cards ends",
+        # The replay cache's answer: one point, before any command is built (ExecutePath.replay),
+        # which an observer that does not answer it hears as one Execute.
+        "replayed CONFIRMED",
         "execute cards begins",
         "done CONFIRMED replayed",
         "execute cards ends",

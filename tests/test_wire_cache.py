@@ -1,16 +1,21 @@
-"""The answer to a replayed settled action is serialised once per record object, never reused for
-a changed record, never cached for an unsettled one, dropped with its record, and the cache is
-bounded."""
+"""The answer to a replayed settled action is serialised once per record object (with the answer
+to the Execute that settled it, from one Action), never reused for a changed record, never
+cached for an unsettled one, dropped with its record, and the cache is bounded."""
 
 from __future__ import annotations
 
+import time
+
 from effectgate.adapters.base import Receipt
+from effectgate.client import RunContext
 from effectgate.gateway.config.schema import Bypass
 from effectgate.gateway.core.protocol.replay_cache import ReplayCache, TtlCache
 from effectgate.gateway.model.domain import ActionIdentity, ActionRecord, State
-from effectgate.gateway.rpc.wire import execute_answer, replay_answer
+from effectgate.gateway.rpc.wire import execute_answer, execute_answers, replay_answer
+from effectgate.testing import ScriptedAdapter, gateway
 from effectgate.testing.clock import FakeClock
 from effectgate.testing.rig import TENANT, rig
+from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
 
 
@@ -120,3 +125,33 @@ def test_ttl_cache_purges_expired_entries_and_keeps_its_bound() -> None:
     none: TtlCache[str, int] = TtlCache(capacity=0, ttl=10.0, clock=clock)
     none.put("a", 1)
     assert len(none) == 0
+
+
+def test_a_new_actions_answer_and_its_replays_come_from_one_action() -> None:
+    kept = record(1)
+    answer, replay = execute_answers(kept)
+    assert answer == execute_answer(kept, False) and replay == replay_answer(kept)
+    cache = ReplayCache()
+    cache.answer_with(replay_answer)
+    assert not cache.unanswered(kept)  # not kept: nothing to hand in
+    cache.put(kept)
+    assert cache.unanswered(kept)
+    cache.keep_answer(kept.evolve(notes=("changed",)), b"another record's")  # never for another record
+    cache.keep_answer(record(2), b"not kept")
+    assert cache.unanswered(kept) and cache.get(record(2).action_id) is None
+    cache.keep_answer(kept, replay)
+    assert not cache.unanswered(kept) and cache.replay(kept) is replay
+
+
+async def test_the_execute_that_settles_an_action_hands_its_replays_answer_to_the_cache() -> None:
+    cards = ScriptedAdapter(time.time)
+    async with gateway(adapters={"cards": cards}) as gw:
+        context = RunContext(run_id="run-1", step_id="charge")
+        charge = ChargeCard(customer="cus_1", amount=1000, currency="usd", payment_method="pm_card_visa")
+        first = await gw.client.execute("cards", charge, scope="invoice:1", context=context)
+        cache = gw.server.protocol.parts.cache
+        settled = cache.get(first.action.action_id)
+        assert settled is not None and not cache.unanswered(settled)  # the answer is already kept
+        assert cache.replay(settled) == replay_answer(settled)
+        again = await gw.client.execute("cards", charge, scope="invoice:1", context=context)
+    assert again.replayed and again.action == first.action

@@ -67,6 +67,12 @@ class Observer:
         """Around one Execute: `with observer.execute(...) as call:`, `call.done(record, replayed)`."""
         return _UNWATCHED
 
+    def replayed(self, record: ActionRecord, tool_call_id: str, started: float) -> None:
+        """An Execute the replay cache answered, with no command built (`ExecutePath.replay`;
+        `started`: `time.perf_counter()` when it began): what `execute` around it would see."""
+        with self.execute(record.tool, tool_call_id) as call:
+            call.done(record, True)
+
     def provider_call(
         self, operation: str, record: ActionRecord, adapter: str
     ) -> AbstractContextManager[ProviderWatch]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError, Message
 
 from effectgate.adapters.base import ActionCall, Adapter, InvalidPayload
-from effectgate.gateway.config import ToolConfig
+from effectgate.gateway.config import OnRepeat, ToolConfig
 from effectgate.gateway.core.limits.policy import ToolPolicy
 from effectgate.gateway.core.provider.lag import LagBook
 from effectgate.gateway.model import IN_DOUBT, ActionRecord, InvalidRequest, provider_key
@@ -133,6 +133,8 @@ class ToolSet:
 
     def __init__(self, tools: Mapping[str, BoundTool], adapters: Mapping[str, Adapter] | None = None) -> None:
         self._tools = dict(tools)
+        # The tools whose repeats are answered with the first outcome (a replay's fast test).
+        self.coalescing = frozenset(name for name, t in self._tools.items() if t.config.on_repeat is OnRepeat.COALESCE)
         by_tool = {t.config.adapter: t.adapter for t in tools.values()}
         self._adapters = dict(adapters) if adapters is not None else by_tool
 

@@ -22,6 +22,18 @@ from effectgate.gateway.model import ActionRecord, State
 log = logging.getLogger("effectgate.metrics")
 meter = metrics.get_meter("effectgate")
 
+
+class Metering:
+    """Whether `telemetry_sdk.setup` (the one place that installs a meter provider) did: until then
+    the instruments below drop what they are given, and the call path's figures (`calls`) are
+    not handed to them (an attribute: the check per call is no call; each API instrument's
+    record is one)."""
+
+    on = False
+
+
+METERING = Metering()
+
 # Buckets in seconds: a replay is ~1 ms, a new action a few ms, a provider call up to its timeout.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 

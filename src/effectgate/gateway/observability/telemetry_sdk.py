@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effectgate.gateway.config import TelemetryConfig
-from effectgate.gateway.observability import calls
+from effectgate.gateway.observability import calls, metrics
 from effectgate.gateway.observability.log_export import logs_endpoint, start_log_export
 
 log = logging.getLogger("effectgate.telemetry")
@@ -252,6 +252,7 @@ def _metrics(
         readers.append(result.prometheus)
     provider = MeterProvider(resource=resource, metric_readers=readers)
     otel_metrics.set_meter_provider(provider)
+    metrics.METERING.on = True
     result.meter_provider = provider
 
 

@@ -118,23 +118,16 @@ class Admission:
 
     def register(self, server: grpc.aio.Server, add_servicer: AddServicer, servicer: object) -> None:
         """Registers `servicer` on `server` like its generated code does, every handler wrapped,
-        but only the methods it names in `HOT_METHODS` as registered methods (`GenericOnly` says
-        why); the others are found by name. The methods a servicer names in
-        `ANSWERS_SERIALISED` answer bytes already serialised."""
+        every method found by name, none a registered method (`GenericOnly` says why). The
+        methods a servicer names in `ANSWERS_SERIALISED` answer bytes already serialised."""
         captured = _Captured()
         add_servicer(servicer, captured)
         serialised: frozenset[str] = getattr(servicer, "ANSWERS_SERIALISED", frozenset())
-        hot: frozenset[str] = getattr(servicer, "HOT_METHODS", frozenset())
         wrapped = {
             name: self.wrap(handler, f"/{captured.service}/{name}", serialised=name in serialised)
             for name, handler in captured.handlers.items()
         }
-        registry = cast(Registry, server)
-        registry.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(captured.service, wrapped),))
-        if hot:
-            registry.add_registered_method_handlers(
-                captured.service, {name: handler for name, handler in wrapped.items() if name in hot}
-            )
+        GenericOnly(server).add_generic_rpc_handlers((grpc.method_handlers_generic_handler(captured.service, wrapped),))
 
     def wrap(self, handler: Handler, method: str, *, serialised: bool = False) -> Handler:
         if handler.unary_stream is not None:
@@ -143,12 +136,13 @@ class Admission:
         tolerant = _tolerant(handler)
         roles = METHOD_ROLES.get(method, frozenset())
         auth = self.auth
+        dev = auth.dev_mode  # for as long as the authenticator lives (`Authenticator.replace`)
 
         async def admitted(request: Any, context: Context) -> Any:
             try:
                 if not roles:
                     raise PermissionDenied("no role may call this method", reason="ROLE_REQUIRED")
-                set_current_principal(auth.admit(context, roles))
+                set_current_principal(DEV_PRINCIPAL if dev else auth.admit(context, roles))
                 if isinstance(request, Refused):
                     raise request.error
                 return await inner(request, context)
@@ -236,11 +230,12 @@ def refused(error: Unauthenticated | PermissionDenied, method: str, context: Con
 
 class GenericOnly:
     """A server as a generated `add_<Service>Servicer_to_server` sees it, taking its generic
-    handlers only (health, reflection). Why: grpc.aio's serving loop keeps one pending request
-    per registered method and waits on all of them (`asyncio.wait`) for every call it accepts,
-    so each registered method costs every RPC of every method a few Python calls (with all 19
-    of them registered, about 140 per call, more than a replay's own handler). A method found
-    by name costs one dictionary lookup, and only its own calls."""
+    handlers only (ours, health, reflection). Why: grpc.aio's serving loop keeps one pending
+    request per registered method and waits on all of them (`asyncio.wait`) for every call it
+    accepts, so each registered method costs every RPC of every method a few Python calls (with
+    all 19 of them registered, about 140 per call, more than a replay's own handler; with
+    Execute alone, 2 more per call than with none). A method found by name costs one Python
+    call (the generic handler's dictionary lookup), and only its own calls."""
 
     def __init__(self, server: grpc.aio.Server) -> None:
         self._server = cast(Registry, server)

@@ -34,6 +34,7 @@ from effectgate.gateway.rpc.wire import (
     detailed_action_pb,
     event_pb,
     execute_answer,
+    execute_answers,
     fit_page,
     observation_pb,
     person_action_pb,
@@ -72,9 +73,6 @@ class EffectGatewayService:
     # Methods whose handler answers the serialised response: rpc/admission.py registers them with
     # no response serializer, so grpc sends the bytes as they are.
     ANSWERS_SERIALISED: ClassVar[frozenset[str]] = frozenset({"Execute"})
-    # Methods grpc matches in its core (registered methods, rpc/admission.py's `GenericOnly` says
-    # what each costs): the agents' hot path only.
-    HOT_METHODS: ClassVar[frozenset[str]] = frozenset({"Execute"})
 
     def __init__(
         self,
@@ -114,6 +112,12 @@ class EffectGatewayService:
             validate_context(run_id, step_id, tool)
         if principal.tools:  # a principal limited to some tools
             Authenticator.check_tool(principal, tool)
+        payload = request.payload
+        if not request.bypass:  # a replay the protocol's cache answers: no command, no deadline
+            args = (principal.tenant, run_id, step_id, tool, scope, payload.type_url, payload.value, tool_call_id)
+            answer = self.protocol.replay(*args)
+            if answer is not None:
+                return answer
         result = await self.protocol.execute(
             ExecuteCommand(
                 identity=ActionIdentity(
@@ -126,15 +130,22 @@ class EffectGatewayService:
                     agent=agent,
                     tool_call_id=tool_call_id,
                 ),
-                payload_type_url=request.payload.type_url,
-                payload=request.payload.value,
+                payload_type_url=payload.type_url,
+                payload=payload.value,
                 bypass=request.bypass,
             ),
             deadline=deadline_of(context, self.protocol.tool_deadline(tool), self.clock),
         )
         if result.answer is not None:
             return result.answer
-        return execute_answer(result.record, result.replayed)
+        record = result.record
+        if result.replayed or not self.protocol.unanswered(record):
+            return execute_answer(record, result.replayed)
+        # An action this call settled and the cache keeps: its replays' answer is made now, from
+        # the same Action, so that the first replay too answers bytes it does not serialise.
+        answer, replay = execute_answers(record)
+        self.protocol.keep_answer(record, replay)
+        return answer
 
     async def Verify(self, request: pb.VerifyRequest, context: Context) -> pb.VerifyResponse:
         principal = current_principal()

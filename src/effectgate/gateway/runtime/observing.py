@@ -21,6 +21,7 @@ from effectgate.gateway.observability import audit_log, calls, limits_log, metri
 
 class GatewayObserver(Observer):
     execute = staticmethod(calls.ExecuteCall)
+    replayed = staticmethod(calls.replayed)
     provider_call = staticmethod(calls.provider_span)
     waited_on_holder = staticmethod(calls.waited_on_holder)
     settled = staticmethod(calls.settled)

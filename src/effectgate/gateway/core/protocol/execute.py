@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -115,6 +116,22 @@ class ExecutePath:
             call.done(result.record, result.replayed)
             return result
 
+    def replay(
+        self, tenant: str, run_id: str, step_id: str, tool: str, scope: str, type_url: str, payload: bytes, call_id: str
+    ) -> bytes | None:
+        """The hottest path, before any command is built: the answer `execute` gives the very
+        request answered before (no bypass: the caller's to check) for an action the settled
+        cache still holds, told to the observer as one replayed Execute. None: call `execute`,
+        which decides the same way (`_known_replay`) and answers every other case."""
+        started = time.perf_counter()
+        kept = self._parts.cache.known((tenant, run_id, step_id, tool, scope, type_url, payload))
+        if kept is None or kept.record.tool not in self._parts.tools.coalescing:
+            return None
+        answer = kept.answer if kept.answer is not None else self._parts.cache.answer(kept)
+        if answer is not None:  # none without the RPC layer's serializer
+            self._parts.observer.replayed(kept.record, call_id, started)
+        return answer
+
     def _known_replay(self, cmd: ExecuteCommand) -> ExecuteResult | None:
         """The hottest path: the very request that was answered before, for an action the
         settled cache still holds. Anything else (a bypass, a refusing tool, a cache miss) takes
@@ -122,7 +139,7 @@ class ExecutePath:
         if cmd.bypass:
             return None
         kept = self._parts.cache.known(request_key(cmd))
-        if kept is None or self._parts.tools.get(kept.record.tool).config.on_repeat is not OnRepeat.COALESCE:
+        if kept is None or kept.record.tool not in self._parts.tools.coalescing:
             return None
         answer = kept.answer
         return ExecuteResult(kept.record, True, answer if answer is not None else self._parts.cache.answer(kept))

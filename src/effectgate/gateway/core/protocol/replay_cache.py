@@ -11,8 +11,10 @@ answered, which action it named; one `drop` forgets the action and its answer to
   generation's outcome (never a second effect: an Execute with `bypass` always reads the store).
 - Answers: the protocol knows no wire format, so an answer is opaque bytes made by the
   serializer the RPC layer hands in (`answer_with`), once per entry, on the first replay that
-  asks for it. A changed action is a new record and so a new entry: an answer is never reused
-  for a record it was not made from. With no serializer (in-process use) there are no answers.
+  asks for it, unless the RPC layer handed it in already (`keep_answer`: made with its answer to
+  the Execute that settled the action, from the same message). A changed action is a new
+  record and so a new entry: an answer is never reused for a record it was not made from. With
+  no serializer (in-process use) there are no answers.
 - Known requests: the exact content of a request already answered, mapped to its action id, so
   that the same bytes again skip parsing, normalising and fingerprinting the payload. What it
   maps never goes stale (the action id is a function of the identity, and a payload once checked
@@ -122,9 +124,22 @@ class ReplayCache:
         return None if entry is None else entry.record
 
     def known(self, key: RequestKey) -> Settled | None:
-        """The kept action this exact request was answered with before (the hottest path)."""
-        action_id = self._known.get(key)
-        return None if action_id is None else self._settled.get(action_id)
+        """The kept action this exact request was answered with before (the hottest path: both
+        caches' `get` in this one frame, their expiry alike)."""
+        known = self._known._entries.get(key)
+        if known is None:
+            return None
+        now = self._known._clock()
+        if now >= known[0]:
+            del self._known._entries[key]
+            return None
+        entry = self._settled._entries.get(known[1])
+        if entry is None:
+            return None
+        if self._settled._clock() >= entry[0]:
+            del self._settled._entries[known[1]]
+            return None
+        return entry[1]
 
     def learn(self, key: RequestKey, action_id: str) -> None:
         """The request was answered with `action_id` (its payload passed the fingerprint check)."""
@@ -154,6 +169,20 @@ class ReplayCache:
         if answer is None and self._serialize is not None:
             answer = entry.answer = self._serialize(entry.record)
         return answer
+
+    def unanswered(self, record: ActionRecord) -> bool:
+        """Whether this very record is kept, still without its answer (`keep_answer`)."""
+        entry = self._settled.get(record.action_id)
+        return entry is not None and entry.record is record and entry.answer is None
+
+    def keep_answer(self, record: ActionRecord, answer: bytes) -> None:
+        """The answer to a replay of this very record, made by the RPC layer with its answer to
+        the Execute that settled it (the serializer's bytes, without building them again), so
+        that even the first replay serialises nothing. Kept only while the entry holds this
+        record without an answer: never for another record."""
+        entry = self._settled.get(record.action_id)
+        if entry is not None and entry.record is record and entry.answer is None:
+            entry.answer = answer
 
     def drop(self, action_id: str) -> None:
         """Forgets the action: its record and its answer (the only invalidation)."""

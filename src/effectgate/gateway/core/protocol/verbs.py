@@ -30,6 +30,7 @@ class EffectProtocol:
 
         # `execute`: the Execute path and the drives this process runs.
         self.execute = path.execute
+        self.replay = path.replay
         self.drive_leased = path.drive_leased
         self.drain = path.drain
         # `reads`: reads for the RPC layer and operators, and the read-backs.
@@ -61,3 +62,5 @@ class EffectProtocol:
         self.tool_deadline = parts.tool_deadline
         self.approvals_required = parts.approvals_required
         self.answer_replays_with = parts.answer_replays_with
+        self.unanswered = parts.cache.unanswered
+        self.keep_answer = parts.cache.keep_answer
