@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 import mcp_types as types
+from anyio._backends import _asyncio as anyio_asyncio
 from google.protobuf import json_format, struct_pb2
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -53,11 +54,11 @@ MESSAGE = "message"  # the gateway's tool and adapter
 URL = "http://mcp.upstream.sim/mcp"
 WINDOW, KEEPS = 3.0, 6.0  # the read lag's bound (declared), how long a write may take to apply
 # A world's chance to have the upstream, and an agent's step's chance to call it there.
-WORLD_ODDS, STEP_ODDS = 0.5, 0.25
+WORLD_ODDS, STEP_ODDS = 0.3, 0.25
 # Each request naming a session: the chance the server restarts first (while faulty); each
 # applied write's answer: the chance of a misrouted 404 instead.
-RESTART, MISROUTED = 0.06, 0.03
-IDLE = (10.0, 40.0)  # the SDK's session idle timeout, drawn per world within this
+RESTART, MISROUTED = 0.04, 0.03
+IDLE = (20.0, 60.0)  # the SDK's session idle timeout, drawn per world within this
 
 SETTINGS: dict[str, Any] = {
     "url": URL,
@@ -116,6 +117,7 @@ class Upstream:
         self.up = asyncio.Event()  # set while a manager serves
         self._running: asyncio.Task[None] | None = None
         self.sessions: dict[str, int] = {}  # the SDK's session ids, numbered as they open
+        self.adapters: list[SimMcpAdapter] = []  # every replica's, closed at the end
         self.restarts = 0
 
     # -- the server's life ----------------------------------------------------------------------
@@ -144,6 +146,28 @@ class Upstream:
         if old is not None:
             old.cancel()
         await self.start()
+
+    async def shutdown(self) -> None:
+        """Once the run is over: every adapter's session closed (its owner task ends), then the
+        server stopped, so that no task of the SDK is left pending on the closed loop."""
+        for adapter in self.adapters:
+            await adapter.close()
+        running, self.manager = self._running, None
+        if running is not None:
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+
+    def release(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Forgets the world's tasks anyio keeps state of. A finished run leaves tasks pending on
+        its closed loop (crashed replicas' sessions, the server's): anyio keeps their state in a
+        module-wide map whose values hold the tasks, so they, the loop and the whole world would
+        outlive the run, one more each seed (the heap grows, and every collection walks it)."""
+        states: Any = getattr(anyio_asyncio, "_task_states", None)
+        if states is None:
+            return
+        for task in [t for t in list(states) if t.get_loop() is loop]:
+            del states[task]
 
     def _known(self) -> list[str]:
         # The SDK keeps its sessions in its manager and offers no public way to list them.
@@ -328,6 +352,7 @@ class SimMcpAdapter(McpAdapter):
     def __init__(self, upstream: Upstream, hooks: ProviderHooks | None = None) -> None:
         with _rules_compiled_once():
             super().__init__(MESSAGE, _settings(), http_transport=Link(upstream))
+        upstream.adapters.append(self)
         self.upstream = upstream
         self.hooks: ProviderHooks = hooks or _Open()
 

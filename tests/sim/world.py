@@ -324,6 +324,8 @@ class World:
             assert replica.gateway is not None
             replica.dead = True  # stop it where it stands: the run is over
         self.event(f"end effects={len(self.provider.ledger)} records={len(self.records())}")
+        if self.upstream is not None:
+            await self.upstream.shutdown()
 
     async def _bounded(self) -> None:
         try:
@@ -350,6 +352,8 @@ class World:
             logging.disable(disabled)
             asyncio.set_event_loop(None)
             self.loop.close()
+            if self.upstream is not None:
+                self.upstream.release(self.loop)
         counts = Counter(self.counts)
         counts.update(self.provider.counts)
         counts.update(self.store_faults.counts)

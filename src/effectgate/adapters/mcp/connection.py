@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -50,6 +51,7 @@ SESSION_HEADER = "mcp-session-id"
 SESSION_GONE_CODES = frozenset({types.INVALID_REQUEST, -32001})
 
 
+@functools.cache  # reading the installed version scans the distributions: once a process
 def client_info() -> types.Implementation:
     """Who the gateway is, as upstream servers log and allow-list clients."""
     try:
