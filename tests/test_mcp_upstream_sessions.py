@@ -210,3 +210,24 @@ async def test_a_server_that_refuses_the_new_session_sent_nothing(tmp_path: Path
         sim.refuse_sessions = False
         await adapter.execute(call)
         assert len(target.ledger.effects()) == 2
+
+
+async def test_a_session_forgotten_before_the_sdks_tools_list_leaves_the_call_ambiguous(tmp_path: Path) -> None:
+    # `call_tool` lists the tools after a session's first answer, to validate it: a server that
+    # forgot the session in between answers that tools/list 404. The tool ran: the call is
+    # ambiguous, never sent again (the simulator found a re-send there: tests/sim/test_sim_mcp.py).
+    async with adapter_for("mail-http", tmp_path, "no-key", timeout=60.0) as (target, adapter):
+        sim = target.http
+        assert sim is not None
+        call = new_call(adapter, target.good_payload("f-1"))
+        target.inject("slow")  # applied at once, answered a few seconds later
+        sending = asyncio.create_task(adapter.execute(call))
+        while not target.ledger.effects():  # noqa: ASYNC110 - the ledger tells no one
+            await asyncio.sleep(0.01)
+        assert sim.forget_sessions() >= 1
+        with pytest.raises(AdapterError) as caught:
+            await sending
+        assert isinstance(caught.value, AmbiguousError), caught.value
+        assert len(target.ledger.effects()) == 1
+        assert (await adapter.verify(call)).outcome is Outcome.CONFIRMED
+        assert len(target.ledger.effects()) == 1

@@ -20,6 +20,7 @@ from tests.sim.run import SEEDS
 
 ROOT = Path(__file__).resolve().parents[2]
 GATEWAY = "effectgate/gateway"
+MCP = "effectgate/adapters/mcp"
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,23 @@ MUTANTS = (
         f"{GATEWAY}/core/protocol/collaborators.py",
         "            raise GatewayUnavailable(str(exc)) from exc",
         "            raise RuntimeError(str(exc)) from exc",
+    ),
+    Mutant(
+        "mcp-any-404-forgotten",
+        "an MCP call is sent again only when the server did not know its session, not on any 404",
+        f"{MCP}/connection.py",
+        "                    if exc.code in SESSION_GONE_CODES:",
+        "                    if True:",
+    ),
+    Mutant(
+        "mcp-later-404-blamed-on-call",
+        "a 404 answered to the tools/list the SDK sends after a call's answer is not the call's own",
+        f"{MCP}/connection.py",
+        "            if sent is not None and sent.status == 0:\n"
+        "                sent.status = response.status_code\n"
+        "            elif sent is not None:\n"
+        "                sent.later += 1",
+        "            if sent is not None:\n                sent.status = response.status_code",
     ),
 )
 

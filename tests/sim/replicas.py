@@ -19,7 +19,7 @@ from grpc_health.v1 import _async as health_aio
 
 from effectgate.gateway.config import Config
 from effectgate.gateway.runtime.replica import Replica, build_replica
-from effectgate.testing.sim.provider import SimAdapter
+from effectgate.testing.sim.provider import Hookable
 from effectgate.testing.sim.store import SimStore
 from tests.sim import config
 
@@ -134,7 +134,7 @@ class SimReplica:
         self.world.counts["crash"] += 1
         self.world.crashed(self)
 
-    async def start(self, config: Config, adapters: Mapping[str, SimAdapter]) -> None:
+    async def start(self, config: Config, adapters: Mapping[str, Hookable]) -> None:
         store = SimStore(self.world.db, Gate(self, "store", self.world.store_faults))
         await store.open()
         gate = Gate(self, "provider", None)

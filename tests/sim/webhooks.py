@@ -98,6 +98,8 @@ class Webhooks:
     def effect(self, effect: Effect) -> None:
         """The provider tells of a (whole) effect once its read would show it."""
         w = self.world
+        if not isinstance(w.adapters.get(effect.tool), HookedAdapter):
+            return  # the MCP upstream sends none
         if effect.partial or not w.faulty or "webhook" in w.knobs.off or self.rng.random() >= TOLD:
             return
         delay = max(effect.visible_at - w.now(), 0.0) + self.rng.random() * 0.5
@@ -138,7 +140,9 @@ class Webhooks:
         body = body_of(effect)
         route = effect.tool
         if how == "foreign":  # another adapter signs an event about this action
-            route = self.rng.choice(sorted(t for t in w.adapters if t != effect.tool))
+            route = self.rng.choice(
+                sorted(t for t, a in w.adapters.items() if t != effect.tool and isinstance(a, HookedAdapter))
+            )
         headers = {"content-type": "application/json", SIGNATURE: _sign(route, body)}
         if how == "forged":  # the body changed after it was signed
             body = body.replace(b'"charge.succeeded"', b'"charge.succeeded" ')

@@ -10,9 +10,12 @@ import asyncio
 import random
 from typing import TYPE_CHECKING
 
+from google.protobuf.message import Message
+
 from effectgate.gateway.core import ExecuteCommand, ExecuteResult
 from effectgate.gateway.model import ActionIdentity, ActionNotFound, ActionRecord, GatewayError, State, keys
 from effectgate.tools.v1 import tools_pb2
+from tests.sim import upstream
 from tests.sim.acts import CURRENT, named
 from tests.sim.caller import Caller
 from tests.sim.checks_more import of_generation
@@ -42,7 +45,7 @@ def command(
     agent: str = "",
     tenant: str = TENANT,
 ) -> ExecuteCommand:
-    message = payload(amount)
+    message: Message = upstream.payload(amount) if tool == upstream.MESSAGE else payload(amount)
     return ExecuteCommand(
         identity=ActionIdentity(tenant, run, step, tool, scope, parent_run_id=parent, agent=agent, tool_call_id=call),
         payload_type_url=f"type.googleapis.com/{message.DESCRIPTOR.full_name}",
@@ -109,6 +112,7 @@ class Workload:
         mirror = number if tenant == TENANT else (number + 1) % w.agents
         rng = random.Random(f"agent:{w.seed}:{mirror}")
         acting = random.Random(f"agent-acts:{w.seed}:{mirror}")
+        calling = random.Random(f"agent-mcp:{w.seed}:{mirror}")  # the MCP upstream's tool (upstream.py)
         run = f"run{mirror}"
         for step in range(w.steps):
             await asyncio.sleep(rng.random() * 5)
@@ -120,6 +124,8 @@ class Workload:
                 invoice = acting.randrange(3)
                 scope = f"invoice:{invoice}"
                 amount = AMOUNTS[invoice] if acting.random() < 0.8 else amount
+            if w.upstream is not None and calling.random() < upstream.STEP_ODDS and tool != "once":
+                tool = upstream.MESSAGE
             for attempt in range(rng.randint(1, 4)):
                 if attempt and rng.random() < 0.1:  # the model re-plans the step with another amount
                     amount = rng.choice(AMOUNTS)

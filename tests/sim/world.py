@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from effectgate.gateway.model import ActionRecord, State
 from effectgate.gateway.store import rows
 from effectgate.testing.sim.loop import Deadlock, VirtualLoop
-from effectgate.testing.sim.provider import Effect, SimProvider
+from effectgate.testing.sim.provider import Effect, Hookable, SimProvider
 from effectgate.testing.sim.store import SimDatabase, SimStore, StoreFaults
-from tests.sim import checks, config
+from tests.sim import checks, config, upstream
 from tests.sim.acts import CURRENT, Acts
 from tests.sim.caller import Caller
 from tests.sim.checks_more import MoreChecks
@@ -125,11 +125,22 @@ PROVIDER_FAULTS = (
 STORE_FAULTS = ("unavailable", "commit_unknown", "slow")
 # What agents and operators do beyond new actions, retries, approvals and reconciles (acts.py);
 # switched off, with "failpoint" and "webhook", a seed's world is as it was before they existed.
-ACTS = ("wait", "limit_grant", "bypass", "once", "tenant", "reload", "notify")
+ACTS = ("wait", "limit_grant", "bypass", "once", "tenant", "reload", "notify", "mcp")
 # Switched off, the world of a seed found before these existed (the regressions of seeds 122, 847
 # and 1440 replay their worlds exactly).
 LATER = frozenset({*ACTS, "failpoint", "webhook"})
-FAULT_KINDS = (*ACTS, "crash", "failpoint", "stall", "webhook", *(f"store_{k}" for k in STORE_FAULTS), *PROVIDER_FAULTS)
+# The MCP upstream's own (upstream.py): sessions it forgets, a 404 that is not about the session.
+MCP_FAULTS = ("session_forgotten", "misrouted_404")
+FAULT_KINDS = (
+    *ACTS,
+    "crash",
+    "failpoint",
+    "stall",
+    "webhook",
+    *(f"store_{k}" for k in STORE_FAULTS),
+    *PROVIDER_FAULTS,
+    *MCP_FAULTS,
+)
 
 
 @dataclass
@@ -163,7 +174,12 @@ class World:
         self.store_faults = StoreFaults(random.Random(f"store:{seed}"), asyncio.sleep)
         self._switch_off(self.knobs.off)
         names = config.UNSCOPED if "once" in self.knobs.off else tuple(config.TOOLS)
-        self.adapters = config.adapters(self.provider, names)
+        self.adapters: dict[str, Hookable] = dict(config.adapters(self.provider, names))
+        # In some worlds, an MCP upstream through the real `mcp` adapter (upstream.py).
+        self.upstream = upstream.Upstream(self) if upstream.present(seed, self.knobs.off) else None
+        if self.upstream is not None:
+            names = (*names, upstream.MESSAGE)
+            self.adapters[upstream.MESSAGE] = upstream.SimMcpAdapter(self.upstream)
         self.config_names = names
         self.notices = Notices(self)  # before the config: whether this seed has [[notify]]
         # Version 2 once the world redeploys (reloads.py).
@@ -279,6 +295,8 @@ class World:
     # -- the run --------------------------------------------------------------------------------
 
     async def _main(self) -> None:
+        if self.upstream is not None:
+            await self.upstream.start()
         third = self.knobs.replicas == 2 and self.rng.random() < self.knobs.third_replica
         for _ in range(self.knobs.replicas + third):
             await self.start_replica()
@@ -306,6 +324,8 @@ class World:
             assert replica.gateway is not None
             replica.dead = True  # stop it where it stands: the run is over
         self.event(f"end effects={len(self.provider.ledger)} records={len(self.records())}")
+        if self.upstream is not None:
+            await self.upstream.shutdown()
 
     async def _bounded(self) -> None:
         try:
@@ -332,6 +352,8 @@ class World:
             logging.disable(disabled)
             asyncio.set_event_loop(None)
             self.loop.close()
+            if self.upstream is not None:
+                self.upstream.release(self.loop)
         counts = Counter(self.counts)
         counts.update(self.provider.counts)
         counts.update(self.store_faults.counts)

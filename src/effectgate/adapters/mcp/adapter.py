@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, cast
 
+import httpx2
 import mcp_types as types
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
@@ -57,7 +58,11 @@ def _rule(source: str | None) -> rules.Rule | None:
 class McpAdapter(Adapter):
     payload_type = struct_pb2.Struct
 
-    def __init__(self, name: str, settings: McpSettings) -> None:
+    def __init__(
+        self, name: str, settings: McpSettings, *, http_transport: httpx2.AsyncBaseTransport | None = None
+    ) -> None:
+        """`http_transport`: where a streamable HTTP upstream's requests go instead of the network
+        (an in-process upstream, as `tests/sim` runs one on virtual time)."""
         self.name = name
         self._s = settings
         self._token = settings.secret("token", required=False)
@@ -92,6 +97,7 @@ class McpAdapter(Adapter):
             headers=headers,
             connect_timeout=settings.connect_timeout,
             on_tools_changed=self._tools_changed,
+            http_transport=http_transport,
         )
 
     @classmethod

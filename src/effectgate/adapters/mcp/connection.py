@@ -15,7 +15,10 @@ Calls fail in three ways the adapter tells apart: `NotSent` (nothing reached a t
 could be opened, or the server did not know the session), `Lost` (the session broke with the
 request written) and `NoAnswer` (no answer within the timeout). A JSON-RPC error answer is the
 SDK's `MCPError`, passed through, unless it came with a 404 for the session (`NotSent`, above) or
-with another 404 (`Lost`: a 404 the transport does not define is no proof that no tool ran).
+with another 404 (`Lost`: a 404 the transport does not define is no proof that no tool ran), or
+came to a request the SDK made within the call after the call's own was answered (`Lost`: the
+tools/list `call_tool` sends to validate a result, which a server that forgot the session answers
+404 after the tool ran; the simulator found a re-send there, `tests/sim/upstream.py`).
 The client introduces itself in `initialize` as `effectgate` with its version.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -47,6 +51,7 @@ SESSION_HEADER = "mcp-session-id"
 SESSION_GONE_CODES = frozenset({types.INVALID_REQUEST, -32001})
 
 
+@functools.cache  # reading the installed version scans the distributions: once a process
 def client_info() -> types.Implementation:
     """Who the gateway is, as upstream servers log and allow-list clients."""
     try:
@@ -61,7 +66,11 @@ class _Sent:
     """What the HTTP transport saw of one call's request (the SDK posts it in a context copied
     from the caller's, so the response hook finds this through `_SENT`)."""
 
-    status: int = 0  # the HTTP status the request was answered with (0: none seen)
+    status: int = 0  # the HTTP status the call's own request was answered with (0: none seen)
+    # Requests the SDK made within the call after its own was answered: `call_tool` lists the
+    # tools to validate a result it has not seen the schema of. Their errors come after the tool
+    # ran: never the call's refusal, nor a sign that its session was unknown to the server.
+    later: int = 0
 
 
 _SENT: contextvars.ContextVar[_Sent | None] = contextvars.ContextVar("effectgate_mcp_sent", default=None)
@@ -145,6 +154,7 @@ class Session:
         headers: Mapping[str, str] | None = None,
         connect_timeout: float = 5.0,
         on_tools_changed: Callable[[], None] = lambda: None,
+        http_transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self._url = url
         self._command = list(command or [])
@@ -152,6 +162,8 @@ class Session:
         self._headers = dict(headers or {})
         self._connect_timeout = connect_timeout
         self._on_tools_changed = on_tools_changed
+        # Where the HTTP requests go (None: the network). A simulator puts an in-process upstream here.
+        self._http_transport = http_transport
         self._live: _Live | None = None
         self._opening = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
@@ -179,8 +191,10 @@ class Session:
             if request.method != "POST" or SESSION_HEADER not in request.headers:
                 return  # the initialize, the GET stream, the closing DELETE
             sent = _SENT.get()
-            if sent is not None:
+            if sent is not None and sent.status == 0:
                 sent.status = response.status_code
+            elif sent is not None:
+                sent.later += 1
             if response.status_code == 404:
                 self._end(live, forgotten=True)
 
@@ -188,6 +202,7 @@ class Session:
             headers=self._headers,
             timeout=httpx2.Timeout(30.0, connect=self._connect_timeout),
             event_hooks={"response": [answered]},
+            transport=self._http_transport,
         )
         return streamable_http_client(self._url, http_client=http)
 
@@ -310,6 +325,9 @@ class Session:
             try:
                 return call.result()
             except MCPError as exc:
+                if sent.later:
+                    # The call's own request was answered; a request after it failed.
+                    raise Lost(f"a request after the call's answer failed (JSON-RPC error {exc.code})") from None
                 if sent.status == 404:
                     if exc.code in SESSION_GONE_CODES:
                         raise _Forgotten from None

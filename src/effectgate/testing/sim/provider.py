@@ -85,6 +85,12 @@ class ProviderHooks(Protocol):
         """After the answer came back, before the caller sees it."""
 
 
+class Hookable(Protocol):
+    """An adapter a simulator gives each replica a copy of, its calls through the replica's hooks."""
+
+    def with_hooks(self, hooks: ProviderHooks) -> Adapter: ...
+
+
 class _Open:
     async def enter(self, kind: str) -> None:
         pass
