@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,15 +25,6 @@ def gateway_config(folder: Path) -> Path:
         "tools": {"record_invoice": {"adapter": "crm"}},
     }
     return write_config(doc, folder / "effectgate.toml")
-
-
-@pytest.fixture(scope="module")
-def forks() -> Iterator[CliForks]:
-    driver = CliForks()
-    try:
-        yield driver
-    finally:
-        driver.close()
 
 
 def environment(config: Path | str | None) -> dict[str, str]:

@@ -11,7 +11,6 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +83,6 @@ def localize(doc: dict[str, Any], tmp_path: Path, pki: Pki, pg_url: str, env: di
         for key, value in list(sink.items()):
             if key.endswith("_env"):
                 env[str(value)] = NOTIFY_SECRETS.get(key, f"dummy-secret-{key}")
-
-
-@pytest.fixture(scope="module")
-def forks() -> Iterator[CliForks]:
-    driver = CliForks()
-    try:
-        yield driver
-    finally:
-        driver.close()
 
 
 async def effectgate(

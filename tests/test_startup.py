@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -74,15 +73,6 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         timeout=90,
         env={**os.environ, **(env or {})},
     )
-
-
-@pytest.fixture(scope="module")
-def forks() -> Iterator[CliForks]:
-    driver = CliForks()
-    try:
-        yield driver
-    finally:
-        driver.close()
 
 
 def forked(forks: CliForks, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
