@@ -87,8 +87,8 @@ async def test_migrate_as_the_owner_then_serve_as_a_role_without_ddl_rights(
         done = await asyncio.to_thread(run_cli, "serve", "--config", str(_toml(tmp_path, dsn, "eg_runtime", migrate)))
         one_line_failure(done, "[store] postgresql://eg_runtime@", *needles)
         assert time.monotonic() - started < 30  # refused at once: no waiting for a store that answers
-        config = str(_toml(tmp_path, dsn, "eg_runtime", migrate))
-        one_line_failure(await asyncio.to_thread(forked, forks, "check", "--config", config), *needles)
+        refused = str(_toml(tmp_path, dsn, "eg_runtime", migrate))
+        one_line_failure(await asyncio.to_thread(forked, forks, "check", "--config", refused), *needles)
 
     owner = str(_toml(tmp_path, dsn, "eg_owner", "never"))
     first = await asyncio.to_thread(run_cli, "migrate", "--config", owner)
