@@ -30,11 +30,16 @@ from pathlib import Path
 
 READ_AT_IMPORT = ("EFFECTGATE_CRASH_AT", "EFFECTGATE_PAUSE_AT")
 # What `check` (and a refused `serve`) loads, so that a fork does not load it again.
+# (Adapter kinds are found through entry points, never through what is imported: a module
+# loaded here makes no kind available that a real process would not find.)
 PRELOAD = (
     "effectgate.gateway.runtime.cli",
     "effectgate.gateway.runtime.commands.check",
+    "effectgate.gateway.runtime.commands.notify",
     "effectgate.gateway.runtime.serve",
+    "effectgate.gateway.store.sqlite",
     "effectgate.adapters.stripe.adapter",
+    "stripe._stripe_client",
 )
 
 
