@@ -21,10 +21,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -50,18 +53,36 @@ class CliForks:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._folder = Path(tempfile.mkdtemp(prefix="effectgate-forks-"))
-        self._proc = subprocess.Popen(
-            [sys.executable, __file__],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        self._proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._count = 0
+        self._unread = b""
+
+    def _answer(self, timeout: float | None) -> dict[str, int] | None:
+        """The driver's next line, or None when `timeout` passes first (read from the pipe's fd:
+        a buffered reader could hold a line that select() no longer sees)."""
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        end = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._unread:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            assert chunk, f"the fork driver died (exit {self._proc.wait(10)})"
+            self._unread += chunk
+        line, self._unread = self._unread.split(b"\n", 1)
+        answer: dict[str, int] = json.loads(line)
+        return answer
 
     def run(
-        self, *argv: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None
+        self,
+        *argv: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        timeout: float = 90,
     ) -> subprocess.CompletedProcess[str]:
-        """`env` as subprocess.run takes it (the whole environment; default: this process's)."""
+        """`env` as subprocess.run takes it (the whole environment; default: this process's). A
+        command still running after `timeout` seconds is killed: subprocess.TimeoutExpired."""
         environment = dict(os.environ if env is None else env)
         assert not set(READ_AT_IMPORT) & set(environment), "read at import: use a real process"
         with self._lock:
@@ -74,18 +95,22 @@ class CliForks:
                 "out": str(out),
                 "err": str(err),
             }
-            assert self._proc.stdin is not None and self._proc.stdout is not None
-            self._proc.stdin.write(json.dumps(request) + "\n")
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(json.dumps(request).encode() + b"\n")
             self._proc.stdin.flush()
-            answer = self._proc.stdout.readline()
-            assert answer, f"the fork driver died (exit {self._proc.wait(10)})"
-            code = int(json.loads(answer)["returncode"])
-            done = subprocess.CompletedProcess(
-                [sys.executable, "-m", "effectgate.gateway", *argv], code, out.read_text(), err.read_text()
-            )
+            started = self._answer(None)
+            assert started is not None
+            finished = self._answer(timeout)
+            if finished is None:
+                os.kill(started["pid"], signal.SIGKILL)  # the fork the driver just named
+                self._answer(None)
+            command = [sys.executable, "-m", "effectgate.gateway", *argv]
+            stdout, stderr = out.read_text(), err.read_text()
             out.unlink()
             err.unlink()
-            return done
+            if finished is None:
+                raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+            return subprocess.CompletedProcess(command, finished["returncode"], stdout, stderr)
 
     def close(self) -> None:
         if self._proc.stdin is not None:
@@ -159,6 +184,7 @@ def _serve_requests() -> None:
         pid = os.fork()
         if pid == 0:
             _command(request)
+        print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
         print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
 
