@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
-from tests import cpu_meter, harness, pg, slow_first, wheelhouse
+from tests import cli_forks, cpu_meter, harness, pg, slow_first, wheelhouse
 from tests.harness import API_KEY
 from tests.store_backends import Backend, PostgresBackend, SqliteBackend
 
@@ -47,7 +47,9 @@ def pg_admin_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     if external:
         yield external
         return
-    server = pg.start_server(request.getfixturevalue("pg_bindir"))
+    # A copy of the worker's template cluster (pg_template), not an initdb of its own: the copy
+    # is a tenth of initdb's CPU, and a worker with private servers needs the template anyway.
+    server = pg.start_server(request.getfixturevalue("pg_bindir"), template=request.getfixturevalue("pg_template"))
     try:
         yield server.dsn
     finally:
@@ -108,6 +110,17 @@ async def sim() -> AsyncIterator[StripeSimulator]:
     await simulator.start()
     yield simulator
     await simulator.stop()
+
+
+@pytest.fixture(scope="module")
+def forks() -> Iterator[cli_forks.CliForks]:
+    """`effectgate` commands as forks of one process that loaded the command line once
+    (tests/cli_forks.py), one such process per module that asks for it."""
+    driver = cli_forks.CliForks()
+    try:
+        yield driver
+    finally:
+        driver.close()
 
 
 @pytest.fixture(scope="session")

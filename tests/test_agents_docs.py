@@ -1,6 +1,10 @@
 """The README's "Agent frameworks" snippets, run against a real gateway process (development
 mode), and docs/agents.md's complete programs, run as a newcomer runs them: against `make run`
-as it is (its config, its simulators, its MCP schemas), charges counted at the Stripe simulator."""
+as it is (its config, its simulators, its MCP schemas), charges counted at the Stripe simulator.
+The programs run one after another against one `make run`, as a newcomer trying them all would;
+each must add exactly one charge. The pydantic-ai program gets a `make run` of its own: it charges
+under the OpenAI Agents program's run context (`run-1093`, `order:1093`) with another payload,
+which the gateway refuses, as it should, when both run against one store."""
 
 from __future__ import annotations
 
@@ -14,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from agents import Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.agent_gateway import RunningGateway, running_gateway
-from tests.dev_run import dev_gateway
+from tests.dev_run import DevRun, dev_gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"<!-- agents-(snippet|example): ([\w-]+) -->\s*```python\n(.*?)```", re.S)
@@ -114,20 +119,46 @@ async def test_readme_openai_agents_snippet(gw: RunningGateway) -> None:
     assert len(gw.effects()) == 1
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def make_run(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevRun]:
+    async with dev_gateway(tmp_path_factory.mktemp("dev")) as run:
+        yield run
+
+
+def charges(make_run: DevRun) -> list[dict[str, Any]]:
+    return [e for e in make_run.effects() if e["kind"] == "payment_intent"]
+
+
+# Programs whose run context another program already used (see the module's docstring).
+OWN_MAKE_RUN = {"pydantic-ai"}
+
+
+async def run_program(make_run: DevRun, program: Path, cwd: Path) -> tuple[str, int]:
+    """The program's output and how many charges it added at the Stripe simulator."""
+    before = charges(make_run)
+    # The shell after the banner's `export` lines: EFFECTGATE_TARGET and EFFECTGATE_CONFIG.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(program), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=make_run.env(), cwd=cwd,
+    )  # fmt: skip
+    output = (await asyncio.wait_for(proc.communicate(), 180))[0].decode()
+    assert proc.returncode == 0, output
+    after = charges(make_run)
+    assert after[: len(before)] == before, output
+    return output, len(after) - len(before)
+
+
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("name", ["mcp", "langgraph", "openai-agents", "pydantic-ai"])
-async def test_docs_program_runs_against_make_run_and_charges_once(tmp_path: Path, name: str) -> None:
+async def test_docs_program_runs_against_make_run_and_charges_once(tmp_path: Path, name: str, make_run: DevRun) -> None:
     program = tmp_path / f"example_{name.replace('-', '_')}.py"  # never shadow a package
     program.write_text(DOCS[name])
-    async with dev_gateway(tmp_path / "dev") as make_run:
-        # The shell after the banner's `export` lines: EFFECTGATE_TARGET and EFFECTGATE_CONFIG.
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(program), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            env=make_run.env(), cwd=tmp_path,
-        )  # fmt: skip
-        output = (await asyncio.wait_for(proc.communicate(), 180))[0].decode()
-        assert proc.returncode == 0, output
-        charges = [e for e in make_run.effects() if e["kind"] == "payment_intent"]
-    assert len(charges) == 1, output
+    if name in OWN_MAKE_RUN:
+        async with dev_gateway(tmp_path / "dev") as own:
+            output, charged = await run_program(own, program, tmp_path)
+    else:
+        output, charged = await run_program(make_run, program, tmp_path)
+    assert charged == 1, output
     expected = {
         "mcp": ["first: CONFIRMED", "re-plan replayed: True", "refused:"],
         "langgraph": ["sent", "replayed", "done act_"],

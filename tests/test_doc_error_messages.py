@@ -2,7 +2,9 @@
 start-up failure in a real `effectgate check` (or `serve`) process, and every quote in the docs
 (the start-up error table, and any inline code that starts with `effectgate: `) must be found in
 one of the real lines, `…` standing for any text. A case no quote uses fails too, so the table
-and the cases stay one list."""
+and the cases stay one list. The `check` cases run as forks of one process that loaded the
+command line once (tests/cli_forks.py); the `serve` cases, which reach the listener, and one
+`check` case run as `python -m effectgate.gateway` processes of their own."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.cli_forks import CliForks
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = re.compile(r"<!-- startup-errors -->\n(.*?)<!-- /startup-errors -->", re.S)
@@ -105,7 +109,11 @@ def port_in_use(port: int) -> Iterator[None]:
         sock.close()
 
 
-async def real_line(name: str, case: Case, tmp_path: Path) -> str:
+# A `check` case run as a process of its own, not a fork: the wiring of the whole command.
+OWN_PROCESS = "typo"
+
+
+def prepared(name: str, case: Case, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     folder = tmp_path / name.replace(" ", "-")
     folder.mkdir()
     (folder / "effectgate.toml").write_text(case.config)
@@ -115,14 +123,34 @@ async def real_line(name: str, case: Case, tmp_path: Path) -> str:
             env.pop(key, None)
         else:
             env[key] = value
+    return folder, env
+
+
+def last_line(name: str, returncode: int, err: str) -> str:
+    lines = err.strip().splitlines()
+    assert returncode == 2 and lines, f"{name}: exit {returncode}\n{err}"
+    return lines[-1]
+
+
+async def real_line(name: str, case: Case, tmp_path: Path) -> str:
+    folder, env = prepared(name, case, tmp_path)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "effectgate.gateway", *case.argv,
         cwd=folder, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, err = await asyncio.wait_for(proc.communicate(), 90)
-    lines = err.decode().strip().splitlines()
-    assert proc.returncode == 2 and lines, f"{name}: exit {proc.returncode}\n{err.decode()}"
-    return lines[-1]
+    assert proc.returncode is not None
+    return last_line(name, proc.returncode, err.decode())
+
+
+def forked_line(forks: CliForks, name: str, case: Case, tmp_path: Path) -> str:
+    folder, env = prepared(name, case, tmp_path)
+    done = forks.run(*case.argv, env=env, cwd=folder)
+    return last_line(name, done.returncode, done.stderr)
+
+
+def own_process(name: str, case: Case) -> bool:
+    return "serve" in case.argv or name == OWN_PROCESS
 
 
 @pytest.fixture(scope="module")
@@ -131,10 +159,16 @@ def real_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp_path = tmp_path_factory.mktemp("errors")
 
     async def provoke() -> list[str]:
-        return list(await asyncio.gather(*(real_line(n, c, tmp_path) for n, c in CASES.items())))
+        return list(await asyncio.gather(*(real_line(n, c, tmp_path) for n, c in CASES.items() if own_process(n, c))))
 
+    forks = CliForks()
+    try:
+        forked = {n: forked_line(forks, n, c, tmp_path) for n, c in CASES.items() if not own_process(n, c)}
+    finally:
+        forks.close()
     with port_in_use(BUSY_PORT):
-        return dict(zip(CASES, asyncio.run(provoke()), strict=True))
+        own = dict(zip([n for n, c in CASES.items() if own_process(n, c)], asyncio.run(provoke()), strict=True))
+    return {name: {**forked, **own}[name] for name in CASES}
 
 
 QUOTES = quotes()

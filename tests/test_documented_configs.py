@@ -1,6 +1,8 @@
 """Every config the documentation shows passes `effectgate check` (a real subprocess: secrets
 resolved, adapters built, the store opened). Fragments are checked on top of a minimal config,
-so a documented key that the schema does not know fails here, not in a user's terminal."""
+so a documented key that the schema does not know fails here, not in a user's terminal. The
+processes are forks of one that loaded the command line once (tests/cli_forks.py), but for the
+first config's, a `python -m effectgate.gateway` process of its own (the whole command's wiring)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from effectgate_lab.chaos.config_writer import write_config
 from tests import pg
+from tests.cli_forks import CliForks
 from tests.tls_certs import Pki, make_pki
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +85,22 @@ def localize(doc: dict[str, Any], tmp_path: Path, pki: Pki, pg_url: str, env: di
                 env[str(value)] = NOTIFY_SECRETS.get(key, f"dummy-secret-{key}")
 
 
+async def effectgate(
+    forks: CliForks, own_process: bool, *argv: str, cwd: Path, env: dict[str, str]
+) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `effectgate *argv`: a process of its own, or a fork."""
+    if not own_process:
+        done = await asyncio.to_thread(forks.run, *argv, env=env, cwd=cwd)
+        return done.returncode, done.stdout, done.stderr
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "effectgate.gateway", *argv,
+        cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
@@ -94,8 +113,9 @@ def test_the_docs_show_configs() -> None:
 
 @pytest.mark.parametrize("name", list(DOCUMENTED))
 async def test_every_documented_config_passes_check(
-    name: str, tmp_path: Path, pki: Pki, request: pytest.FixtureRequest
+    name: str, tmp_path: Path, pki: Pki, forks: CliForks, request: pytest.FixtureRequest
 ) -> None:
+    own_process = name == next(iter(DOCUMENTED))
     doc = merge(BASE, tomllib.loads(DOCUMENTED[name]))
     env = {**os.environ, "STRIPE_API_KEY": "dummy-stripe-key"}
     pg_url, database = "", ""
@@ -106,22 +126,16 @@ async def test_every_documented_config_passes_check(
         localize(doc, tmp_path, pki, pg_url, env)
         config = write_config(doc, tmp_path / "effectgate.toml")
         if doc.get("store", {}).get("migrate") == "never":  # the documented order: migrate, then check
-            migrate = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "effectgate.gateway", "migrate", "--config", str(config), cwd=tmp_path, env=env
-            )  # fmt: skip
-            assert await asyncio.wait_for(migrate.wait(), 90) == 0
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "effectgate.gateway", "check", "--config", str(config),
-            cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(process.communicate(), 90)
+            migrated = await effectgate(forks, own_process, "migrate", "--config", str(config), cwd=tmp_path, env=env)
+            assert migrated[0] == 0, migrated
+        code, out, err = await effectgate(forks, own_process, "check", "--config", str(config), cwd=tmp_path, env=env)
     finally:
         if database:
             await pg.drop_database(request.getfixturevalue("pg_admin_dsn"), database)
     kinds = {str(t.get("kind", n)) for n, t in doc.get("adapters", {}).items()}
     expected_failures = [NOT_INSTALLED[k] for k in kinds & set(NOT_INSTALLED)]
     if expected_failures:
-        assert process.returncode == 2 and expected_failures[0] in err.decode(), err.decode()
+        assert code == 2 and expected_failures[0] in err, err
         return
-    assert process.returncode == 0, f"{name}:\n{DOCUMENTED[name]}\n{err.decode()}"
-    assert b"OK" in out
+    assert code == 0, f"{name}:\n{DOCUMENTED[name]}\n{err}"
+    assert "OK" in out

@@ -2,7 +2,9 @@
 directly at the simulator (around the gateway) is `untracked`, a gateway CONFIRMED whose provider
 object was removed is `missing`, an effect whose amount differs from its action's payload is a
 `mismatch`; `effectgate audit` prints them (JSON and summary) from a real process, and the
-background job reports them in its gauge."""
+background job reports them in its gauge. The first `audit` is a `python -m effectgate.gateway`
+process of its own, the others forks of one process that loaded the command line once
+(tests/cli_forks.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.chaos.config_writer import dump_config
 from effectgate_lab.simulators.square_sim import SquareSimulator
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
+from tests.cli_forks import CliForks
 from tests.harness import LiveGateway, start_gateway
 from tests.test_provider_switch import EXAMPLE, config
 
@@ -58,7 +61,13 @@ async def run_cli(config_path: Path, *args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
-async def test_the_audit_finds_what_went_around_the_gateway(tmp_path: Path) -> None:
+async def forked_cli(forks: CliForks, config_path: Path, *args: str) -> tuple[int, str, str]:
+    """As run_cli, in a fork (on a thread: the simulators keep serving from this loop)."""
+    done = await asyncio.to_thread(forks.run, "audit", "--config", str(config_path), *args)
+    return done.returncode, done.stdout, done.stderr
+
+
+async def test_the_audit_finds_what_went_around_the_gateway(tmp_path: Path, forks: CliForks) -> None:
     assert EXAMPLE.exists()
     os.environ["STRIPE_API_KEY"] = "sk_test_switch"
     os.environ["SQUARE_ACCESS_TOKEN"] = "EAAA_test_switch"
@@ -100,19 +109,19 @@ async def test_the_audit_finds_what_went_around_the_gateway(tmp_path: Path) -> N
             ("missing", "square", gone_square.receipt.external_id),
         }
         assert report["counts"] == {"untracked": 1, "missing": 2, "mismatch": 1}
-        code, summary, _ = await run_cli(path, "--since", "1h")
+        code, summary, _ = await forked_cli(forks, path, "--since", "1h")
         assert code == 1 and "1 untracked, 2 missing, 1 mismatch" in summary, summary
         assert "in the last 1h:" in summary, "--since as given"
         rows = [line.split() for line in summary.splitlines()[1:]]
         assert rows[0][:2] == ["FINDING", "ADAPTER"] and ["untracked", "stripe", direct, "-", "-"] in rows, rows
-        code, wide, _ = await run_cli(path, "--since", "1h", "-o", "wide")
+        code, wide, _ = await forked_cli(forks, path, "--since", "1h", "-o", "wide")
         assert code == 1 and "DETAIL" in wide and "'provider': 5" in wide, wide
-        code, as_yaml, _ = await run_cli(path, "--since", "1h", "-o", "yaml")
+        code, as_yaml, _ = await forked_cli(forks, path, "--since", "1h", "-o", "yaml")
         assert code == 1 and yaml.safe_load(as_yaml)["counts"] == report["counts"]
         assert len(stripe.ledger) == 4 and len(square.ledger) == 2  # effects counted at the simulators
 
 
-async def test_actions_are_audited_under_the_adapter_that_sent_them(tmp_path: Path) -> None:
+async def test_actions_are_audited_under_the_adapter_that_sent_them(tmp_path: Path, forks: CliForks) -> None:
     """Stripe charges, then the tool moved to Square by config: the charges sent through Stripe are
     still Stripe's (no `missing` at Square, no `untracked` at Stripe)."""
     os.environ["STRIPE_API_KEY"] = "sk_test_switch"
@@ -131,7 +140,7 @@ async def test_actions_are_audited_under_the_adapter_that_sent_them(tmp_path: Pa
         assert {a.state for a in sent} == {pb.EFFECT_STATE_CONFIRMED}
         path = tmp_path / "effectgate.toml"
         path.write_text(dump_config(config(tmp_path, stripe, square, "square")))  # the switch
-        code, out, err = await run_cli(path, "--since", "24h", "-o", "json")
+        code, out, err = await forked_cli(forks, path, "--since", "24h", "-o", "json")
         assert code == 0, (out, err)
         report = json.loads(out)
         assert report["counts"] == {"untracked": 0, "missing": 0, "mismatch": 0}, report["findings"]

@@ -2,7 +2,10 @@
 `effectgate migrate` with a role that owns the tables, `serve` with a role that only reads and
 writes rows; a schema that is behind, a refused password and a missing database are one line and
 exit 2 at start-up, with no waiting. Real PostgreSQL (a server of the test's own: roles are
-cluster-wide, and the password test changes pg_hba.conf), real `effectgate` processes."""
+cluster-wide, and the password test changes pg_hba.conf), real `effectgate` processes: `serve`
+and the first `migrate` as `python -m effectgate.gateway` processes of their own, the other
+`check` and `migrate` commands as forks of one process that loaded the command line once
+(tests/cli_forks.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,10 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
+from tests.cli_forks import CliForks
 from tests.harness import API_KEY, GatewayProcess
 from tests.test_execute import request
-from tests.test_startup import base_toml, one_line_failure, run_cli, write
+from tests.test_startup import base_toml, forked, one_line_failure, run_cli, write
 
 # What docs/production.md tells a database administrator to run (as a superuser, in the database).
 GRANTS = """
@@ -68,7 +72,7 @@ async def _charge(target: str) -> pb.ExecuteResponse:
 
 
 async def test_migrate_as_the_owner_then_serve_as_a_role_without_ddl_rights(
-    tmp_path: Path, pg_private_server: pg.PgServer
+    tmp_path: Path, pg_private_server: pg.PgServer, forks: CliForks
 ) -> None:
     dsn = await _roles(pg_private_server)
     # Before the migration: the runtime role refuses to start, whatever [store] migrate says.
@@ -83,19 +87,20 @@ async def test_migrate_as_the_owner_then_serve_as_a_role_without_ddl_rights(
         done = await asyncio.to_thread(run_cli, "serve", "--config", str(_toml(tmp_path, dsn, "eg_runtime", migrate)))
         one_line_failure(done, "[store] postgresql://eg_runtime@", *needles)
         assert time.monotonic() - started < 30  # refused at once: no waiting for a store that answers
-        one_line_failure(run_cli("check", "--config", str(_toml(tmp_path, dsn, "eg_runtime", migrate))), *needles)
+        refused = str(_toml(tmp_path, dsn, "eg_runtime", migrate))
+        one_line_failure(await asyncio.to_thread(forked, forks, "check", "--config", refused), *needles)
 
     owner = str(_toml(tmp_path, dsn, "eg_owner", "never"))
     first = await asyncio.to_thread(run_cli, "migrate", "--config", owner)
     assert first.returncode == 0, first.stderr
     assert f"applied {MIGRATIONS} migration(s): 0001_actions.sql, " in first.stdout, first.stdout
-    again = await asyncio.to_thread(run_cli, "migrate", "--config", owner)
+    again = await asyncio.to_thread(forked, forks, "migrate", "--config", owner)
     assert again.returncode == 0 and "the schema is current; nothing to apply" in again.stdout, again
 
     async with StripeSimulator(api_key=API_KEY) as sim:
         for migrate in ("never", "auto"):  # a current schema is only read: no DDL either way
             config = _toml(tmp_path, dsn, "eg_runtime", migrate, sim.base_url)
-            assert (await asyncio.to_thread(run_cli, "check", "--config", str(config))).returncode == 0
+            assert (await asyncio.to_thread(forked, forks, "check", "--config", str(config))).returncode == 0
             gateway = GatewayProcess(config)
             try:
                 await gateway.ready()
@@ -116,7 +121,7 @@ async def test_migrate_as_the_owner_then_serve_as_a_role_without_ddl_rights(
 
 
 async def test_a_refused_password_and_a_missing_database_are_one_line_with_the_drivers_words(
-    tmp_path: Path, pg_private_server: pg.PgServer
+    tmp_path: Path, pg_private_server: pg.PgServer, forks: CliForks
 ) -> None:
     admin = await asyncpg.connect(pg_private_server.dsn)
     try:
@@ -141,12 +146,12 @@ async def test_a_refused_password_and_a_missing_database_are_one_line_with_the_d
         line = one_line_failure(done, "PostgreSQL refused the connection", *needles)
         assert "wrong-password-9" not in done.stderr + done.stdout, line
         assert time.monotonic() - started < 30  # a refusal is not waited out
-        one_line_failure(run_cli("check", "--config", config), *needles)
+        one_line_failure(await asyncio.to_thread(forked, forks, "check", "--config", config), *needles)
 
 
-async def test_sqlite_with_migrate_never_refuses_a_new_file_until_migrate_ran(tmp_path: Path) -> None:
+async def test_sqlite_with_migrate_never_refuses_a_new_file_until_migrate_ran(tmp_path: Path, forks: CliForks) -> None:
     config = str(write(tmp_path, base_toml(tmp_path, store='migrate = "never"')))
     one_line_failure(run_cli("serve", "--config", config), "the schema is behind", "effectgate migrate")
-    done = run_cli("migrate", "--config", config)
+    done = forked(forks, "migrate", "--config", config)
     assert done.returncode == 0 and f"applied {MIGRATIONS} migration(s)" in done.stdout, done
-    assert run_cli("check", "--config", config).returncode == 0
+    assert forked(forks, "check", "--config", config).returncode == 0

@@ -1,10 +1,14 @@
 """Start-up as people meet it, on real `effectgate serve` / `effectgate check` processes: every
 mistake (a typo, a taken port, a missing file, an unreachable database, plaintext tokens on the
-network) is one line on stderr and exit status 2, never a traceback, never a silent default."""
+network) is one line on stderr and exit status 2, never a traceback, never a silent default.
+The many refused configs run as forks of one process that loaded the command line once
+(tests/cli_forks.py); the first typo, the ports, the workers, --debug, the JSON log and a good
+config run as `python -m effectgate.gateway` processes of their own (the whole command's wiring)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -23,6 +27,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
+from tests.cli_forks import CliForks
 from tests.harness import API_KEY_ENV, GatewayProcess
 from tests.test_execute import request
 
@@ -68,6 +73,11 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         timeout=90,
         env={**os.environ, **(env or {})},
     )
+
+
+def forked(forks: CliForks, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """As run_cli, in a fork (tests/cli_forks.py)."""
+    return forks.run(*args, env={**os.environ, **(env or {})})
 
 
 def one_line_failure(done: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -125,11 +135,12 @@ TYPOS = {
 
 
 @pytest.mark.parametrize("case", list(TYPOS), ids=list(TYPOS))
-def test_every_typo_is_refused_with_the_key_named(tmp_path: Path, case: str) -> None:
+def test_every_typo_is_refused_with_the_key_named(tmp_path: Path, case: str, forks: CliForks) -> None:
     parts, expected = TYPOS[case]
     config = write(tmp_path, base_toml(tmp_path, **parts))
+    run = run_cli if case == next(iter(TYPOS)) else functools.partial(forked, forks)
     for command in ("check", "serve"):
-        line = one_line_failure(run_cli(command, "--config", str(config)), expected)
+        line = one_line_failure(run(command, "--config", str(config)), expected)
         assert line.startswith("effectgate: effectgate.toml: ")
         assert not re.search(r"function-|literal\[|adapters\.\w+\.\w", line), line
 
@@ -197,14 +208,14 @@ BROKEN = [
 
 
 @pytest.mark.parametrize("case", BROKEN)
-def test_every_startup_failure_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+def test_every_startup_failure_is_one_line_and_exit_2(tmp_path: Path, case: str, forks: CliForks) -> None:
     args, needles, env = _broken(tmp_path, case)
-    done = run_cli(*args, env=env)
+    done = forked(forks, *args, env=env)
     one_line_failure(done, *needles)
     assert "hunter2secret" not in done.stderr + done.stdout  # a database password is never printed
     if args[0] == "serve" and case not in ("log level",):
         # `check` says the same, without serving.
-        one_line_failure(run_cli("check", *[a for a in args[1:] if a != "--fail-fast"], env=env), *needles)
+        one_line_failure(forked(forks, "check", *[a for a in args[1:] if a != "--fail-fast"], env=env), *needles)
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
