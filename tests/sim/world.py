@@ -317,8 +317,10 @@ class World:
     def run(self) -> Outcome:
         asyncio.set_event_loop(self.loop)
         # The gateway's own logs (every fault it meets) would dwarf the trace; restored after.
+        # (Each change of the level clears every logger's cache: `run.run` sets it once for all.)
         disabled = logging.root.manager.disable
-        logging.disable(logging.CRITICAL)
+        if disabled < logging.CRITICAL:
+            logging.disable(logging.CRITICAL)
         self.acts.install()
         self.notices.install()
         try:
@@ -329,7 +331,8 @@ class World:
             self.ended = True
             self.acts.uninstall()
             self.notices.uninstall()
-            logging.disable(disabled)
+            if disabled < logging.CRITICAL:
+                logging.disable(disabled)
             asyncio.set_event_loop(None)
             self.loop.close()
         counts = Counter(self.counts)
