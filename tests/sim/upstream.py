@@ -45,7 +45,7 @@ from effectgate.adapters.mcp import McpAdapter, rules
 from effectgate.adapters.mcp import adapter as mcp_adapter
 from effectgate.adapters.mcp.settings import McpSettings
 from effectgate.adapters.settings import parse_settings
-from effectgate.testing.sim.provider import Effect, ProviderHooks, SimProvider
+from effectgate.testing.sim.provider import ProviderHooks, SimProvider
 
 if TYPE_CHECKING:
     from tests.sim.world import World
@@ -221,22 +221,8 @@ class Upstream:
         roll -= odds.error_before
         p.note(f"request {MESSAGE} {action_id[:12]} key={key[-8:]} applies in {delay:.3f}s (mcp)")
         partial = roll < odds.partial
-        applied: asyncio.Future[Effect] = asyncio.get_running_loop().create_future()
-        p._busy[key] += 1
-        p._busy_actions[action_id] += 1
         call = ActionCall(action_id, key, struct_pb2.Struct(), "", MESSAGE, "")
-
-        def apply() -> None:
-            p._busy[key] -= 1
-            p._busy_actions[action_id] -= 1
-            applied.set_result(p._apply(call, amount, lag, False, partial))
-
-        asyncio.get_running_loop().call_later(delay, apply)
-        if slow:
-            p.counts["provider_late_write"] += 1
-        if partial:
-            p.counts["provider_partial"] += 1
-        effect = await asyncio.shield(applied)
+        effect = await p.applied_after(call, delay, amount=amount, lag=lag, dedups=False, partial=partial, slow=slow)
         roll -= odds.partial
         if not partial and roll >= odds.lost and roll - odds.lost < odds.error_after:
             p.counts["provider_5xx_after"] += 1

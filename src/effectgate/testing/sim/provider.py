@@ -141,6 +141,28 @@ class SimProvider:
     def effects_of(self, action_id: str) -> list[Effect]:
         return [e for e in self.ledger if e.action_id == action_id]
 
+    async def applied_after(
+        self, call: ActionCall, delay: float, *, amount: int, lag: float, dedups: bool, partial: bool, slow: bool
+    ) -> Effect:
+        """The effect of `call`, applied `delay` seconds from now whatever happens to the caller
+        (a caller that gave up leaves a write that lands later): busy for its key and action
+        until then."""
+        applied: asyncio.Future[Effect] = asyncio.get_running_loop().create_future()
+        self._busy[call.provider_key] += 1
+        self._busy_actions[call.action_id] += 1
+
+        def apply() -> None:
+            self._busy[call.provider_key] -= 1
+            self._busy_actions[call.action_id] -= 1
+            applied.set_result(self._apply(call, amount, lag, dedups, partial))
+
+        asyncio.get_running_loop().call_later(delay, apply)
+        if slow:
+            self.counts["provider_late_write"] += 1
+        if partial:
+            self.counts["provider_partial"] += 1
+        return await asyncio.shield(applied)
+
     def _apply(self, call: ActionCall, amount: int, lag: float, dedups: bool, partial: bool) -> Effect:
         if dedups and call.provider_key in self._by_key:
             return self._by_key[call.provider_key]
@@ -230,21 +252,7 @@ class SimAdapter(Adapter):
         # From here the request is applied at send + delay, whatever happens to the caller.
         p.note(f"request {call.tool} {call.action_id[:12]} key={call.provider_key[-8:]} applies in {delay:.3f}s")
         partial = roll < odds.partial
-        applied: asyncio.Future[Effect] = asyncio.get_running_loop().create_future()
-        p._busy[call.provider_key] += 1
-        p._busy_actions[call.action_id] += 1
-
-        def apply() -> None:
-            p._busy[call.provider_key] -= 1
-            p._busy_actions[call.action_id] -= 1
-            applied.set_result(p._apply(call, amount, lag, dedups, partial))
-
-        asyncio.get_running_loop().call_later(delay, apply)
-        if slow:
-            p.counts["provider_late_write"] += 1
-        if partial:
-            p.counts["provider_partial"] += 1
-        effect = await asyncio.shield(applied)
+        effect = await p.applied_after(call, delay, amount=amount, lag=lag, dedups=dedups, partial=partial, slow=slow)
         await self.hooks.leave("execute")
         roll -= odds.partial
         if partial or effect.partial or roll < odds.lost:
