@@ -41,10 +41,10 @@ class Worker:
         self._watch = asyncio.create_task(self._watchdog())
 
     async def _launch(self) -> None:
-        args = ["--port", str(self.port), *self.args]
-        if self.deaths < len(self.crash_after):
-            args += ["--crash-after", str(self.crash_after[self.deaths])]
         for attempt in range(3):
+            args = ["--port", str(self.port), *self.args]
+            if self.deaths < len(self.crash_after):
+                args += ["--crash-after", str(self.crash_after[self.deaths])]
             self._child = Child(self.module, args, announce=ANNOUNCE, stderr_path=self.log)
             try:
                 await self._child.start(timeout=120)
@@ -53,7 +53,11 @@ class Worker:
                 await self._child.stop()
                 if attempt == 2:
                     raise
-                await asyncio.sleep(1.0)  # its port still held by the dead one: try again
+                if not self.ready.is_set() and self.deaths == 0:
+                    # Never served yet, so nobody knows its port: another process on a busy
+                    # machine may have taken the one picked for it. Pick another.
+                    self.port = free_port()
+                await asyncio.sleep(1.0)  # a restart's port still held by the dead one: try again
         self.ready.set()
 
     async def _watchdog(self) -> None:
