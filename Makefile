@@ -16,7 +16,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
 PYTEST_ARGS ?=
 
-.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-mutants venv venv-crewai clean
+.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-campaign sim-mutants venv venv-crewai clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -133,6 +133,13 @@ SEEDS ?=
 SEED ?= 1
 sim: $(STAMP)
 	$(PY) -m tests.sim.run $(if $(SEEDS),--seeds $(SEEDS)) --seed $(SEED)
+
+## sim-campaign: the long run (SEEDS, default a million, from SEED) in JOBS processes; run it again to go on
+# Resumable: each chunk of 1,000 seeds that ends is a line of LEDGER, pinned to the commit.
+JOBS ?= 2
+LEDGER ?= sim-campaign.jsonl
+sim-campaign: $(STAMP)
+	$(PY) -m tests.sim.campaign --seeds $(or $(SEEDS),1000000) --seed $(SEED) --jobs $(JOBS) --ledger $(LEDGER)
 
 ## sim-mutants: one-line breaks of the protocol, each must be caught by `make sim`'s budget
 sim-mutants: $(STAMP)
