@@ -2,9 +2,8 @@
 mode), and docs/agents.md's complete programs, run as a newcomer runs them: against `make run`
 as it is (its config, its simulators, its MCP schemas), charges counted at the Stripe simulator.
 The programs run one after another against one `make run`, as a newcomer trying them all would;
-each must add exactly one charge. The pydantic-ai program gets a `make run` of its own: it charges
-under the OpenAI Agents program's run context (`run-1093`, `order:1093`) with another payload,
-which the gateway refuses, as it should, when both run against one store."""
+each must add exactly one charge (so no two programs share a run context with other payloads:
+the gateway would refuse the second, as it should)."""
 
 from __future__ import annotations
 
@@ -129,10 +128,6 @@ def charges(make_run: DevRun) -> list[dict[str, Any]]:
     return [e for e in make_run.effects() if e["kind"] == "payment_intent"]
 
 
-# Programs whose run context another program already used (see the module's docstring).
-OWN_MAKE_RUN = {"pydantic-ai"}
-
-
 async def run_program(make_run: DevRun, program: Path, cwd: Path) -> tuple[str, int]:
     """The program's output and how many charges it added at the Stripe simulator."""
     before = charges(make_run)
@@ -153,11 +148,7 @@ async def run_program(make_run: DevRun, program: Path, cwd: Path) -> tuple[str, 
 async def test_docs_program_runs_against_make_run_and_charges_once(tmp_path: Path, name: str, make_run: DevRun) -> None:
     program = tmp_path / f"example_{name.replace('-', '_')}.py"  # never shadow a package
     program.write_text(DOCS[name])
-    if name in OWN_MAKE_RUN:
-        async with dev_gateway(tmp_path / "dev") as own:
-            output, charged = await run_program(own, program, tmp_path)
-    else:
-        output, charged = await run_program(make_run, program, tmp_path)
+    output, charged = await run_program(make_run, program, tmp_path)
     assert charged == 1, output
     expected = {
         "mcp": ["first: CONFIRMED", "re-plan replayed: True", "refused:"],
