@@ -28,6 +28,10 @@ def _cuts(knobs: Knobs) -> Iterator[Knobs]:
             yield dataclasses.replace(knobs, off=knobs.off | {kind})
 
 
+class NotFailingAlone(ValueError):
+    """The seed does not fail when it runs alone (it failed after other seeds in one process)."""
+
+
 def shrink(
     seed: int, knobs: Knobs | None = None, fails: Callable[[Outcome], bool] = failing, budget: int = BUDGET
 ) -> tuple[Knobs, Outcome]:
@@ -36,7 +40,7 @@ def shrink(
     knobs = sized(seed, knobs or Knobs())  # the seed's own size, cut from there
     best = World(seed, knobs).run()
     if not fails(best):
-        raise ValueError(f"seed {seed} does not fail with {knobs}: nothing to shrink")
+        raise NotFailingAlone(f"seed {seed} does not fail with {knobs}: nothing to shrink")
     runs, cut = 1, True
     while cut and runs < budget:
         cut = False

@@ -77,6 +77,17 @@ def test_a_failing_seed_prints_its_trace_and_the_command_that_replays_it(capsys:
     assert any(" effect " in line or " request " in line for line in printed.splitlines())
 
 
+def test_a_seed_that_fails_only_after_others_is_said_to_and_replayed_with_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    outcome = World(3).run()
+    outcome.violations.append("a violation planted by this test")  # seed 3 alone does not fail
+    run.report_shrunk(outcome, Knobs(), first=1)
+    printed = capsys.readouterr().out
+    assert printed.startswith("shrunk: seed 3 does not fail alone, only after the seeds before it")
+    assert printed.rstrip().endswith("replay: make sim SEEDS=3 SEED=1")
+
+
 def test_seed_122_proves_no_absence_with_a_clock_anchored_on_a_stalled_probe() -> None:
     """The regression of the first defect the simulator found (StoreClock took a 36 s first probe
     as its anchor: tests/test_store_clock.py has the unit test)."""

@@ -20,7 +20,7 @@ from effectgate.testing.sim.provider import Effect, Hookable, SimProvider
 from effectgate.testing.sim.store import SimDatabase, SimStore, StoreFaults
 from tests.sim import checks, config, upstream
 from tests.sim.acts import CURRENT, Acts
-from tests.sim.caller import Caller
+from tests.sim.caller import Caller, retrieve_pending
 from tests.sim.checks_more import MoreChecks
 from tests.sim.notices import Notices
 from tests.sim.reloads import Reloads
@@ -378,6 +378,7 @@ class World:
             self.violation(f"deadlock: {exc}")
         finally:
             self.ended = True
+            retrieve_pending(self.loop)
             self.acts.uninstall()
             self.notices.uninstall()
             asyncio.set_event_loop(None)
