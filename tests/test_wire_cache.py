@@ -127,6 +127,22 @@ def test_ttl_cache_purges_expired_entries_and_keeps_its_bound() -> None:
     assert len(none) == 0
 
 
+def test_ttl_cache_follow_is_two_gets_with_their_expiry() -> None:
+    clock = FakeClock()
+    known: TtlCache[str, str] = TtlCache(capacity=3, ttl=10.0, clock=clock)
+    settled: TtlCache[str, int] = TtlCache(capacity=3, ttl=5.0, clock=clock)
+    known.put("request", "act_1")
+    assert known.follow("request", settled) is None and known.follow("other", settled) is None
+    settled.put("act_1", 1)
+    assert known.follow("request", settled) == 1
+    clock.advance(5)  # the second entry expired: gone, the first kept
+    assert known.follow("request", settled) is None and len(settled) == 0 and len(known) == 1
+    clock.advance(2)
+    settled.put("act_1", 2)
+    clock.advance(3)  # the first expired: gone, the second untouched
+    assert known.follow("request", settled) is None and len(known) == 0 and settled.get("act_1") == 2
+
+
 def test_a_new_actions_answer_and_its_replays_come_from_one_action() -> None:
     kept = record(1)
     answer, replay = execute_answers(kept)

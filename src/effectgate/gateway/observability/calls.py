@@ -2,16 +2,18 @@
 
 Like an interceptor module around the core's calls, every span, figure and audit line of one
 Execute is made in this one module, with the OpenTelemetry API's objects and `metrics`'
-instruments called directly (`scripts/execute_walk.py` measures it; tests/test_house.py holds it):
-the RPC's SERVER span and figures (`rpc_span`, `rpc_failed`, `RpcMetrics`, for rpc/admission.py),
-the Execute's `effectgate.execute` span, latency and outcome (`ExecuteCall`; its `traceparent` is
-a new action's origin), each provider call's `effectgate.provider.execute|verify` span, timing,
-counts and refused credentials (`provider_span`), and a settled action's audit line (`settled`,
-logger `effectgate.audit`, naming the caller admission set with `set_caller`).
-runtime/observing.py binds them as the replica's observer; the rare points (denials, breakers,
-expiries, operator acts) and the reconciler's spans (`telemetry`) are the other modules'. No-ops
-until `telemetry_sdk.setup` installs an SDK. Spans carry ids, states and bounded classes, never
-payloads or provider error text (`record_exception=False`: only an exception's class).
+instruments called directly (`scripts/execute_walk.py` measures it; tests/test_execute_walk.py
+holds it): the RPC's SERVER span and figures (`rpc_span`, `rpc_failed`, `RpcMetrics`, for
+rpc/admission.py), the Execute's `effectgate.execute` span, latency and outcome (`ExecuteCall`;
+its `traceparent` is a new action's origin), each provider call's `effectgate.provider.execute|verify`
+span, timing, counts and refused credentials (`provider_span`), and a settled action's audit
+line (`settled`, logger `effectgate.audit`, naming the caller admission set with `set_caller`).
+What those spans say of the action (its attributes, its origin link) is `action_spans`', asked
+only while a span is recorded. runtime/observing.py binds them as the replica's observer; the
+rare points (denials, breakers, expiries, operator acts) and the reconciler's spans
+(`telemetry`) are the other modules'. No-ops until `telemetry_sdk.setup` installs an SDK. Spans
+carry ids, states and bounded classes, never payloads or provider error text
+(`record_exception=False`: only an exception's class).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from opentelemetry import propagate, trace
-from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, Status, StatusCode, TraceFlags
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 
 from effectgate.adapters.base import (
     AmbiguousError,
@@ -40,11 +42,17 @@ from effectgate.adapters.base import (
 from effectgate.gateway.config import Principal
 from effectgate.gateway.model import REPORTED, ActionRecord, GatewayError
 from effectgate.gateway.observability import metrics
+from effectgate.gateway.observability.action_spans import (
+    Attr,
+    action_attributes,
+    describe,
+    origin_link,
+    traceparent,
+    tracer,
+)
 from effectgate.gateway.observability.metrics import METERING
 
-tracer = trace.get_tracer("effectgate")
 audit = logging.getLogger("effectgate.audit")
-Attr = str | int | bool
 
 
 class Tracing:
@@ -64,61 +72,6 @@ set_caller: Callable[[Principal], contextvars.Token[Principal]] = _caller.set
 caller: Callable[[], Principal] = _caller.get
 
 
-# -- the action on a span, and its origin ----------------------------------------------------
-
-
-def action_attributes(record: ActionRecord) -> dict[str, Attr]:
-    return {
-        "effectgate.action_id": record.action_id,
-        "effectgate.tool": record.tool,
-        "effectgate.state": record.state.value,
-        "effectgate.attempt": record.attempts,
-    }
-
-
-def describe(current: Span, record: ActionRecord) -> None:
-    """Attributes of the action as it stands now, and a link to its first trace."""
-    if not current.is_recording():
-        return
-    current.set_attributes(
-        {**action_attributes(record), "effectgate.run_id": record.run_id, "effectgate.step_id": record.step_id}
-    )
-    link = origin_link(record, current)
-    linked = {(ln.context.trace_id, ln.context.span_id) for ln in getattr(current, "links", ())}
-    if link is not None and (link.context.trace_id, link.context.span_id) not in linked:
-        current.add_link(link.context, link.attributes)
-
-
-def traceparent(current: Span) -> str:
-    """The W3C `traceparent` of `current`; "" when nothing is recorded."""
-    context = current.get_span_context()
-    if not context.is_valid:
-        return ""
-    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
-
-
-def parse_traceparent(value: str) -> SpanContext | None:
-    parts = value.split("-")
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
-        return None
-    try:
-        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
-    except ValueError:
-        return None
-    context = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags & 0xFF))
-    return context if context.is_valid else None
-
-
-def origin_link(record: ActionRecord, current: Span | None = None) -> Link | None:
-    """A link to the span that created the action, unless `current` is in that same trace."""
-    origin = parse_traceparent(getattr(record, "trace_parent", ""))
-    if origin is None:
-        return None
-    if current is not None and current.get_span_context().trace_id == origin.trace_id:
-        return None
-    return Link(origin, {"effectgate.link": "action_origin", "effectgate.action_id": record.action_id})
-
-
 # -- the RPC ---------------------------------------------------------------------------------
 
 
@@ -129,8 +82,12 @@ def rpc_span(method: str, metadata: Iterable[tuple[str, str | bytes]]) -> Abstra
     0.1 ms of CPU per call, a replay's whole budget)."""
     carrier = {key: value for key, value in metadata if isinstance(value, str)}
     service, _, name = method.lstrip("/").partition("/")
-    attributes: dict[str, Attr] = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
-    attributes["rpc.grpc.status_code"] = 0
+    attributes: dict[str, Attr] = {
+        "rpc.system": "grpc",
+        "rpc.service": service,
+        "rpc.method": name,
+        "rpc.grpc.status_code": 0,
+    }
     if "user-agent" in carrier:
         attributes["rpc.user_agent"] = carrier["user-agent"]
     return tracer.start_as_current_span(
@@ -238,9 +195,16 @@ class ExecuteCall:
             return
         # The tool is already on the span, the attempt on the provider spans: a replay is the
         # hottest path, so only what is new here.
-        action = {"effectgate.action_id": record.action_id, "effectgate.state": record.state.value}
-        steps = {"effectgate.run_id": record.run_id, "effectgate.step_id": record.step_id}
-        self.span.set_attributes({**action, **steps, "effectgate.replayed": replayed, "effectgate.path": self.path})
+        self.span.set_attributes(
+            {
+                "effectgate.action_id": record.action_id,
+                "effectgate.state": record.state.value,
+                "effectgate.run_id": record.run_id,
+                "effectgate.step_id": record.step_id,
+                "effectgate.replayed": replayed,
+                "effectgate.path": self.path,
+            }
+        )
         link = origin_link(record, self.span)
         if link is not None:
             self.span.add_link(link.context, link.attributes)

@@ -4,8 +4,9 @@
 - `reconcile_span`: a root span per reconciler re-check, linked to the action's first trace;
 - `annotate_current`: an operator's act puts the action's ids and state on the RPC's span.
 
-The spans of a call (the RPC's, the Execute's, the provider calls') and the words they share
-(the action's attributes, its origin link) are `calls`', the one module an Execute enters.
+The spans of a call (the RPC's, the Execute's, the provider calls') are `calls`', the one module
+an Execute enters; the words all spans share (the action's attributes, its origin link) are
+`action_spans`'.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from effectgate.gateway.model import ActionRecord, State
-from effectgate.gateway.observability.calls import action_attributes, describe, origin_link, tracer
+from effectgate.gateway.observability.action_spans import action_attributes, describe, origin_link, tracer
 
 T = TypeVar("T")
 

@@ -33,6 +33,7 @@ from effectgate.gateway.model import TERMINAL, ActionRecord
 
 K = TypeVar("K")
 V = TypeVar("V")
+W = TypeVar("W")
 
 
 class TtlCache(Generic[K, V]):
@@ -55,6 +56,23 @@ class TtlCache(Generic[K, V]):
             del self._entries[key]
             return None
         return entry[1]
+
+    def follow(self, key: K, then: TtlCache[V, W]) -> W | None:
+        """`then.get(self.get(key))` in one frame (the replay's hottest path): what `then` keeps
+        under the value kept here for `key`, each entry's expiry checked as `get` checks it."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if self._clock() >= entry[0]:
+            del self._entries[key]
+            return None
+        found = then._entries.get(entry[1])
+        if found is None:
+            return None
+        if then._clock() >= found[0]:
+            del then._entries[entry[1]]
+            return None
+        return found[1]
 
     def put(self, key: K, value: V) -> None:
         """Stores `value` for `ttl` seconds from now (a new entry goes to the back)."""
@@ -125,21 +143,8 @@ class ReplayCache:
 
     def known(self, key: RequestKey) -> Settled | None:
         """The kept action this exact request was answered with before (the hottest path: both
-        caches' `get` in this one frame, their expiry alike)."""
-        known = self._known._entries.get(key)
-        if known is None:
-            return None
-        now = self._known._clock()
-        if now >= known[0]:
-            del self._known._entries[key]
-            return None
-        entry = self._settled._entries.get(known[1])
-        if entry is None:
-            return None
-        if self._settled._clock() >= entry[0]:
-            del self._settled._entries[known[1]]
-            return None
-        return entry[1]
+        caches' lookups in one frame, `TtlCache.follow`)."""
+        return self._known.follow(key, self._settled)
 
     def learn(self, key: RequestKey, action_id: str) -> None:
         """The request was answered with `action_id` (its payload passed the fingerprint check)."""
@@ -172,17 +177,21 @@ class ReplayCache:
 
     def unanswered(self, record: ActionRecord) -> bool:
         """Whether this very record is kept, still without its answer (`keep_answer`)."""
-        entry = self._settled.get(record.action_id)
-        return entry is not None and entry.record is record and entry.answer is None
+        return self._entry_without_answer(record) is not None
 
     def keep_answer(self, record: ActionRecord, answer: bytes) -> None:
         """The answer to a replay of this very record, made by the RPC layer with its answer to
         the Execute that settled it (the serializer's bytes, without building them again), so
         that even the first replay serialises nothing. Kept only while the entry holds this
         record without an answer: never for another record."""
-        entry = self._settled.get(record.action_id)
-        if entry is not None and entry.record is record and entry.answer is None:
+        entry = self._entry_without_answer(record)
+        if entry is not None:
             entry.answer = answer
+
+    def _entry_without_answer(self, record: ActionRecord) -> Settled | None:
+        """The entry holding this very record and no answer yet; None for any other case."""
+        entry = self._settled.get(record.action_id)
+        return entry if entry is not None and entry.record is record and entry.answer is None else None
 
     def drop(self, action_id: str) -> None:
         """Forgets the action: its record and its answer (the only invalidation)."""
