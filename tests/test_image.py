@@ -252,8 +252,12 @@ def test_every_build_of_one_commit_installs_the_same_versions(image: Path, tmp_p
     # ran before, took minutes and proved less: two builds minutes apart, not every build.)
     stage = f"effectgate-build-stage:{os.getpid()}"
     image_kit.build(stage, tmp_path, "--target", "build", sbom=False)
+    # The image's id, not its name: a build of the same stage beside this one (another checkout's
+    # suite) finds it cached and may leave it with its own name alone (a clean clone's pair run
+    # lost this name between two `podman run`s: "short-name ... did not resolve").
+    built = image_kit.podman("image", "inspect", "--format", "{{.Id}}", stage).stdout.strip()
     try:
-        installed = image_kit.frozen(stage, "/opt/effectgate", "/opt/effectgate-app")
+        installed = image_kit.frozen(built, "/opt/effectgate", "/opt/effectgate-app")
         pins = pinned()
         ours = {normal(line) for line in installed if line.lower().startswith("effectgate")}
         names = ("effectgate", "effectgate-client", "effectgate-protos")
@@ -262,7 +266,7 @@ def test_every_build_of_one_commit_installs_the_same_versions(image: Path, tmp_p
         assert third_party and third_party <= pins, third_party - pins
         assert third_party == {normal(line) for line in image_kit.frozen(IMAGE, "/opt/effectgate")} - ours
         # The build stage's layers hold no pip configuration either: the secrets were mounted.
-        secrets = pip_configuration_in(stage)
+        secrets = pip_configuration_in(built)
         assert secrets.split() == ["end"], secrets
     finally:
         # Only the name goes: the stage is the build's cached layer, which a build running beside
