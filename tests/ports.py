@@ -11,6 +11,7 @@ where nothing may listen is held, bound and never listened on, for as long as it
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -39,6 +40,19 @@ def closed_port() -> Iterator[int]:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         yield int(holder.getsockname()[1])
+
+
+@functools.cache
+def nowhere() -> int:
+    """`closed_port()` held for the life of this process (an xdist worker): for a helper that
+    returns a URL rather than a block to hold it in."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    _held.append(holder)
+    return int(holder.getsockname()[1])
+
+
+_held: list[socket.socket] = []
 
 
 async def start_on_free_ports(
