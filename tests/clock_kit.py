@@ -50,9 +50,7 @@ def slow_crm() -> CrmSimulator:
     return CrmSimulator(api_key=KEY, read_lag=1.0, write_delay=(0.4, 1.6))
 
 
-def replica_config(
-    path: Path, dsn: str, crm: CrmSimulator, *, max_clock_skew: str = "", prometheus_port: int = 0
-) -> Path:
+def replica_config(path: Path, dsn: str, crm: CrmSimulator, *, max_clock_skew: str = "", metrics: bool = False) -> Path:
     gateway: dict[str, Any] = {
         "lease_ttl": f"{LEASE_TTL:g}s",
         "reconcile_interval": f"{RECONCILE:g}s",
@@ -75,8 +73,8 @@ def replica_config(
             }
         },
     )
-    if prometheus_port:
-        doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{prometheus_port}"}
+    if metrics:  # on a port of its own choosing, announced (GatewayProcess.metrics_port)
+        doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}
     return write_config(doc, path)
 
 

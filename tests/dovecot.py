@@ -20,17 +20,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from effectgate_lab.labkit.children import free_port
+from tests.ports import port_taken
+
 USER = "agent"
+ATTEMPTS = 5  # starts on a newly picked port when the last one was taken
 
 
 def find_dovecot() -> str | None:
     return shutil.which("dovecot") or ("/usr/sbin/dovecot" if os.path.exists("/usr/sbin/dovecot") else None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -42,14 +40,14 @@ class DovecotServer:
     maildir: Path
     # uid/gid the Maildir's files must belong to.
     owner: tuple[int, int]
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None = None
 
     def log(self) -> str:
         path = self.root / "dovecot.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
     def destroy(self) -> None:
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=10)
@@ -59,8 +57,9 @@ class DovecotServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _config(root: Path, port: int, owner: tuple[int, int]) -> str:
+def _config(root: Path, port: int, owner: tuple[int, int], greeting: str) -> str:
     lines = [
+        f"login_greeting = {greeting}",
         f"base_dir = {root}/run",
         f"state_dir = {root}/state",
         f"log_path = {root}/dovecot.log",
@@ -113,26 +112,62 @@ def start_server(binary: str, *, password: str | None = None, timeout: float = 1
     (root / "passwd").write_text(f"{USER}:{{PLAIN}}{password}::::::\n")
     for path in [root / "mail", maildir, *maildir.iterdir()]:
         os.chown(path, *owner)
-    port = _free_port()
-    (root / "dovecot.conf").write_text(_config(root, port, owner))
+    # Dovecot must be told its port: picked here, and picked again when another process took
+    # it before Dovecot bound it. The greeting names this server, so a server that took the
+    # port first is never mistaken for it.
+    greeting = f"eg-dovecot-{secrets.token_hex(6)}"
+    for attempt in range(ATTEMPTS):
+        port = free_port()
+        (root / "dovecot.conf").write_text(_config(root, port, owner, greeting))
+        (root / "dovecot.log").unlink(missing_ok=True)
+        try:
+            return _start(binary, DovecotServer(root, port, USER, password, maildir, owner), greeting, timeout)
+        except PortTaken:
+            if attempt == ATTEMPTS - 1:
+                shutil.rmtree(root, ignore_errors=True)
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(RuntimeError):
+    """Dovecot could not bind the port picked for it."""
+
+
+def _start(binary: str, server: DovecotServer, greeting: str, timeout: float) -> DovecotServer:
+    """Starts Dovecot for `server` and waits for its own greeting on its port; a failed start
+    leaves nothing running (and the directory only when the port was taken: tried again)."""
+    root, port = server.root, server.port
     proc = subprocess.Popen(
         [binary, "-F", "-c", str(root / "dovecot.conf")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    server = DovecotServer(root, port, USER, password, maildir, owner, proc)
+    server.process = proc
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             log = server.log()
+            if port_taken(err + log):
+                raise PortTaken(f"dovecot lost port {port}: {err}{log}")
             server.destroy()
             raise RuntimeError(f"dovecot exited: {err}{log}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                if s.recv(64).startswith(b"* OK"):
-                    return server
+            if greeting in _first_line(port):
+                return server
         except OSError:
             time.sleep(0.05)
     server.destroy()
     raise RuntimeError(f"dovecot did not accept IMAP connections within {timeout}s")
+
+
+def _first_line(port: int) -> str:
+    """The first line a server on `port` sends (an IMAP server's greeting)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+        got = b""
+        while b"\n" not in got and len(got) < 4096:
+            chunk = conn.recv(512)
+            if not chunk:
+                break
+            got += chunk
+    return got.decode(errors="replace")

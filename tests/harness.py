@@ -135,6 +135,22 @@ async def wait_for_line(
     raise RuntimeError(f"{what} did not start:\n" + "".join(output))
 
 
+async def output_line(proc: subprocess.Popen[str], pattern: str, output: list[str], timeout: float, what: str) -> str:
+    """The first group of `pattern` in a line of `output` (filled by a reader thread, e.g. after
+    `wait_for_line`), waiting for it until the child exits or `timeout`."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        exited = proc.poll() is not None
+        for line in list(output):
+            found = re.search(pattern, line)
+            if found:
+                return found.group(1)
+        if exited or loop.time() > end:
+            raise AssertionError(f"no {what} ({'exited' if exited else 'timed out'}):\n" + "".join(output))
+        await asyncio.sleep(0.05)
+
+
 def _drain(stdout: IO[str], output: list[str]) -> None:
     for line in stdout:  # each line as it comes: a test may read `output` meanwhile
         output.append(line)
@@ -186,6 +202,11 @@ class GatewayProcess:
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    async def metrics_port(self, timeout: float = 60.0) -> int:
+        """The metrics port it bound (`prometheus_listen = "127.0.0.1:0"`), from the line after
+        its ready line (call `ready()` first)."""
+        return int(await output_line(self.proc, r"metrics on port (\d+)", self.output, timeout, "the metrics line"))
 
     def kill(self) -> None:
         if self.proc.poll() is None:

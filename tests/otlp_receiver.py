@@ -214,6 +214,7 @@ class ChildGateway:
         )
         self.output: list[str] = []
         self.port = 0
+        self.metrics = 0
         self._reader: asyncio.Future[None] | None = None
 
     async def ready(self, timeout: float = 30.0) -> str:
@@ -224,6 +225,15 @@ class ChildGateway:
             raise RuntimeError("gateway did not start:\n" + "".join(self.output))
         return f"127.0.0.1:{self.port}"
 
+    async def metrics_port(self, timeout: float = 30.0) -> int:
+        """The metrics port it bound (`prometheus_listen = "127.0.0.1:0"`), from the line after
+        its ready line (call `ready()` first)."""
+        ended = self._reader
+        await wait_for(lambda: self.metrics or (ended is not None and ended.done()), "the metrics line", timeout)
+        if not self.metrics:
+            raise RuntimeError("gateway announced no metrics port:\n" + "".join(self.output))
+        return self.metrics
+
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
@@ -231,6 +241,9 @@ class ChildGateway:
             found = re.search(r"serving on port (\d+)", line)
             if found:
                 self.port = int(found.group(1))
+            found = re.search(r"metrics on port (\d+)", line)
+            if found:
+                self.metrics = int(found.group(1))
 
     async def terminate(self) -> int:
         """SIGTERM: a graceful stop, which flushes the exporters."""

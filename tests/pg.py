@@ -8,10 +8,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.labkit.postgres import PgServer, find_bindir, start_server
 
-__all__ = ["ENV_DSN", "PgServer", "create_database", "drop_database", "find_bindir", "free_port", "start_server"]
+__all__ = ["ENV_DSN", "PgServer", "create_database", "drop_database", "find_bindir", "start_server"]
 
 ENV_DSN = "EFFECTGATE_TEST_PG_DSN"
 

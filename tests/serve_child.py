@@ -78,6 +78,19 @@ class ServeChild:
 
         return int(await self.until(port, "the ready line", timeout))
 
+    async def metrics_port(self, timeout: float = 60.0) -> int:
+        """The metrics port it bound (`prometheus_listen = "127.0.0.1:0"`), from the line after
+        its ready line."""
+
+        def port() -> int:
+            for line in self.stdout:
+                found = re.search(r"metrics on port (\d+)", line)
+                if found:
+                    return int(found.group(1))
+            return 0
+
+        return int(await self.until(port, "the metrics line", timeout))
+
     def transcript(self) -> str:
         return "stdout:\n" + "\n".join(self.stdout) + "\nstderr:\n" + "\n".join(self.stderr)
 

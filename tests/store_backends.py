@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from abc import ABC, abstractmethod
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from effectgate.adapters.base import Observation, Outcome, Receipt
 from effectgate.gateway.model.domain import ActionRecord, NextStep, State
 from effectgate.gateway.store import Store, open_store
 from tests import pg
+from tests.ports import closed_port
 
 
 class Backend(ABC):
@@ -99,6 +101,7 @@ class PostgresBackend(Backend):
         self.admin_dsn = admin_dsn
         self.database = ""
         self.dsn = ""
+        self._closed = ExitStack()  # ports held where nothing listens, released at aclose
 
     async def create(self) -> None:
         self.database, self.dsn = await pg.create_database(self.admin_dsn)
@@ -109,7 +112,8 @@ class PostgresBackend(Backend):
 
     @property
     def unreachable_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{pg.free_port()}/nothing"
+        # A port held until aclose: nobody else listens there meanwhile.
+        return f"postgresql://postgres@127.0.0.1:{self._closed.enter_context(closed_port())}/nothing"
 
     async def _admin(self, *statements: str) -> None:
         conn = await asyncpg.connect(self.admin_dsn)
@@ -131,6 +135,7 @@ class PostgresBackend(Backend):
         await self._admin(f'ALTER DATABASE "{self.database}" RESET default_transaction_read_only')
 
     async def aclose(self) -> None:
+        self._closed.close()
         await super().aclose()
         if self.database:
             await pg.drop_database(self.admin_dsn, self.database)

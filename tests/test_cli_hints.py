@@ -26,6 +26,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from tests import test_operator_cli
 from tests.otlp_receiver import ChildGateway
+from tests.ports import closed_port
 from tests.test_operator_cli import cli, execute
 
 # The operator CLI tests' gateway (a real `effectgate serve` with principals) and its simulator.
@@ -44,15 +45,9 @@ def silent_port() -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        return int(free.getsockname()[1])
-
-
 async def test_a_gateway_that_is_down_gets_a_hint_naming_target_and_variable() -> None:
-    port = _free_port()
-    _, _, err = await cli("actions", "--target", f"127.0.0.1:{port}", check=1)
+    with closed_port() as port:  # held: nobody else listens there meanwhile
+        _, _, err = await cli("actions", "--target", f"127.0.0.1:{port}", check=1)
     assert "UNAVAILABLE" in err and "Traceback" not in err
     assert f"is a gateway running at 127.0.0.1:{port}?" in err
     assert "--target" in err and "EFFECTGATE_TARGET" in err

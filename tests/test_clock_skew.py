@@ -25,7 +25,6 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from effectgate.v1 import gateway_pb2 as pb
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from tests import clock_kit as kit
 from tests.conftest import _missing
@@ -101,10 +100,10 @@ async def three_replicas(
     tmp_path: Path, dsn: str, crm: CrmSimulator, c_env: dict[str, str], *, c_bound: str = ""
 ) -> AsyncIterator[tuple[kit.Agent, GatewayProcess, int]]:
     config = kit.replica_config(tmp_path / "ab.toml", dsn, crm)
-    metrics_port = free_port()
-    c_config = kit.replica_config(tmp_path / "c.toml", dsn, crm, max_clock_skew=c_bound, prometheus_port=metrics_port)
+    c_config = kit.replica_config(tmp_path / "c.toml", dsn, crm, max_clock_skew=c_bound, metrics=True)
     a, b, c = GatewayProcess(config), GatewayProcess(config), GatewayProcess(c_config, env=c_env)
     async with running(a, b, c):
+        metrics_port = await c.metrics_port()
         agent = kit.Agent({"A": a.target, "B": b.target, "C": c.target})
         try:
             yield agent, c, metrics_port

@@ -21,9 +21,9 @@ from playwright.async_api import Browser, async_playwright, expect
 from effectgate.client import EffectGateClient, State
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
-from tests import pg
 from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, TOKENS, ConsoleProcess, principals, stack
 from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
+from tests.ports import closed_port
 from tests.test_console import WAIT, card, execute
 from tests.test_console_http import csrf
 from tests.test_execute import effects
@@ -49,23 +49,24 @@ async def sign_in_over_http(web: httpx.AsyncClient, origin: str, token: str, **h
 
 
 async def test_sign_in_against_an_unreachable_gateway_is_503_and_makes_no_session() -> None:
-    target = f"127.0.0.1:{pg.free_port()}"  # nothing listens there
-    console = ConsoleProcess(target)
-    try:
-        url = await console.ready()
-        async with httpx.AsyncClient(base_url=url) as web:
-            for _ in range(3):
-                answer = await sign_in_over_http(web, url, TOKENS["alice"])
-                assert answer.status_code == 503
-                assert f"Cannot reach the gateway at {target}." in answer.text
-                assert "Signed in" not in answer.text
-            inbox = await web.get("/inbox")
-            assert inbox.status_code == 303 and inbox.headers["location"].startswith("/login")  # no session
-        await until(lambda: lines(console, "cannot reach the gateway"), "the outage is logged")
-        assert len(lines(console, "cannot reach the gateway")) == 1  # one line for the outage
-        assert not lines(console, "Traceback")
-    finally:
-        console.stop()
+    with closed_port() as nothing:  # held: nobody else listens there meanwhile
+        target = f"127.0.0.1:{nothing}"
+        console = ConsoleProcess(target)
+        try:
+            url = await console.ready()
+            async with httpx.AsyncClient(base_url=url) as web:
+                for _ in range(3):
+                    answer = await sign_in_over_http(web, url, TOKENS["alice"])
+                    assert answer.status_code == 503
+                    assert f"Cannot reach the gateway at {target}." in answer.text
+                    assert "Signed in" not in answer.text
+                inbox = await web.get("/inbox")
+                assert inbox.status_code == 303 and inbox.headers["location"].startswith("/login")  # no session
+            await until(lambda: lines(console, "cannot reach the gateway"), "the outage is logged")
+            assert len(lines(console, "cannot reach the gateway")) == 1  # one line for the outage
+            assert not lines(console, "Traceback")
+        finally:
+            console.stop()
 
 
 async def test_failed_sign_ins_are_limited_and_logged_with_the_browsers_address(tmp_path: Path) -> None:
@@ -116,19 +117,21 @@ async def test_a_gateway_stopped_under_an_open_inbox_is_an_outage_and_comes_back
 ) -> None:
     sim = StripeSimulator(api_key=API_KEY)
     await sim.start()
-    port = pg.free_port()
     doc = config_doc(
         f"sqlite:///{tmp_path}/eg.db",
         principals=principals(),
-        listen=f"127.0.0.1:{port}",
+        listen="127.0.0.1:0",
         **stripe_tools(sim.base_url, approval="required"),
     )
-    config = write_config(doc, tmp_path / "effectgate.toml")
-    gateway = GatewayProcess(config)
+    gateway = GatewayProcess(write_config(doc, tmp_path / "effectgate.toml"))
     console: ConsoleProcess | None = None
-    agent = EffectGateClient(f"127.0.0.1:{port}", token=TOKENS["bot"])
+    agent: EffectGateClient | None = None
     try:
-        await gateway.ready()
+        port = await gateway.ready()
+        # The restart below comes back on the port the first start bound (the console's target).
+        again = {**doc, "server": {**doc["server"], "listen": f"127.0.0.1:{port}"}}
+        config = write_config(again, tmp_path / "again.toml")
+        agent = EffectGateClient(f"127.0.0.1:{port}", token=TOKENS["bot"])
         console = ConsoleProcess(gateway.target)
         url = await console.ready()
         waiting = await execute(agent, "run-outage", card("cus_outage", 1200))
@@ -170,7 +173,8 @@ async def test_a_gateway_stopped_under_an_open_inbox_is_an_outage_and_comes_back
         assert len(lines(console, "answers again")) == 1
         assert not lines(console, "Traceback")
     finally:
-        await agent.close()
+        if agent is not None:
+            await agent.close()
         if console is not None:
             console.stop()
         gateway.kill()

@@ -14,7 +14,6 @@ from effectgate.adapters import AdapterError, CredentialsRefused
 from effectgate.adapters.capabilities import ProbesCredentials
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1.gateway_pb2_grpc import EffectGatewayStub
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.adapter_targets import start_target
 from tests.harness import API_KEY_ENV, config_doc, stripe_tools
@@ -102,13 +101,13 @@ async def test_every_built_in_adapter_probes_its_credentials(name: str) -> None:
 
 async def test_credentials_refused_at_work_are_a_warning_a_metric_and_a_note_in_readiness(tmp_path: Path) -> None:
     async with StripeSimulator(api_key=GOOD_KEY) as sim:
-        metrics = free_port()
         doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
-        doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics}"}
+        doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}  # the port it binds is announced
         # The harness's key (API_KEY_ENV) is not the simulator's: every call is refused with 401.
         child = await ServeChild.for_config(doc, tmp_path / "eg.toml").start()
         try:
             port = await child.ready()
+            metrics = await child.metrics_port()
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 answer = await EffectGatewayStub(channel).Execute(request(run="refused"), timeout=30)
             assert answer.action.state != pb.EFFECT_STATE_CONFIRMED, answer

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from effectgate_lab.chaos.config_writer import write_config
-from effectgate_lab.labkit.children import free_port
 from tests import image_kit
+from tests.ports import closed_port
 from tests.wheelhouse import fresh_venv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,10 +184,9 @@ def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -
         "None"
     ] * len(lab_only)
 
-    port = free_port()
     config = write_config(
         {
-            "server": {"listen": f"127.0.0.1:{port}"},
+            "server": {"listen": "127.0.0.1:0"},  # the port it binds is on its ready line
             "store": {"url": f"sqlite:///{tmp_path}/data/effectgate.db"},
             "adapters": {"stripe": {"api_base": "http://127.0.0.1:9", "api_key_env": "STRIPE_API_KEY"}},
             "tools": {"charge_card": {"adapter": "stripe"}},
@@ -207,13 +206,16 @@ def test_the_image_installs_serves_and_passes_its_health_check(tmp_path: Path) -
     )
     try:
         assert server.stdout is not None
-        assert "serving on port" in server.stdout.readline()
+        ready = re.search(r"serving on port (\d+)", server.stdout.readline())
+        assert ready is not None
+        port = int(ready.group(1))
         (health,) = instruction("HEALTHCHECK")
         check = exec_form(health.split("CMD", 1)[1].strip())
         # The image's default target, and the environment aims it: at a closed port it fails.
         assert "ENV EFFECTGATE_HEALTH_TARGET=127.0.0.1:50051" in DOCKERFILE
-        closed = {**env, "EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{free_port()}"}
-        assert subprocess.run(check, env=closed, timeout=60, check=False).returncode == 1
+        with closed_port() as nothing:  # held: nobody else listens there meanwhile
+            closed = {**env, "EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{nothing}"}
+            assert subprocess.run(check, env=closed, timeout=60, check=False).returncode == 1
         aimed = {**env, "EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{port}"}
         assert subprocess.run(check, env=aimed, timeout=60, check=False).returncode == 0
     finally:

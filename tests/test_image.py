@@ -16,7 +16,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from effectgate.client import EffectGateClient, State, run, step
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate_lab.chaos.config_writer import write_config
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import image_kit
 from tests.harness import API_KEY, API_KEY_ENV, config_doc, stripe_tools
 from tests.image_kit import IMAGE, ROOT, Container, apodman
+from tests.ports import closed_port, start_on_free_ports
 
 DEPLOYMENT = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "deployment.yaml").read_text())
 GATEWAY_SPEC = DEPLOYMENT["spec"]["template"]["spec"]["containers"][0]
@@ -91,8 +91,15 @@ async def health(target: str) -> int:
 
 
 async def serving(target: str, container: Container, deadline: float = 90) -> None:
-    """Polls the gRPC health service until SERVING (a loaded machine starts a gateway slowly)."""
+    """Waits for the container's own ready line on `target`'s port (so it is this gateway that
+    bound it, not another process that took the port first), then polls the gRPC health
+    service until SERVING (a loaded machine starts a gateway slowly)."""
     until = time.monotonic() + deadline
+    ready = f"serving on port {target.rpartition(':')[2]}"
+    while not any(ready in line for line in await container.logs()):
+        if container.inspect("{{.State.Running}}") != "true" or time.monotonic() > until:
+            raise AssertionError(f"no {ready!r} from {container.name}: {(await container.logs())[-20:]}")
+        await asyncio.sleep(0.2)
     while True:
         try:
             if await health(target) == health_pb2.HealthCheckResponse.SERVING:
@@ -102,6 +109,17 @@ async def serving(target: str, container: Container, deadline: float = 90) -> No
         if container.inspect("{{.State.Running}}") != "true" or time.monotonic() > until:
             raise AssertionError(f"not SERVING at {target}: {(await container.logs())[-20:]}")
         await asyncio.sleep(0.2)
+
+
+async def serving_container(name: str, port: int, options: Sequence[str]) -> Container:
+    """The image run as `name`, serving on `port`; removed again when it does not."""
+    container = await Container.run(name, IMAGE, options)
+    try:
+        await serving(f"127.0.0.1:{port}", container)
+    except BaseException:
+        await container.remove()
+        raise
+    return container
 
 
 def process_status(pid: int) -> dict[str, str]:
@@ -127,14 +145,17 @@ def container_name(role: str) -> str:
 async def test_the_locked_down_container_serves_charges_once_and_stops_cleanly(
     image: Path, tmp_path: Path, sim: StripeSimulator
 ) -> None:
-    port = free_port()
-    gateway_config(tmp_path / "config", "sqlite:////var/lib/effectgate/effectgate.db", sim, port)
-    env = ["--env", f"EFFECTGATE_HEALTH_TARGET=127.0.0.1:{port}"]
-    options = [*lock_down(tmp_path / "config", tmp_path / "data"), *env]
-    gateway = await Container.run(container_name("sqlite"), IMAGE, options)
+    async def start(ports: Sequence[int]) -> Container:
+        (port,) = ports
+        gateway_config(tmp_path / "config", "sqlite:////var/lib/effectgate/effectgate.db", sim, port)
+        env = ["--env", f"EFFECTGATE_HEALTH_TARGET=127.0.0.1:{port}"]
+        options = [*lock_down(tmp_path / "config", tmp_path / "data"), *env]
+        return await serving_container(container_name("sqlite"), port, options)
+
+    # The port is in the container's environment (its HEALTHCHECK's target) before it starts.
+    gateway, (port,) = await start_on_free_ports(start)
     target = f"127.0.0.1:{port}"
     try:
-        await serving(target, gateway)
         async with EffectGateClient(target) as client:
             with run("run-image"), step("charge-deposit"):
                 first = await client.execute("charge_card", charge(), scope="order:1", tool_call_id="call-1")
@@ -158,7 +179,8 @@ async def test_the_locked_down_container_serves_charges_once_and_stops_cleanly(
         # The image's own HEALTHCHECK: healthy here, and failing when aimed at a closed port.
         assert (await apodman("healthcheck", "run", gateway.name, check=False)).returncode == 0
         check = image_kit.image_healthcheck(IMAGE)
-        closed = await gateway.exec(*check, env={"EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{free_port()}"})
+        with closed_port() as nothing:  # held: nobody else listens there meanwhile
+            closed = await gateway.exec(*check, env={"EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{nothing}"})
         assert closed.returncode == 1, closed
 
         # SIGTERM (podman stop) drains and exits 0 well before the kill after 30 s.
@@ -175,16 +197,24 @@ async def test_the_locked_down_container_serves_charges_once_and_stops_cleanly(
 async def test_two_containers_on_one_postgresql_database_are_replicas(
     image: Path, tmp_path: Path, sim: StripeSimulator, pg_dsn: str
 ) -> None:
-    ports = [free_port(), free_port()]
-    replicas: list[Container] = []
-    try:
-        for n, port in enumerate(ports):
+    async def start_replica(n: int) -> tuple[Container, list[int]]:
+        async def start(ports: Sequence[int]) -> Container:
+            (port,) = ports
             config_dir = tmp_path / f"config-{n}"
             gateway_config(config_dir, pg_dsn, sim, port)
             options = [*lock_down(config_dir), "--env", f"EFFECTGATE_HEALTH_TARGET=127.0.0.1:{port}"]
-            replicas.append(await Container.run(container_name(f"pg{n}"), IMAGE, options))
-        for replica, port in zip(replicas, ports, strict=True):
-            await serving(f"127.0.0.1:{port}", replica)
+            return await serving_container(container_name(f"pg{n}"), port, options)
+
+        return await start_on_free_ports(start)
+
+    replicas: list[Container] = []
+    try:
+        started = await asyncio.gather(start_replica(0), start_replica(1), return_exceptions=True)
+        replicas = [one[0] for one in started if not isinstance(one, BaseException)]
+        for failed in started:
+            if isinstance(failed, BaseException):
+                raise failed
+        ports = [one[1][0] for one in started if not isinstance(one, BaseException)]
         answers = []
         for port, call in zip(ports, ("call-a", "call-b"), strict=True):
             async with EffectGateClient(f"127.0.0.1:{port}") as client:

@@ -22,7 +22,6 @@ from standardwebhooks import Webhook
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from effectgate_lab.chaos.config_writer import write_config
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import GatewayProcess, config_doc, stripe_tools
 from tests.notify_kit import SECRET, Receiver, webhook_sink
@@ -33,7 +32,7 @@ ENV = {"EG_NOTIFY_SECRET": SECRET}
 
 
 def notify_config(
-    tmp_path: Path, sim: StripeSimulator, receiver: Receiver, metrics_port: int = 0, **sink: object
+    tmp_path: Path, sim: StripeSimulator, receiver: Receiver, metrics: bool = False, **sink: object
 ) -> Path:
     doc = config_doc(
         f"sqlite:///{tmp_path}/eg.db",
@@ -41,8 +40,8 @@ def notify_config(
         **stripe_tools(sim.base_url, approval="required"),
     )
     doc["notify"] = [webhook_sink(receiver.url, **sink)]
-    if metrics_port:
-        doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics_port}"}
+    if metrics:  # on a port of its own choosing, announced (GatewayProcess.metrics_port)
+        doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}
     return write_config(doc, tmp_path / "effectgate.toml")
 
 
@@ -115,11 +114,11 @@ async def test_failed_notifications_are_listed_counted_and_sent_again_by_the_cli
 ) -> None:
     receiver = Receiver(status=503)
     await receiver.start()
-    metrics = free_port()
-    config = notify_config(tmp_path, sim, receiver, metrics, max_attempts=2)
+    config = notify_config(tmp_path, sim, receiver, metrics=True, max_attempts=2)
     gateway = GatewayProcess(config, env=ENV)
     try:
         await gateway.ready()
+        metrics = await gateway.metrics_port()
         await execute_waiting(gateway.target, "run-failed")
         rows = await until_cli(config, "failed", bool, "a failed notification")
         assert rows[0]["attempts"] == 2 and rows[0]["last_error"] == "HTTP 503" and rows[0]["sink"] == "ops-hook"

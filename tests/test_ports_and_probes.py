@@ -12,7 +12,6 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from effectgate.v1 import gateway_pb2_grpc
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import config_doc, stripe_tools
 from tests.serve_child import ServeChild, http_get, http_until
@@ -31,12 +30,12 @@ def actions_by_worker(text: str) -> dict[str, float]:
 
 
 async def test_a_worker_pool_has_one_metrics_endpoint_and_http_probes(tmp_path: Path, sim: StripeSimulator) -> None:
-    metrics = free_port()
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", gateway={"health_interval": "0.2s"}, **stripe_tools(sim.base_url))
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics}"}
+    doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}  # the port it binds is announced
     child = await ServeChild.for_config(doc, tmp_path / "eg.toml", "--workers", "2").start()
     try:
         port = await child.ready()
+        metrics = await child.metrics_port()
         assert (await http_get(metrics, "/livez")).status_code == 200
         assert (await http_get(metrics, "/healthz")).status_code == 404
         assert (await http_get(metrics, "/")).status_code == 404
@@ -82,12 +81,15 @@ async def test_a_worker_pool_has_one_metrics_endpoint_and_http_probes(tmp_path: 
 
 
 async def test_single_gateway_probes(tmp_path: Path, sim: StripeSimulator) -> None:
-    metrics = free_port()
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics}"}
+    doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}  # the port it binds is announced
     child = await ServeChild.for_config(doc, tmp_path / "eg.toml").start()
     try:
         await child.ready()
+        metrics = await child.metrics_port()
+        # Said on stdout right after the ready line: where the probes are, port 0 or not.
+        ready_at = next(n for n, line in enumerate(child.stdout) if "serving on port" in line)
+        assert child.stdout[ready_at + 1] == f"effectgate metrics on port {metrics}", child.transcript()
         assert (await http_get(metrics, "/readyz")).status_code == 200
         assert (await http_get(metrics, "/livez")).status_code == 200
         assert (await http_get(metrics, "/metrics")).status_code == 200

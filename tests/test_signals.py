@@ -16,7 +16,6 @@ import pytest
 
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import API_KEY, config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway
@@ -45,15 +44,15 @@ async def refused(call: Any, message: Any, metadata: Sequence[tuple[str, str]], 
 async def test_refusals_rpc_codes_approval_backlog_and_audit_lines(tmp_path: Path) -> None:
     sim = StripeSimulator(api_key=API_KEY)
     await sim.start()
-    port = free_port()
     tools = stripe_tools(sim.base_url)
     tools["tools"]["charge_approved"] = {**tools["tools"]["charge_card"], "approval": "required"}
     principals = [principal("bot", AGENT, ["agent"]), principal("alice", OPERATOR, ["operator"])]
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", principals=principals, **tools)
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}", "backlog_interval": "0.2s"}
+    doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0", "backlog_interval": "0.2s"}  # announced
     gateway = ChildGateway(doc, tmp_path, {})
     try:
         target = await gateway.ready()
+        port = await gateway.metrics_port()
         async with grpc.aio.insecure_channel(target) as channel:
             agent, operator = gateway_pb2_grpc.EffectGatewayStub(channel), gateway_pb2_grpc.OperatorStub(channel)
             unauthenticated = grpc.StatusCode.UNAUTHENTICATED

@@ -29,6 +29,7 @@ from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
 from tests.cli_forks import CliForks
 from tests.harness import API_KEY_ENV, GatewayProcess
+from tests.ports import nowhere
 from tests.test_execute import request
 
 
@@ -170,9 +171,7 @@ def _broken(tmp_path: Path, case: str) -> tuple[list[str], tuple[str, ...], dict
         (tmp_path / "eg.toml").write_text("not a certificate")
         return ["serve", "--config", str(write(tmp_path, text))], ("[server.tls] cert_file, key_file", "PEM"), {}
     if case == "postgres unreachable":
-        with socket.socket() as free:  # a port nobody listens on
-            free.bind(("127.0.0.1", 0))
-            port = free.getsockname()[1]
+        port = nowhere()  # held: nobody listens there
         url = f"postgresql://eg:hunter2secret@127.0.0.1:{port}/eg?connect_timeout=2"
         text = ok.replace(f"sqlite:///{tmp_path}/eg.db", url)
         # `serve` waits for an unreachable store unless told to fail fast (tests/test_store_outage.py).
@@ -388,10 +387,7 @@ async def test_a_postgres_password_is_never_printed(tmp_path: Path, pg_admin_dsn
 
 
 def _unreachable_postgres_url() -> str:
-    with socket.socket() as free:  # a port nobody listens on
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    return f"postgresql://eg:hunter2secret@127.0.0.1:{port}/eg?connect_timeout=2"
+    return f"postgresql://eg:hunter2secret@127.0.0.1:{nowhere()}/eg?connect_timeout=2"  # held: nobody listens there
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -20,10 +21,10 @@ from effectgate.testing import ScriptedAdapter, gateway
 from effectgate.testing.store import MemoryStore
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2_grpc
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests import pg
 from tests.harness import config_doc, stripe_tools
+from tests.ports import closed_port, start_on_free_ports
 from tests.serve_child import ServeChild, http_get, http_until
 from tests.test_execute import request
 
@@ -51,15 +52,26 @@ async def test_a_replica_started_while_postgres_is_down_serves_once_it_is_up(
 ) -> None:
     name, dsn = await pg.create_database(pg_private_server.dsn)
     await asyncio.to_thread(pg_private_server.stop, "immediate")
-    port, metrics = free_port(), free_port()
-    doc = config_doc(
-        f"{dsn}?connect_timeout=1", listen=f"127.0.0.1:{port}", gateway={"health_interval": "0.2s"},
-        **stripe_tools(sim.base_url),
-    )  # fmt: skip
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics}"}
-    child = await ServeChild.for_config(doc, tmp_path / "eg.toml").start()
+
+    async def waiting_on(ports: Sequence[int]) -> ServeChild:
+        port, metrics = ports
+        doc = config_doc(
+            f"{dsn}?connect_timeout=1", listen=f"127.0.0.1:{port}", gateway={"health_interval": "0.2s"},
+            **stripe_tools(sim.base_url),
+        )  # fmt: skip
+        doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{metrics}"}
+        child = await ServeChild.for_config(doc, tmp_path / "eg.toml").start()
+        try:  # both ports are bound before this line (a taken one ends the child with one line)
+            await child.until(lambda: any("cannot be reached" in line for line in child.stderr), "the waiting line")
+        except BaseException:
+            await child.stop()
+            raise
+        return child
+
+    # Both ports are needed before the ready line, which says the gRPC one: picked here, and
+    # picked again should another process take one before the child binds it.
+    child, (port, metrics) = await start_on_free_ports(waiting_on, 2)
     try:
-        await child.until(lambda: any("cannot be reached" in line for line in child.stderr), "the waiting line")
         assert child.proc is not None and child.proc.returncode is None
         assert await health(port) == health_pb2.HealthCheckResponse.NOT_SERVING
         waiting = await http_get(metrics, "/readyz")
@@ -84,10 +96,11 @@ async def test_a_replica_started_while_postgres_is_down_serves_once_it_is_up(
 
 
 async def test_fail_fast_keeps_the_one_line_exit(tmp_path: Path, sim: StripeSimulator) -> None:
-    url = f"postgresql://eg@127.0.0.1:{free_port()}/eg?connect_timeout=1"
-    doc = config_doc(url, **stripe_tools(sim.base_url))
-    child = await ServeChild.for_config(doc, tmp_path / "eg.toml", "--fail-fast").start()
-    assert await child.exit_code() == 2
+    with closed_port() as nothing:
+        url = f"postgresql://eg@127.0.0.1:{nothing}/eg?connect_timeout=1"
+        doc = config_doc(url, **stripe_tools(sim.base_url))
+        child = await ServeChild.for_config(doc, tmp_path / "eg.toml", "--fail-fast").start()
+        assert await child.exit_code() == 2
     assert len([line for line in child.stderr if line.strip()]) == 1, child.transcript()
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from effectgate.gateway.store import StoreUnavailable, open_store, redact_url
 from effectgate_lab.chaos.config_writer import write_config
-from tests import pg
 from tests.harness import config_doc, start_gateway, stripe_tools
+from tests.ports import closed_port
 
 PASSWORD = "Pa55-w0rd-never-shown"
 
@@ -43,12 +43,13 @@ def test_redact_url(url: str, shown: str) -> None:
 
 async def test_unreachable_postgres_error_has_no_password(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    url = f"postgresql://eg:{PASSWORD}@127.0.0.1:{pg.free_port()}/eg?password={PASSWORD}"
-    store = open_store(url)
-    assert PASSWORD not in store.describe() and PASSWORD not in repr(store)
-    with pytest.raises(StoreUnavailable) as caught:
-        await store.open()
-    await store.close()
+    with closed_port() as nothing:  # held: nobody else listens there meanwhile
+        url = f"postgresql://eg:{PASSWORD}@127.0.0.1:{nothing}/eg?password={PASSWORD}"
+        store = open_store(url)
+        assert PASSWORD not in store.describe() and PASSWORD not in repr(store)
+        with pytest.raises(StoreUnavailable) as caught:
+            await store.open()
+        await store.close()
     text = "".join(traceback.format_exception(caught.value))  # the whole chain of causes
     assert "StoreUnavailable" in text and PASSWORD not in text
     assert PASSWORD not in caplog.text
@@ -64,25 +65,26 @@ async def test_start_up_log_masks_the_password(pg_dsn: str, tmp_path: Path, capl
 
 
 def test_serve_with_unreachable_postgres_prints_no_password(tmp_path: Path) -> None:
-    url = f"postgresql://eg:{PASSWORD}@127.0.0.1:{pg.free_port()}/eg?connect_timeout=2"
-    config = write_config(config_doc(url, **stripe_tools("http://127.0.0.1:9")), tmp_path / "effectgate.toml")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "effectgate.gateway",
-            "--log-level",
-            "DEBUG",
-            "serve",
-            "--config",
-            str(config),
-            "--fail-fast",  # serve waits for an unreachable store by default
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    with closed_port() as nothing:  # held: nobody else listens there meanwhile
+        url = f"postgresql://eg:{PASSWORD}@127.0.0.1:{nothing}/eg?connect_timeout=2"
+        config = write_config(config_doc(url, **stripe_tools("http://127.0.0.1:9")), tmp_path / "effectgate.toml")
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "effectgate.gateway",
+                "--log-level",
+                "DEBUG",
+                "serve",
+                "--config",
+                str(config),
+                "--fail-fast",  # serve waits for an unreachable store by default
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode != 0
     output = done.stdout + done.stderr
     assert "PostgreSQL" in output

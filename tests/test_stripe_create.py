@@ -17,7 +17,7 @@ import stripe
 from aiohttp import web
 
 from effectgate.adapters.stripe.create import PATH, Create
-from effectgate_lab.labkit.children import free_port
+from tests.ports import closed_port
 
 API_KEY = "sk_test_create_0123456789"
 PARAMS: dict[str, Any] = {
@@ -140,7 +140,8 @@ async def test_the_same_error_from_the_same_body(
 
 
 async def test_the_same_connection_error_when_nothing_listens() -> None:
-    sdk, fast = await both(f"http://127.0.0.1:{free_port()}", "key-3")
+    with closed_port() as nothing:  # held: nobody else listens there meanwhile
+        sdk, fast = await both(f"http://127.0.0.1:{nothing}", "key-3")
     assert isinstance(sdk, stripe.APIConnectionError) and isinstance(fast, stripe.APIConnectionError)
     assert type(fast.__cause__) is type(sdk.__cause__)
     assert isinstance(fast.__cause__, aiohttp.ClientConnectorError)

@@ -16,7 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.harness import config_doc, stripe_tools
 from tests.otlp_receiver import ChildGateway, OtlpReceiver, attrs, wait_for
@@ -84,17 +83,17 @@ async def test_a_scripted_run_is_counted_exactly(tmp_path: Path) -> None:
     receiver, sim = OtlpReceiver(), StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c", search_lag=60.0)
     await receiver.start()
     await sim.start()
-    port = free_port()
     # One provider call per Execute, a 1 s budget and a read-back that cannot see a lost charge
     # for a minute: a dropped answer leaves the action UNKNOWN for the whole test.
     doc = config_doc(
         f"sqlite:///{tmp_path}/eg.db",
         **stripe_tools(sim.base_url, max_attempts=1, consistency_window="60s", deadline="1s", attempt_timeout="0.8s"),
     )
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}", "backlog_interval": "0.2s"}
+    doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0", "backlog_interval": "0.2s"}  # announced
     gateway = ChildGateway(doc, tmp_path, otel_env(receiver.endpoint))
     try:
         target = await gateway.ready()
+        port = await gateway.metrics_port()
         trace_ids = {}
         for n in range(5):
             traceparent, trace_ids[f"s{n}"], _ = client_traceparent()
@@ -173,9 +172,8 @@ async def test_a_crashed_workers_action_is_taken_over_counted_and_linked(tmp_pat
     receiver, sim = OtlpReceiver(), StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c")
     await receiver.start()
     await sim.start()
-    port = free_port()
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url))
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}"}
+    doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}  # the port it binds is announced
     # The first gateway SIGKILLs itself once the charge went out, before it recorded the answer.
     env = otel_env(receiver.endpoint)
     doomed = ChildGateway(doc, tmp_path, {**env, "EFFECTGATE_CRASH_AT": "after_provider_commit"}, name="doomed")
@@ -187,6 +185,7 @@ async def test_a_crashed_workers_action_is_taken_over_counted_and_linked(tmp_pat
         assert doomed.proc.wait(30) != 0
         successor = ChildGateway(doc, tmp_path, env, name="successor")
         await successor.ready()
+        port = await successor.metrics_port()
         samples = await scrape_until(
             port,
             lambda s: by(s, "effectgate_verifications_total", "outcome") == {("confirmed",): 1.0},
@@ -217,12 +216,12 @@ async def test_a_crashed_workers_action_is_taken_over_counted_and_linked(tmp_pat
 async def test_a_duplicate_that_waits_for_the_holder_is_counted_as_waited(tmp_path: Path) -> None:
     sim = StripeSimulator(api_key="sk_test_effectgate_canary_3f9a1c", latency=1.5)
     await sim.start()
-    port = free_port()
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **stripe_tools(sim.base_url, attempt_timeout="2.5s"))
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}"}
+    doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}  # the port it binds is announced
     gateway = ChildGateway(doc, tmp_path, {})
     try:
         target = await gateway.ready()
+        port = await gateway.metrics_port()
         # Two at once: whichever claims the action first holds it for the provider's 1.5 s; the
         # other finds it in flight and waits for that holder (single flight).
         answers = await asyncio.gather(

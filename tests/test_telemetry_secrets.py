@@ -16,7 +16,6 @@ from effectgate.gateway.config.telemetry import TelemetryConfig
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
-from effectgate_lab.labkit.children import free_port
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.adapter_targets import scenario
@@ -48,15 +47,15 @@ async def test_no_payload_or_secret_leaves_through_telemetry(tmp_path: Path) -> 
     receiver, sim = OtlpReceiver(), StripeSimulator(api_key=API_KEY, search_lag=0.3)
     await receiver.start()
     await sim.start()
-    port = free_port()
     # A second adapter holding a key the provider refuses: its 401 echoes the (masked) key.
     tools = stripe_tools_with_a_refused_key(sim.base_url, max_attempts=2)
     doc = config_doc(f"sqlite:///{tmp_path}/eg.db", **tools)
-    doc["telemetry"] = {"prometheus_listen": f"127.0.0.1:{port}"}
+    doc["telemetry"] = {"prometheus_listen": "127.0.0.1:0"}  # the port it binds is announced
     env = {**otel_env(receiver.endpoint), **CAPTURE_ALL, API_KEY_ENV: API_KEY, WRONG_KEY_ENV: WRONG_KEY}
     gateway = ChildGateway(doc, tmp_path, env, log_level="DEBUG")
     try:
         target = await gateway.ready()
+        port = await gateway.metrics_port()
         ok = await execute(target, request(step="ok", payload=marked()), client_traceparent()[0])
         assert ok.action.state == pb.EFFECT_STATE_CONFIRMED
         sim.injector.script(["drop_after_commit"])

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from effectgate_lab.labkit.children import free_port
@@ -101,17 +100,28 @@ class PgServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_server(bindir: Path, attempts: int = 3, *, fsync: bool = False, template: Path | None = None) -> PgServer:
-    """Starts a fresh cluster (a copy of `template` when given, see PgServer); retries on the rare
-    port taken between probe and bind."""
-    for attempt in range(attempts):
-        server = PgServer(bindir, fsync=fsync, template=template)
-        try:
-            server.start()
-            return server
-        except RuntimeError:
-            server.destroy()
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2)
+def start_server(bindir: Path, attempts: int = 5, *, fsync: bool = False, template: Path | None = None) -> PgServer:
+    """Starts a fresh cluster (a copy of `template` when given, see PgServer). Its port must be
+    known before it starts (`-p`): when another process took it between the pick and the
+    server's bind, the same cluster starts again on another port, at most `attempts` times."""
+    server = PgServer(bindir, fsync=fsync, template=template)
+    try:
+        for attempt in range(attempts):
+            server.log.unlink(missing_ok=True)  # what the server says below is about this attempt
+            try:
+                server.start()
+                return server
+            except RuntimeError as exc:
+                if attempt == attempts - 1 or not port_taken(str(exc)):
+                    raise
+                server.port = free_port()
+    except BaseException:
+        server.destroy()
+        raise
     raise AssertionError("unreachable")
+
+
+def port_taken(text: str) -> bool:
+    """Whether the server's error says its port was taken ("could not bind IPv4 address
+    "127.0.0.1": Address already in use", then "could not create any TCP/IP sockets")."""
+    return "address already in use" in text.lower() or "could not bind" in text.lower()

@@ -19,7 +19,15 @@ from effectgate.gateway.runtime.listener import credentials
 from effectgate.gateway.runtime.metrics_port import ProbeServer
 from effectgate.gateway.runtime.process import run as run_loop
 from effectgate.gateway.runtime.process import settle_heap
-from effectgate.gateway.runtime.startup import PROBES, READY, ServeOptions, StartupFailed, announce, store_failure
+from effectgate.gateway.runtime.startup import (
+    METRICS,
+    PROBES,
+    READY,
+    ServeOptions,
+    StartupFailed,
+    announce,
+    store_failure,
+)
 from effectgate.gateway.runtime.waiting import WaitingRoom, open_store
 from effectgate.gateway.runtime.workers import serve_workers, watch_parent
 from effectgate.gateway.store import StoreError
@@ -93,6 +101,8 @@ async def serve(options: ServeOptions) -> int:
             announce(
                 f"effectgate webhooks on port {gateway.webhook_port}", options.log_format, port=gateway.webhook_port
             )
+        if probes is not None and not options.worker_port:  # a worker's is its parent's to tell
+            announce(f"{METRICS} {probes.port}", options.log_format, metrics_port=probes.port)
         await stop.wait()
         log.info("shutting down gracefully")
         await gateway.stop()

@@ -12,6 +12,7 @@ from effectgate.gateway.observability import json_line, mask_url
 
 READY = "effectgate serving on port"
 PROBES = "effectgate probes on port"
+METRICS = "effectgate metrics on port"  # after the ready line: where /metrics, /livez, /readyz answer
 
 
 class StartupFailed(Exception):

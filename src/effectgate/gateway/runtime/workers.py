@@ -31,7 +31,7 @@ from effectgate.gateway.config import Config, ConfigError
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.runtime.commands.check import validate
 from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
-from effectgate.gateway.runtime.startup import PROBES, READY, ServeOptions, announce
+from effectgate.gateway.runtime.startup import METRICS, PROBES, READY, ServeOptions, announce
 from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.workers")
@@ -212,6 +212,8 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
             await _stop(workers, config.shutdown_grace)
             return 2
         announce(f"{READY} {claim.port} ({count} workers)", options.log_format, port=claim.port, workers=count)
+        if probes is not None:
+            announce(f"{METRICS} {probes.port}", options.log_format, metrics_port=probes.port)
         echoes = [asyncio.create_task(_echo(w)) for w in workers]
         exits = [asyncio.create_task(w.wait()) for w in workers]
         died = asyncio.create_task(asyncio.wait(exits, return_when=asyncio.FIRST_COMPLETED))
