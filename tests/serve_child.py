@@ -69,27 +69,24 @@ class ServeChild:
             await asyncio.sleep(0.05)
 
     async def ready(self, timeout: float = 60.0) -> int:
-        def port() -> int:
-            for line in self.stdout:
-                found = re.search(r"serving on port (\d+)", line)
-                if found:
-                    return int(found.group(1))
-            return 0
-
-        return int(await self.until(port, "the ready line", timeout))
+        return await self._announced(r"serving on port (\d+)", "the ready line", timeout)
 
     async def metrics_port(self, timeout: float = 60.0) -> int:
         """The metrics port it bound (`prometheus_listen = "127.0.0.1:0"`), from the line after
         its ready line."""
+        return await self._announced(r"metrics on port (\d+)", "the metrics line", timeout)
+
+    async def _announced(self, pattern: str, what: str, timeout: float) -> int:
+        """The port a line of its stdout announces (waits for the line)."""
 
         def port() -> int:
             for line in self.stdout:
-                found = re.search(r"metrics on port (\d+)", line)
+                found = re.search(pattern, line)
                 if found:
                     return int(found.group(1))
             return 0
 
-        return int(await self.until(port, "the metrics line", timeout))
+        return int(await self.until(port, what, timeout))
 
     def transcript(self) -> str:
         return "stdout:\n" + "\n".join(self.stdout) + "\nstderr:\n" + "\n".join(self.stderr)

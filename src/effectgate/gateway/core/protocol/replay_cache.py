@@ -58,21 +58,10 @@ class TtlCache(Generic[K, V]):
         return entry[1]
 
     def follow(self, key: K, then: TtlCache[V, W]) -> W | None:
-        """`then.get(self.get(key))` in one frame (the replay's hottest path): what `then` keeps
-        under the value kept here for `key`, each entry's expiry checked as `get` checks it."""
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if self._clock() >= entry[0]:
-            del self._entries[key]
-            return None
-        found = then._entries.get(entry[1])
-        if found is None:
-            return None
-        if then._clock() >= found[0]:
-            del then._entries[entry[1]]
-            return None
-        return found[1]
+        """`then.get(self.get(key))`: what `then` keeps under the value kept here for `key` (the
+        replay's lookup: the request's action id, then that action's kept answer)."""
+        value = self.get(key)
+        return None if value is None else then.get(value)
 
     def put(self, key: K, value: V) -> None:
         """Stores `value` for `ttl` seconds from now (a new entry goes to the back)."""
@@ -142,8 +131,7 @@ class ReplayCache:
         return None if entry is None else entry.record
 
     def known(self, key: RequestKey) -> Settled | None:
-        """The kept action this exact request was answered with before (the hottest path: both
-        caches' lookups in one frame, `TtlCache.follow`)."""
+        """The kept action this exact request was answered with before (the replay's lookup)."""
         return self._known.follow(key, self._settled)
 
     def learn(self, key: RequestKey, action_id: str) -> None:
