@@ -4,16 +4,19 @@ give the same digest twice in one process and under another PYTHONHASHSEED in an
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import subprocess
 import sys
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.sim import mutants, run, shrink
+from effectgate.testing.sim.loop import VirtualLoop
+from tests.sim import caller, mutants, run, shrink
 from tests.sim.world import LATER, WHOLE, Knobs, Outcome, World, sized
 
 # The worlds the first regressions found their defects in: the full size, without what was
@@ -86,6 +89,36 @@ def test_a_seed_that_fails_only_after_others_is_said_to_and_replayed_with_them(
     printed = capsys.readouterr().out
     assert printed.startswith("shrunk: seed 3 does not fail alone, only after the seeds before it")
     assert printed.rstrip().endswith("replay: make sim SEEDS=3 SEED=1")
+
+
+def _unawaited_after_the_end(close: bool) -> list[str]:
+    """The "never awaited" warnings of a task created as its loop's run ends (never started)."""
+    loop = VirtualLoop()
+    loop.set_exception_handler(lambda *_: None)  # "Task was destroyed but it is pending": expected
+    started: list[bool] = []
+
+    async def drive() -> None:
+        started.append(True)
+
+    async def last_moment() -> None:
+        loop.stop()  # the run ends with this step: the task below never starts
+        loop.create_task(drive())
+
+    loop.create_task(last_moment())
+    loop.run_forever()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if close:
+            caller.close_unstarted(loop)
+        loop.close()
+        gc.collect()
+    assert started == []
+    return [str(w.message) for w in caught if "never awaited" in str(w.message)]
+
+
+def test_a_task_created_as_the_world_ends_leaves_no_coroutine_unawaited() -> None:
+    assert _unawaited_after_the_end(close=False)  # the collector's warning, as seen in the long run
+    assert _unawaited_after_the_end(close=True) == []
 
 
 def test_seed_122_proves_no_absence_with_a_clock_anchored_on_a_stalled_probe() -> None:

@@ -20,7 +20,7 @@ from effectgate.testing.sim.provider import Effect, Hookable, SimProvider
 from effectgate.testing.sim.store import SimDatabase, SimStore, StoreFaults
 from tests.sim import checks, config, upstream
 from tests.sim.acts import CURRENT, Acts
-from tests.sim.caller import Caller, retrieve_pending
+from tests.sim.caller import Caller, close_unstarted, retrieve_pending
 from tests.sim.checks_more import MoreChecks
 from tests.sim.notices import Notices
 from tests.sim.reloads import Reloads
@@ -379,6 +379,7 @@ class World:
         finally:
             self.ended = True
             retrieve_pending(self.loop)
+            close_unstarted(self.loop)
             self.acts.uninstall()
             self.notices.uninstall()
             asyncio.set_event_loop(None)
