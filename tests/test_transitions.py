@@ -340,6 +340,12 @@ MOVES: dict[str, tuple[ActionRecord, dict[str, Any], m.Move]] = {
     "attempt-past-the-deadline-parks": (base(D), {"deadline": NOW - 0.5}, m.Move("park")),
     "unknown-after-check-stops": (base(U), {"observed": UNSURE}, m.Move("stop")),
     "not-found-at-dedup-provider-resends": (base(D), {"observed": MISSING}, m.Move("send", pause=t.RETRY_PAUSE)),
+    # Approved under a policy the tool no longer has: no same-key retry before absence is proven.
+    "not-found-approved-under-an-old-policy-waits": (
+        base(D, dispatched_at=NOW - 1),
+        {"observed": MISSING, "same_key_retry": False},
+        m.Move("wait", pause=2.0),
+    ),
     "not-found-elsewhere-waits": (
         base(D, dispatched_at=NOW - 1),
         {"observed": MISSING, "policy": NO_DEDUP},

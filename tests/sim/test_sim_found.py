@@ -43,6 +43,17 @@ def test_a_call_that_failed_as_its_world_ended_leaves_no_error_unretrieved() -> 
     assert outcome.violations == []
 
 
+def test_an_attempt_in_doubt_approved_under_an_old_policy_is_not_retried_with_its_key() -> None:
+    """Seed 77042 (found by the long run): an `approve` action approved under config version 1
+    was dispatched, went UNKNOWN before its request left, and the replica restarted with version
+    2 (the tool's policy changed) read it back inside the window and sent it again with the same
+    key: the effect's first arrival, under the new policy, on the old approval. A same-key retry
+    now waits for the proof: absent, the action is asked again (core/protocol/driver.py)."""
+    outcome = World(77042).run()
+    assert outcome.violations == []
+    assert outcome.counts["reload"] == 1
+
+
 class _LostCommitStore(SimStore):
     """A replica's store on which a webhook's write that settles an action commits and then loses
     its answer (the connection dropped after COMMIT), as the store's commit-unknown fault does."""

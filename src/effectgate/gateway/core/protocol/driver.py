@@ -143,6 +143,7 @@ class Driver:
                 refusal=refusal,
                 refusals=refusals,
                 policy=policy,
+                same_key_retry=not approval_outdated(record, tool),
             )
             if move.kind == "stop":
                 record = await self.release(record)
@@ -352,9 +353,16 @@ def approved_under_another_policy(record: ActionRecord, tool: BoundTool) -> bool
     """Approved, not yet sent (PLANNED, or proven NOT_FOUND), and the tool's policy changed since
     (a restart with another config): the approval was for the old policy, so the action waits for
     a new one (docs/states.md)."""
+    return record.state in UNSENT and approval_outdated(record, tool)
+
+
+def approval_outdated(record: ActionRecord, tool: BoundTool) -> bool:
+    """The action was approved under a policy of the tool that is no longer its policy. Nothing
+    is sent on that approval any more: not a first send, and not a same-key retry of an attempt
+    in doubt either, which would be the effect's first arrival if the attempt never got there
+    (the simulator's seed 77042): the attempt is read back until it is proven present or absent."""
     return (
-        record.state in UNSENT
-        and bool(record.approvals)
+        bool(record.approvals)
         and bool(record.policy_version)
         and record.policy_version != tool.policy_version
         and tool.config.approval is Approval.REQUIRED

@@ -44,9 +44,12 @@ def next_move(
     refusal: RefusedBeforeActing | None,
     refusals: int,
     policy: Policy,
+    same_key_retry: bool = True,
 ) -> Move:
     """`observed`: the read-back just applied (None if the last step was not one); `refusal`:
-    the refusal the last send got; `refusals`: how many in a row."""
+    the refusal the last send got; `refusals`: how many in a row; `same_key_retry`: False when
+    an attempt in doubt may not be sent again with its key before it is proven absent (its
+    approval was given under another policy: the retry could be the effect's first arrival)."""
     left = min(deadline, record.lease_expires_at) - now
     if record.state in UNSENT:
         pause = refusal_pause(refusal, refusals) if refusal is not None else 0.0
@@ -71,6 +74,7 @@ def next_move(
             return Move("stop")
         if (
             observed.outcome is Outcome.NOT_FOUND
+            and same_key_retry
             and policy.dedups_on_key
             and within_key_retention(record, now, policy)
             and sends_left > 0
