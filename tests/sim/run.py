@@ -62,9 +62,10 @@ def report_shrunk(outcome: Outcome, knobs: Knobs, first: int) -> None:
         smaller, shrunk = shrink.shrink(outcome.seed, knobs)
     except shrink.NotFailingAlone:
         seeds = outcome.seed - first + 1
-        replay = shrink.command(first, knobs).replace("--seeds 1 ", f"--seeds {seeds} ", 1)
         if knobs == Knobs():
             replay = f"make sim SEEDS={seeds} SEED={first}"
+        else:
+            replay = shrink.command(first, knobs).replace("--seeds 1 ", f"--seeds {seeds} ", 1)
         print(
             f"shrunk: seed {outcome.seed} does not fail alone, only after the seeds before it in this"
             f" process: something outlived its world (a defect of its own); replay: {replay}"
