@@ -88,6 +88,18 @@ def pg_private_server(pg_bindir: Path, pg_template: Path) -> Iterator[pg.PgServe
         server.destroy()
 
 
+@pytest.fixture
+def pg_restartable_server(pg_bindir: Path, pg_template: Path) -> Iterator[pg.PgServer]:
+    """A server of the test's own listening on a Unix socket in its private directory only, for
+    tests that stop it and start it again: the clients keep their DSN, and no other process can
+    take that address in between (a freed TCP port can be taken by anyone, e.g. a second suite)."""
+    server = pg.start_server(pg_bindir, template=pg_template, tcp=False)
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """A store backend harness on a fresh database: SQLite file or PostgreSQL database."""

@@ -140,7 +140,7 @@ class McpTarget:
 
     async def stop(self) -> None:
         if self.http is not None:
-            await self.http.stop()
+            await self.http.close()
 
 
 async def start_target(name: str, workdir: Path) -> McpTarget:

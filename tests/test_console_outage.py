@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from effectgate.client import EffectGateClient, State
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
 from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, TOKENS, ConsoleProcess, principals, stack
-from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
+from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools, wait_for_line
 from tests.ports import closed_port
 from tests.test_console import WAIT, card, execute
 from tests.test_console_http import csrf
@@ -103,6 +104,11 @@ async def test_failed_sign_ins_are_limited_and_logged_with_the_browsers_address(
             proxied.stop()
 
 
+async def serving(gateway: GatewayProcess, address: str) -> None:
+    """Until the gateway's ready line names `address` (a Unix socket's: no port to read)."""
+    await wait_for_line(gateway.proc, f"serving on {re.escape(address)}$", gateway.output, 60, "gateway")
+
+
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
     async with async_playwright() as p:
@@ -117,22 +123,24 @@ async def test_a_gateway_stopped_under_an_open_inbox_is_an_outage_and_comes_back
 ) -> None:
     sim = StripeSimulator(api_key=API_KEY)
     await sim.start()
+    # The console keeps the gateway's address across the restart: a Unix socket in the test's own
+    # directory, which no other process can take meanwhile (a freed port can be, e.g. by a
+    # second suite on the machine).
+    address = f"unix:{tmp_path}/gateway.sock"
     doc = config_doc(
         f"sqlite:///{tmp_path}/eg.db",
         principals=principals(),
-        listen="127.0.0.1:0",
+        listen=address,
         **stripe_tools(sim.base_url, approval="required"),
     )
-    gateway = GatewayProcess(write_config(doc, tmp_path / "effectgate.toml"))
+    config = write_config(doc, tmp_path / "effectgate.toml")
+    gateway = GatewayProcess(config)
     console: ConsoleProcess | None = None
     agent: EffectGateClient | None = None
     try:
-        port = await gateway.ready()
-        # The restart below comes back on the port the first start bound (the console's target).
-        again = {**doc, "server": {**doc["server"], "listen": f"127.0.0.1:{port}"}}
-        config = write_config(again, tmp_path / "again.toml")
-        agent = EffectGateClient(f"127.0.0.1:{port}", token=TOKENS["bot"])
-        console = ConsoleProcess(gateway.target)
+        await serving(gateway, address)
+        agent = EffectGateClient(address, token=TOKENS["bot"])
+        console = ConsoleProcess(address)
         url = await console.ready()
         waiting = await execute(agent, "run-outage", card("cus_outage", 1200))
         watcher = await (await browser.new_context(base_url=url)).new_page()
@@ -151,18 +159,18 @@ async def test_a_gateway_stopped_under_an_open_inbox_is_an_outage_and_comes_back
         gateway.kill()
         await expect(watcher.locator("#live")).to_have_text("offline — reconnecting", timeout=WAIT)
         await approver.get_by_role("button", name="Yes, approve").click()
-        await expect(approver.get_by_text(f"Cannot reach the gateway at 127.0.0.1:{port}.")).to_be_visible(timeout=WAIT)
+        await expect(approver.get_by_text(f"Cannot reach the gateway at {address}.")).to_be_visible(timeout=WAIT)
         for path in ("/inbox", "/actions", f"/actions/{waiting.action_id}", "/audit"):
             answer = await watcher.request.get(f"{url}{path}", max_redirects=0)
             assert answer.status == 503, path
-            assert f"Cannot reach the gateway at 127.0.0.1:{port}." in await answer.text(), path
+            assert f"Cannot reach the gateway at {address}." in await answer.text(), path
 
-        gateway = GatewayProcess(config)  # the same port, the same store
-        await gateway.ready()
+        gateway = GatewayProcess(config)  # the same address (its killed predecessor's socket file), the same store
+        await serving(gateway, address)
         # The agent's channel may still be backing off from the refused connections of the
         # outage (gRPC's reconnect backoff, long on a loaded machine): the agent comes back anew.
         await agent.close()
-        agent = EffectGateClient(f"127.0.0.1:{port}", token=TOKENS["bot"])
+        agent = EffectGateClient(address, token=TOKENS["bot"])
         await expect(watcher.locator("#live")).to_have_text("live", timeout=WAIT)  # by itself, no reload
         await execute(agent, "run-after", card("cus_after", 300))
         await expect(watcher.get_by_role("listitem").filter(has_text="order:run-after")).to_be_visible(timeout=WAIT)

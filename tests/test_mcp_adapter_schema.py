@@ -31,7 +31,7 @@ async def sim() -> AsyncIterator[McpHttpSimulator]:
     try:
         yield running
     finally:
-        await running.stop()
+        await running.close()
 
 
 def mail(sim: McpHttpSimulator, **changes: object) -> McpAdapter:

@@ -77,16 +77,18 @@ async def test_not_serving_when_the_reconciler_died(live: LiveGateway) -> None:
     await wait_for_status(live, NOT_SERVING)
 
 
-async def test_postgres_down_is_not_serving_and_recovers(sim: StripeSimulator, pg_private_server: pg.PgServer) -> None:
-    name, dsn = await pg.create_database(pg_private_server.dsn)
+async def test_postgres_down_is_not_serving_and_recovers(
+    sim: StripeSimulator, pg_restartable_server: pg.PgServer
+) -> None:
+    name, dsn = await pg.create_database(pg_restartable_server.dsn)
     doc = config_doc(f"{dsn}?connect_timeout=1", gateway={"health_interval": "0.2s"}, **stripe_tools(sim.base_url))
     live = await start_gateway(doc)
     try:
         await wait_for_status(live, SERVING)
-        await asyncio.to_thread(pg_private_server.stop, "immediate")
+        await asyncio.to_thread(pg_restartable_server.stop, "immediate")
         await wait_for_status(live, NOT_SERVING)
-        await asyncio.to_thread(pg_private_server.start)
+        await asyncio.to_thread(pg_restartable_server.start)
         await wait_for_status(live, SERVING)
     finally:
         await live.close()
-        await pg.drop_database(pg_private_server.dsn, name)
+        await pg.drop_database(pg_restartable_server.dsn, name)

@@ -320,7 +320,7 @@ async def test_paused_replica_is_fenced_out(
 
 
 async def test_postgres_restart_fails_closed_and_settles(
-    tmp_path: Path, pg_private_server: pg.PgServer, sim: CountingStripe
+    tmp_path: Path, pg_restartable_server: pg.PgServer, sim: CountingStripe
 ) -> None:
     """Accepted answers during the run: OK, or UNAVAILABLE carrying the gateway's own
     STORE_UNAVAILABLE ErrorInfo (it failed closed), STORE_UNAVAILABLE_AFTER_SEND for a call whose
@@ -328,7 +328,7 @@ async def test_postgres_restart_fails_closed_and_settles(
     hang guard (20 s, twice the tool's deadline): a DEADLINE_EXCEEDED would be a gateway stuck on
     a dead database and fails the test, as does any other code (INTERNAL, ABORTED, ...)."""
     sim.latency = 0.3  # most of each call is spent at the provider, so some are there at the kill
-    name, dsn = await pg.create_database(pg_private_server.dsn)
+    name, dsn = await pg.create_database(pg_restartable_server.dsn)
     gateway = GatewayProcess(replica_config(tmp_path, dsn, sim))
     # run -> [(phase when the call began, code, receipt external id)]
     outcomes: dict[str, list[tuple[str, grpc.StatusCode, str]]] = {}
@@ -364,13 +364,13 @@ async def test_postgres_restart_fails_closed_and_settles(
             # creates arriving from now on wait at the provider until the database is down.
             hold = sim.hold = asyncio.Event()
             await asyncio.wait_for(sim.held.wait(), 20)
-            await asyncio.to_thread(pg_private_server.stop, "immediate")
+            await asyncio.to_thread(pg_restartable_server.stop, "immediate")
             phase = "outage"
             sim.hold = None
             hold.set()
             await asyncio.sleep(1.5)
             phase = "starting"
-            await asyncio.to_thread(pg_private_server.start)
+            await asyncio.to_thread(pg_restartable_server.start)
             phase = "after"
             await asyncio.sleep(2.0)
             stop.set()
@@ -410,7 +410,7 @@ async def test_postgres_restart_fails_closed_and_settles(
             final = dict(zip(outcomes, await asyncio.gather(*(settle(r) for r in outcomes)), strict=True))
     finally:
         with contextlib.suppress(Exception):
-            await pg.drop_database(pg_private_server.dsn, name)
+            await pg.drop_database(pg_restartable_server.dsn, name)
 
     effects = effects_by_action(sim)
     assert all(count == 1 for count in effects.values()), effects  # never a duplicate

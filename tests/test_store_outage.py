@@ -48,10 +48,10 @@ async def health(port: int) -> int:
 
 @pytest.mark.postgres
 async def test_a_replica_started_while_postgres_is_down_serves_once_it_is_up(
-    tmp_path: Path, sim: StripeSimulator, pg_private_server: pg.PgServer
+    tmp_path: Path, sim: StripeSimulator, pg_restartable_server: pg.PgServer
 ) -> None:
-    name, dsn = await pg.create_database(pg_private_server.dsn)
-    await asyncio.to_thread(pg_private_server.stop, "immediate")
+    name, dsn = await pg.create_database(pg_restartable_server.dsn)
+    await asyncio.to_thread(pg_restartable_server.stop, "immediate")
 
     async def waiting_on(ports: Sequence[int]) -> ServeChild:
         port, metrics = ports
@@ -83,7 +83,7 @@ async def test_a_replica_started_while_postgres_is_down_serves_once_it_is_up(
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and reason_of(refused.value) == "STORE_UNAVAILABLE"
         assert sim.ledger == []
 
-        await asyncio.to_thread(pg_private_server.start)
+        await asyncio.to_thread(pg_restartable_server.start)
         assert await child.ready() == port  # the same process, the same port
         await http_until(metrics, "/readyz", lambda r: r.status_code == 200, "ready")
         assert await health(port) == health_pb2.HealthCheckResponse.SERVING
@@ -92,7 +92,7 @@ async def test_a_replica_started_while_postgres_is_down_serves_once_it_is_up(
         assert answer.action.action_id and len(sim.ledger) == 1
     finally:
         assert await child.stop() == 0, child.transcript()
-        await pg.drop_database(pg_private_server.dsn, name)
+        await pg.drop_database(pg_restartable_server.dsn, name)
 
 
 async def test_fail_fast_keeps_the_one_line_exit(tmp_path: Path, sim: StripeSimulator) -> None:

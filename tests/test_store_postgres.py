@@ -84,18 +84,18 @@ async def test_stalled_statement_fails_closed(pg_dsn: str) -> None:
         await store.close()
 
 
-async def test_server_loss_fails_closed_and_recovers(pg_private_server: pg.PgServer) -> None:
-    name, dsn = await pg.create_database(pg_private_server.dsn)
+async def test_server_loss_fails_closed_and_recovers(pg_restartable_server: pg.PgServer) -> None:
+    name, dsn = await pg.create_database(pg_restartable_server.dsn)
     store = PostgresStore(dsn, connect_timeout=1.0)
     await store.open()
     try:
         await store.insert_if_absent(record("before"))
-        pg_private_server.stop("immediate")
+        pg_restartable_server.stop("immediate")
         with pytest.raises(StoreUnavailable):
             await store.insert_if_absent(record("during"))
         with pytest.raises(StoreUnavailable):
             await store.get("before")
-        pg_private_server.start()
+        pg_restartable_server.start()
         # The pool replaces its dead connections; no restart of the store is needed.
         async with asyncio.timeout(10):
             while True:
@@ -108,7 +108,7 @@ async def test_server_loss_fails_closed_and_recovers(pg_private_server: pg.PgSer
         assert await store.get("during") is None
     finally:
         await store.close()
-        await pg.drop_database(pg_private_server.dsn, name)
+        await pg.drop_database(pg_restartable_server.dsn, name)
 
 
 async def test_url_options_are_the_gateways_not_the_servers(pg_dsn: str) -> None:

@@ -23,7 +23,11 @@ from effectgate.console.settings import ConsoleSettings
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="effectgate console", description="the operator console in the browser")
-    p.add_argument("--target", default=os.environ.get("EFFECTGATE_TARGET", "127.0.0.1:50051"), help="gateway host:port")
+    p.add_argument(
+        "--target",
+        default=os.environ.get("EFFECTGATE_TARGET", "127.0.0.1:50051"),
+        help="gateway host:port or unix:PATH",
+    )
     p.add_argument("--tls-ca", default=None, help="PEM roots of the gateway's certificate (else EFFECTGATE_TLS_CA)")
     p.add_argument("--tls-cert", default=None, help="mTLS: the console's client certificate (else EFFECTGATE_TLS_CERT)")
     p.add_argument("--tls-key", default=None, help="mTLS: its key (else EFFECTGATE_TLS_KEY)")

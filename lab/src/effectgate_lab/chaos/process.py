@@ -1,4 +1,5 @@
-"""`effectgate serve` in a child process that the harness can kill -9 and restart on one port."""
+"""`effectgate serve` in a child process that the harness can kill -9 and restart on one address
+(its config's `[server] listen`: a Unix socket when it restarts, which no other process can take)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class ChildGateway:
             line = (await asyncio.wait_for(self.proc.stdout.readline(), timeout)).decode()
         except TimeoutError:  # a machine too loaded to start it in time: the caller may try again
             line = f"nothing in {timeout:g}s"
-        if not re.search(r"serving on port \d+", line):
+        if not re.search(r"serving on (port \d+|unix:\S+)", line):
             await self.kill()
             tail = self.log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"effectgate serve did not start: {line!r}\n{tail}")

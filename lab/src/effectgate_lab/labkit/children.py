@@ -63,8 +63,10 @@ class Child:
         announce: str,
         env: Mapping[str, str] | None = None,
         stderr_path: Path | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         self.argv = [sys.executable, "-m", module, *args]
+        self.pass_fds = tuple(pass_fds)  # descriptors the child inherits (a listening socket)
         self.announce = re.compile(announce)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.stderr_path = stderr_path
@@ -78,7 +80,7 @@ class Child:
     async def start(self, timeout: float = 60.0) -> str:
         stderr = self.stderr_path.open("ab") if self.stderr_path else asyncio.subprocess.DEVNULL
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=self.env
+            *self.argv, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=self.env, pass_fds=self.pass_fds
         )
         assert self.proc.stdout is not None
         line = (await asyncio.wait_for(self.proc.stdout.readline(), timeout)).decode()

@@ -167,9 +167,9 @@ def _row(name: str, sim: McpHttpSimulator, n: int, times: list[float | None]) ->
 async def main_async(n: int) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         sim_d, direct_times = await direct(n)
-        await sim_d.stop()
+        await sim_d.close()
         sim_t, through_times = await through(n, Path(tmp))
-        await sim_t.stop()
+        await sim_t.close()
     header = (
         "| tracker (no key) | actions | effects | duplicates | no effect | settled | p50 to settle "
         "| p95 | max |\n|---|---|---|---|---|---|---|---|---|"

@@ -13,6 +13,10 @@ presented (as careless servers do, so a client that prints bodies leaks it). `dr
 applies, then the answer's bytes are cut off mid-response (the client sees the connection close);
 `restart` takes the server down with the call in flight and brings a fresh one up on the port.
 
+The port stays the simulator's from its first start to `close()`, also while it is stopped (a
+client keeps its URL across a restart, and another process on the machine could take a freed
+port meanwhile): stopped, it refuses connections but stays bound (labkit/held_port.py).
+
 Sessions live as a real server's do: a restart forgets every one (a fresh session manager), a
 session older than `session_ttl` seconds expires (checked when a request names it), and
 `forget_sessions` drops them all at once while the server stays up (an expiry sweep, a load
@@ -28,8 +32,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import time
+import weakref
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -39,6 +43,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from effectgate_lab.labkit.held_port import HeldPort
 from effectgate_lab.mcp_upstream.ledger import FaultScript, Ledger
 from effectgate_lab.mcp_upstream.servers import Hooks, Upstream, build_server
 
@@ -108,6 +113,8 @@ class McpHttpSimulator:
         # While set, a request that would open a session (an initialize) is answered 503.
         self.refuse_sessions = False
         self._server: uvicorn.Server | None = None
+        self._held: HeldPort | None = None  # the port, from the first start to close()
+        self._release: weakref.finalize[[], McpHttpSimulator] | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
 
@@ -119,12 +126,12 @@ class McpHttpSimulator:
         return self.ledger.effects()
 
     async def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((LOOPBACK, self.port))
-        sock.listen(128)
+        if self._held is None:
+            self._held = HeldPort()
+            self.port = self._held.port
+            self._release = weakref.finalize(self, self._held.close)
+        sock = self._held.listen().dup()  # uvicorn closes the socket it serves on; the held one stays
         sock.setblocking(False)
-        self.port = sock.getsockname()[1]
         # A fresh server and session manager per start: a restarted server knows no session.
         self._mcp = build_server(self.upstream)
         app = self._mcp.streamable_http_app(streamable_http_path=PATH, host=LOOPBACK)
@@ -143,12 +150,18 @@ class McpHttpSimulator:
             self._server.should_exit = True
             await self._task
         self._server = self._task = None
+        if self._held is not None:
+            self._held.pause()  # refused from now on, and the port still ours
 
     async def close(self) -> None:
-        """Stops for good: a restart a fault began is let finish first, then the server stops."""
+        """Stops for good: a restart a fault began is let finish first, then the server stops
+        and its port is let go."""
         while self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
         await self.stop()
+        if self._release is not None:
+            self._release()
+        self._held = self._release = None
 
     async def restart(self) -> None:
         """Down and up again on the same port: every session is forgotten, the ledger is kept."""

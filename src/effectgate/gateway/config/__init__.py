@@ -18,6 +18,7 @@ from effectgate.gateway.config.schema import (
     Principal,
     ToolConfig,
     parse_duration,
+    unix_path,
 )
 from effectgate.gateway.config.tables import TlsConfig
 from effectgate.gateway.config.telemetry import TelemetryConfig
@@ -47,4 +48,5 @@ __all__ = [
     "load_config",
     "parse_config",
     "parse_duration",
+    "unix_path",
 ]

@@ -41,10 +41,15 @@ __all__ = [
     "ToolLimits",
     "is_loopback",
     "parse_duration",
+    "unix_path",
 ]
 
 # Store backends are plug-ins, found by URL scheme in this entry-point group (store/registry.py).
 STORE_GROUP = "effectgate.stores"
+# `[server] listen = "unix:PATH"`: gRPC's spelling of a Unix socket's address (sockaddr_un's
+# sun_path holds 108 bytes with its NUL).
+UNIX = "unix:"
+UNIX_PATH_MAX = 107
 ROLES = ("agent", "operator", "observer")
 
 
@@ -148,9 +153,14 @@ class ServerSection(_Table):
     @field_validator("listen")
     @classmethod
     def _address(cls, value: str) -> str:
+        if value.startswith(UNIX):
+            return _unix_address(value)
         host, sep, port = value.rpartition(":")
         if not sep or not host or not port.isdigit() or int(port) > 65535:
-            raise ValueError(f"{value!r} is not HOST:PORT (e.g. '127.0.0.1:50051', '0.0.0.0:50051', '[::1]:0')")
+            raise ValueError(
+                f"{value!r} is not HOST:PORT (e.g. '127.0.0.1:50051', '0.0.0.0:50051', '[::1]:0') "
+                "nor unix:PATH (e.g. 'unix:/run/effectgate/grpc.sock')"
+            )
         return value
 
 
@@ -286,7 +296,9 @@ class Config(_Table):
         return not self.principals
 
     def with_port(self, port: int) -> Config:
-        """The same config listening on `port` of the same host."""
+        """The same config listening on `port` of the same host (a Unix socket: unchanged)."""
+        if unix_path(self.listen):
+            return self
         listen = f"{self.listen.rpartition(':')[0]}:{port}"
         changed = self.model_copy(update={"server": self.server.model_copy(update={"listen": listen})})
         changed._source = self._source
@@ -298,7 +310,25 @@ class Config(_Table):
         return bool(self.principals) and self.tls is None and not is_loopback(self.listen)
 
 
+def unix_path(listen: str) -> str:
+    """The socket's path of a `unix:PATH` address; "" for HOST:PORT."""
+    return listen[len(UNIX) :] if listen.startswith(UNIX) else ""
+
+
+def _unix_address(value: str) -> str:
+    path = unix_path(value)
+    if not path.startswith("/"):
+        raise ValueError(f"{value!r}: a Unix socket's path must be absolute (e.g. 'unix:/run/effectgate/grpc.sock')")
+    if len(path.encode()) > UNIX_PATH_MAX:
+        raise ValueError(f"{value!r}: a Unix socket's path is at most {UNIX_PATH_MAX} bytes (the kernel's limit)")
+    return value
+
+
 def is_loopback(listen: str) -> bool:
+    """Reachable from this host only: a loopback address, or a Unix socket (a file on this host,
+    reachable by the processes its permissions let in, e.g. a sidecar sharing the volume)."""
+    if listen.startswith(UNIX):
+        return True
     host = listen.rsplit(":", 1)[0].strip("[]")
     if host == "localhost":
         return True

@@ -3,18 +3,27 @@ and the bind of its address, which names the reason when it cannot be had.
 
 The listener is exclusive: no SO_REUSEPORT (but for the workers of one `serve --workers N`), so a
 second gateway on the same port fails to start instead of silently sharing the agents'
-connections with another store.
+connections with another store. A Unix socket (`listen = "unix:PATH"`) is exclusive too: gRPC
+would unlink a socket file already at the path and bind anew, taking the address from a gateway
+that serves there, so a lock beside it (PATH.lock, held while the gateway serves, as PostgreSQL
+holds its socket's) refuses the second one; a socket file left by a gateway that died is replaced.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
 import ssl
+import stat
 from typing import Any
 
 import grpc
 
-from effectgate.gateway.config import Config, ConfigError
+from effectgate.gateway.config import Config, ConfigError, unix_path
+
+# The Unix sockets' locks this process holds: path -> the lock file's descriptor.
+_unix_locks: dict[str, int] = {}
 
 
 class ListenError(OSError):
@@ -111,23 +120,58 @@ def _probe_bind(listen: str) -> None:
                 raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
+def _claim_unix(address: str, path: str) -> None:
+    """Takes the socket's lock (kept by this process until `release`), or a ListenError."""
+    if path in _unix_locks:  # ours already: the waiting room's, handed on to the gateway
+        return
+    try:
+        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {address}: {exc.strerror} ({path}.lock)") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.path.lexists(path) and not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise ListenError(f"cannot listen on {address}: {path} exists and is not a socket")
+    except BlockingIOError:
+        os.close(fd)
+        raise ListenError(f"cannot listen on {address}: the address is in use (another gateway serves there)") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    _unix_locks[path] = fd
+
+
+def release(address: str) -> None:
+    """Lets another process listen on the Unix socket `address` (nothing for HOST:PORT)."""
+    fd = _unix_locks.pop(unix_path(address), None)
+    if fd is not None:
+        os.close(fd)
+
+
 def bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None, shared: bool) -> int:
-    """Adds `address` to `server`; the port, or a ListenError naming why it cannot be had.
+    """Adds `address` to `server`; the port (0 for a Unix socket), or a ListenError naming why it
+    cannot be had.
 
     The one bind of every server that takes the gateway's port (the gateway itself, and the
     waiting room that holds the port while the store is awaited)."""
-    if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
+    path = unix_path(address)
+    if path:
+        _claim_unix(address, path)
+    elif not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
         _probe_bind(address)
     try:
         port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
     except RuntimeError:
         port = 0
+    if port == 0 and path:
+        release(address)
+        raise ListenError(f"cannot listen on {address}: the socket cannot be made there (permissions?)")
     if port == 0:
         raise ListenError(
             f"cannot listen on {address}: the address is in use (another gateway or program) "
             "or not an address of this host"
         )
-    return port
+    return 0 if path else port
 
 
 def listen(server: grpc.aio.Server, config: Config, shared: bool, certificates: Certificates | None) -> int:

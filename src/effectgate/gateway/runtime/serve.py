@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from effectgate.gateway.config import Config, ConfigError, load_config
+from effectgate.gateway.config import Config, ConfigError, load_config, unix_path
 from effectgate.gateway.observability import IDENTITY, identify, provider_sdk_logs, telemetry_sdk
 from effectgate.gateway.runtime.configured import build_adapters, close_adapters, open_configured_store
 from effectgate.gateway.runtime.listener import credentials
@@ -23,6 +23,7 @@ from effectgate.gateway.runtime.startup import (
     METRICS,
     PROBES,
     READY,
+    READY_AT,
     ServeOptions,
     StartupFailed,
     announce,
@@ -96,7 +97,10 @@ async def serve(options: ServeOptions) -> int:
         loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(gateway.reload(options.config_path)))
         # Tests and supervisors read this line to learn the port (listen = "127.0.0.1:0"); a
         # SIGTERM sent as soon as they read it is a graceful stop (the handlers are in place).
-        announce(f"{READY} {gateway.port}", options.log_format, port=gateway.port)
+        if unix_path(config.listen):  # no port: the address itself
+            announce(f"{READY_AT} {config.listen}", options.log_format, address=config.listen)
+        else:
+            announce(f"{READY} {gateway.port}", options.log_format, port=gateway.port)
         if gateway.webhooks is not None:
             announce(
                 f"effectgate webhooks on port {gateway.webhook_port}", options.log_format, port=gateway.webhook_port

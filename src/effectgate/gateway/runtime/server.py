@@ -43,7 +43,7 @@ from effectgate.gateway.runtime.configured import (
     open_configured_store,
     tenants_of,
 )
-from effectgate.gateway.runtime.listener import Certificates, listen
+from effectgate.gateway.runtime.listener import Certificates, listen, release
 from effectgate.gateway.runtime.observing import GatewayObserver
 from effectgate.gateway.runtime.replica import build_replica
 from effectgate.gateway.runtime.shutdown import ShutdownDeadline
@@ -293,6 +293,7 @@ class Gateway:
         if self.waits is not None:  # waiting calls answer now instead of holding the grace period
             self.waits.release()
         await deadline.run("calls", self.server.stop, honours=True)
+        release(self.config.listen)  # a Unix socket's lock: another gateway may serve there now
         await deadline.run("drives", self.protocol.drain, honours=True)
         await deadline.run("background", lambda _: self.background.stop(), closing=True)
         await deadline.run("adapters", lambda _: close_adapters(self.adapters), closing=True)

@@ -11,6 +11,7 @@ from effectgate.gateway.config import Config
 from effectgate.gateway.observability import json_line, mask_url
 
 READY = "effectgate serving on port"
+READY_AT = "effectgate serving on"  # then a Unix socket's address: `effectgate serving on unix:/run/eg.sock`
 PROBES = "effectgate probes on port"
 METRICS = "effectgate metrics on port"  # after the ready line: where /metrics, /livez, /readyz answer
 

@@ -27,7 +27,7 @@ import socket
 import sys
 from typing import Any
 
-from effectgate.gateway.config import Config, ConfigError
+from effectgate.gateway.config import Config, ConfigError, unix_path
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.runtime.commands.check import validate
 from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
@@ -172,6 +172,8 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
     count = options.workers
     if count < 1:
         raise ConfigError("--workers: at least 1")
+    if unix_path(config.listen):  # workers share a TCP port (SO_REUSEPORT); a socket file cannot be
+        raise ConfigError(f"--workers: needs a HOST:PORT [server] listen, not the Unix socket {config.listen}")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # from the start: never leave workers behind

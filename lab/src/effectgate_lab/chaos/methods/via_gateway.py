@@ -61,7 +61,7 @@ AUTO: dict[str, object] = {"sample_every": 1, "min_samples": MIN_SAMPLES, "floor
 
 
 def gateway_doc(
-    runs: list[Run], store_url: str, port: int, *, auto: bool = False, warmup_url: str = "", unique: bool = False
+    runs: list[Run], store_url: str, listen: str, *, auto: bool = False, warmup_url: str = "", unique: bool = False
 ) -> dict[str, Any]:
     adapters, tools = {}, {}
     learn = {"lag_key": f"chaos-{runs[0].scenario.name}"} if auto else {}
@@ -86,7 +86,7 @@ def gateway_doc(
     extra: dict[str, Any] = {"consistency": dict(AUTO)} if auto else {}
     return {
         **extra,
-        "server": {"listen": f"127.0.0.1:{port}", "shutdown_grace": 1.0},
+        "server": {"listen": listen, "shutdown_grace": 1.0},
         "store": {"url": store_url},
         "gateway": {
             "lease_ttl": attempt + 0.5,
@@ -113,13 +113,16 @@ class ViaGateway(Method):
     async def open(self, runs: list[Run], crash: bool) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
         for attempt in range(3):
-            # A simulator binding port 0 can take the free port before the child binds it.
-            port = free_port()
+            # With --crash the gateway is started again where the agents reach it: a Unix socket in
+            # the run's directory, which no other process can take between a kill and the restart
+            # (a freed port can be). Else a port: a simulator binding port 0 can take the free
+            # port before the child binds it, and the start is tried again.
+            listen = f"unix:{self._tmp.name}/gateway.sock" if crash else f"127.0.0.1:{free_port()}"
             warmup_url = await self._start_warmup(runs) if self.window == "auto" else ""
             doc = gateway_doc(
                 runs,
                 f"sqlite:///{self._tmp.name}/effects.db",
-                port,
+                listen,
                 auto=bool(warmup_url),
                 warmup_url=warmup_url,
                 unique=self.unique,
@@ -137,7 +140,7 @@ class ViaGateway(Method):
             moments = sorted(rng.uniform(0.1, 2.5) for _ in range(KILLS_PER_CELL))
             self.crasher = asyncio.create_task(self._crash(moments))
         # Reconnect quickly after a kill -9 (gRPC's default back-off grows to minutes).
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=RECONNECT)
+        channel = grpc.aio.insecure_channel(listen, options=RECONNECT)  # HOST:PORT or unix:PATH
         self.client = EffectGateClient(channel)
         if self._warmup is not None:
             lags = await self._warm_up(runs[0], Path(self._tmp.name) / "effects.db")

@@ -26,6 +26,7 @@ POST /approve {workflow_id} sends the approval.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 from aiohttp import web
 from dbos import DBOS, SetWorkflowID, StepOptions
@@ -82,7 +83,7 @@ async def approve(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
-async def serve(port: int, db: str) -> None:
+async def serve(port: int, db: str, fd: int = -1) -> None:
     DBOS(config={"name": "effectgate-chaos", "system_database_url": db, "log_level": "ERROR"})
     DBOS.launch()  # recovers what a killed worker left pending
     app = web.Application()
@@ -90,7 +91,10 @@ async def serve(port: int, db: str) -> None:
     app.router.add_post("/approve", approve)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    if fd >= 0:  # the supervisor's socket, already bound and listening on `port`
+        await web.SockSite(runner, socket.socket(fileno=fd)).start()
+    else:
+        await web.TCPSite(runner, "127.0.0.1", port).start()
     announce(port)
     try:
         await asyncio.Event().wait()
@@ -102,7 +106,7 @@ async def serve(port: int, db: str) -> None:
 
 def main() -> None:
     args = parse("dbos_worker")
-    asyncio.run(serve(args.port, args.db))
+    asyncio.run(serve(args.port, args.db, args.fd))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The Restate method's worker: the agent's tool call as a Restate service handler whose provider
 call runs in `ctx.run`, as Restate's docs recommend for a payment or an email.
 
-    python -m effectgate_lab.chaos.peers.restate_worker --port P
+    python -m effectgate_lab.chaos.peers.restate_worker --port P [--fd N]
 
 - The harness invokes the handler through the Restate server's ingress with an `idempotency-key`
   header naming the logical action (run id and step), so a re-plan, a resume or a second subagent
@@ -70,9 +70,10 @@ async def listening(port: int, server: asyncio.Future[None]) -> None:
     server.result()  # it failed to start: raise why
 
 
-async def run(port: int) -> None:
+async def run(port: int, fd: int = -1) -> None:
     config = Config()
-    config.bind = [f"127.0.0.1:{port}"]
+    # fd: the supervisor's socket, already bound and listening on `port`.
+    config.bind = [f"fd://{fd}" if fd >= 0 else f"127.0.0.1:{port}"]
     config.h2_max_concurrent_streams = 2**31 - 1  # as the SDK's own test harness serves it
     config.keep_alive_timeout = 2**31 - 1
     config.accesslog = None
@@ -88,7 +89,8 @@ async def run(port: int) -> None:
 
 
 def main() -> None:
-    asyncio.run(run(parse("restate_worker").port))
+    args = parse("restate_worker")
+    asyncio.run(run(args.port, args.fd))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,11 @@
-"""An engine's worker process, kept alive: started on a port of its own, restarted on that port
-whenever it dies (a crash the harness asked for), so the engine can recover what it left."""
+"""An engine's worker process, kept alive: serving on a port its supervisor holds, restarted on
+that port whenever it dies (a crash the harness asked for), so the engine can recover what it left.
+
+The supervisor binds the port and hands the worker the listening socket (`--fd`), as socket
+activation does: no other process can take the port between a death and the restart (a port
+freed meanwhile can be taken by anyone on a busy machine), and while no worker runs the port
+refuses connections (labkit/held_port.py).
+"""
 
 from __future__ import annotations
 
@@ -8,18 +14,20 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from effectgate_lab.labkit.children import Child, free_port
+from effectgate_lab.labkit.children import Child
+from effectgate_lab.labkit.held_port import HeldPort
 
 ANNOUNCE = r"worker listening on port (\d+)"
 
 
 class Worker:
-    """`python -m MODULE --port P ARGS…`; `crash_after` lists, per life, after which provider
-    answer the worker dies at the step's dangerous point (none: it never does)."""
+    """`python -m MODULE --port P --fd N ARGS…`; `crash_after` lists, per life, after which
+    provider answer the worker dies at the step's dangerous point (none: it never does)."""
 
     def __init__(self, module: str, args: Sequence[str], log: Path, crash_after: Sequence[int] = ()) -> None:
         self.module, self.args, self.log = module, list(args), log
-        self.port = free_port()
+        self._held = HeldPort()
+        self.port = self._held.port
         self.crash_after = list(crash_after)
         self.deaths = 0
         self._child: Child | None = None
@@ -41,23 +49,17 @@ class Worker:
         self._watch = asyncio.create_task(self._watchdog())
 
     async def _launch(self) -> None:
-        for attempt in range(3):
-            args = ["--port", str(self.port), *self.args]
-            if self.deaths < len(self.crash_after):
-                args += ["--crash-after", str(self.crash_after[self.deaths])]
-            self._child = Child(self.module, args, announce=ANNOUNCE, stderr_path=self.log)
-            try:
-                await self._child.start(timeout=120)
-                break
-            except (RuntimeError, TimeoutError):
-                await self._child.stop()
-                if attempt == 2:
-                    raise
-                if not self.ready.is_set() and self.deaths == 0:
-                    # Never served yet, so nobody knows its port: another process on a busy
-                    # machine may have taken the one picked for it. Pick another.
-                    self.port = free_port()
-                await asyncio.sleep(1.0)  # a restart's port still held by the dead one: try again
+        listening = self._held.listen()
+        args = ["--port", str(self.port), "--fd", str(listening.fileno()), *self.args]
+        if self.deaths < len(self.crash_after):
+            args += ["--crash-after", str(self.crash_after[self.deaths])]
+        self._child = Child(self.module, args, announce=ANNOUNCE, stderr_path=self.log, pass_fds=[listening.fileno()])
+        try:
+            await self._child.start(timeout=120)
+        except BaseException:
+            await self._child.stop()
+            self._held.pause()
+            raise
         self.ready.set()
 
     async def _watchdog(self) -> None:
@@ -66,6 +68,7 @@ class Worker:
             await self._child.proc.wait()
             if self._stopping:
                 return
+            self._held.pause()  # refused until the next worker serves; the port stays ours
             self.ready.clear()
             self.deaths += 1
             await self._launch()
@@ -78,3 +81,4 @@ class Worker:
                 await self._watch
         if self._child is not None:
             await self._child.stop()
+        self._held.close()

@@ -15,6 +15,9 @@ _answers = [0]
 def parse(prog: str, argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--port", type=int, required=True)
+    # The supervisor's listening socket on that port (chaos/peers/supervisor.py), inherited:
+    # served on as it is, never bound anew.
+    parser.add_argument("--fd", type=int, default=-1, help="serve on this inherited listening socket")
     parser.add_argument("--db", default="", help="DBOS's system database URL (sqlite:///FILE or postgresql://...)")
     parser.add_argument("--crash-after", type=int, default=0, help="die after this many provider answers (0: never)")
     args = parser.parse_args(argv)
