@@ -68,12 +68,15 @@ async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, pee
         assert r.truth.effects == 1 and r.told_final is Told.SUCCESS, where
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 async def test_a_worker_killed_after_the_effect_runs_the_step_again() -> None:
     """DBOS's recovery at launch re-runs a step the dead worker never recorded, with the same
-    key: the CRM applies it again (Stripe would not: the key test above)."""
+    key: the CRM applies it again (Stripe would not: the key test above). Each episode's budget
+    is long: two suites side by side made a DBOS worker's relaunch outlast the default 30 s, and
+    an episode cut short shows no duplicate."""
     part = Part("headline", ("low",), ("activate_customer",), seeds=SEEDS)
-    results = await run(Options(parts=(part,), methods=("dbos_sqlite",), crash=True, parallel=1))
+    options = Options(parts=(part,), methods=("dbos_sqlite",), crash=True, parallel=1, budget=120.0)
+    results = await run(options)
     assert len(results) == SEEDS
     assert any("worker died" in n for r in results for n in r.notes), [r.notes for r in results]
     assert any(r.duplicate for r in results), [(r.truth, r.notes) for r in results]

@@ -157,6 +157,10 @@ class Options:
     parallel: int = 4  # cells at a time; a cell runs all its episodes at once
     # effectgate's window: "" (margin x lag, like every method) or "auto" (learned after a warm-up).
     window: str = ""
+    # Seconds for an episode's agents, and again for settling it. A run that restarts engine
+    # workers on a loaded machine (a suite beside another) may need more: a worker's launch is
+    # most of an episode then, and an episode cut short proves nothing either way.
+    budget: float = EPISODE_BUDGET
 
 
 def fault_plan(part: Part, level: str, seed: int) -> FaultPlan:
@@ -175,13 +179,13 @@ def fault_plan(part: Part, level: str, seed: int) -> FaultPlan:
     return FaultPlan.study_level(level, seed=seed, **split)
 
 
-async def _agent_phase(method: Method, run: Run, crash: bool) -> Result:
+async def _agent_phase(method: Method, run: Run, crash: bool, budget: float) -> Result:
     result = Result(method.name, run.episode)
     if crash:
         await asyncio.sleep(run.episode.stagger)
     run.t0 = time.monotonic()
     try:
-        result.told = await asyncio.wait_for(run_agents(method, run), EPISODE_BUDGET)
+        result.told = await asyncio.wait_for(run_agents(method, run), budget)
     except TimeoutError:
         result.told = Told.UNKNOWN
         run.notes.append("agents ran out of time")
@@ -192,11 +196,11 @@ async def _agent_phase(method: Method, run: Run, crash: bool) -> Result:
     return result
 
 
-async def _settle_phase(method: Method, run: Run, result: Result, progress: Progress) -> Result:
+async def _settle_phase(method: Method, run: Run, result: Result, progress: Progress, budget: float) -> Result:
     if result.told is not Told.UNKNOWN:
         result.definite_after = result.latency
     try:
-        result.told_final = await asyncio.wait_for(method.settle(run, result.told), EPISODE_BUDGET)
+        result.told_final = await asyncio.wait_for(method.settle(run, result.told), budget)
     except TimeoutError:
         result.told_final = Told.UNKNOWN
         run.notes.append("settling ran out of time")
@@ -244,14 +248,17 @@ async def run_cell(cell: Cell, options: Options, progress: Progress) -> list[Res
         method.unique = part.unique
         try:
             await method.open(runs, options.crash)
-            acted = await asyncio.gather(*(_agent_phase(method, run, options.crash) for run in runs))
+            acted = await asyncio.gather(*(_agent_phase(method, run, options.crash, options.budget) for run in runs))
             await method.quiesce()
             if method.kills:
                 for run in runs:
                     run.notes.append(f"{method.kill_note} {method.kills}x during the cell")
             return list(
                 await asyncio.gather(
-                    *(_settle_phase(method, run, result, progress) for run, result in zip(runs, acted, strict=True))
+                    *(
+                        _settle_phase(method, run, result, progress, options.budget)
+                        for run, result in zip(runs, acted, strict=True)
+                    )
                 )
             )
         finally:
