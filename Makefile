@@ -60,7 +60,8 @@ image:
 ## test: the whole suite (lint, type check, generated-code check, tests)
 # Each step is mostly one busy core (pip, mypy, npm, node), so they run side by side: the two
 # environments (.venv, .venv-crewai) are made together while the TypeScript client is built (npm
-# ci, tsc: the README's TypeScript snippets run against it; .ts-build.log); then pytest starts, while lint and the
+# ci, tsc: the README's TypeScript snippets run against it; .ts-build.log), and once .venv is there
+# one collection writes the suite's bytecode (test-bytecode); then pytest starts, while lint and the
 # generated-code check then the TypeScript tests (on the built client) run on beside it. Their
 # output is one block each when they end (.checks.log, .ts-checks.log meanwhile). Any failing
 # step fails the target.
