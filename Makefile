@@ -16,7 +16,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
 PYTEST_ARGS ?=
 
-.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-campaign sim-mutants venv venv-crewai clean
+.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-campaign sim-mutants venv venv-crewai test-bytecode clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,14 @@ $(CREWAI_STAMP): clients/protos/pyproject.toml clients/python/pyproject.toml con
 	touch $(CREWAI_STAMP)
 
 venv-crewai: $(CREWAI_STAMP)
+
+# The bytecode of every module pytest's collection imports, written once by one collection (for
+# `make test`, beside the crewai environment's install, which mostly waits on the package index):
+# pytest's workers, started together on an environment installed --no-compile, would otherwise
+# each compile the same modules (three cold collections side by side cost ~74 s of CPU, one cold
+# then three warm ~61 s, on this project's 2-core machine). A collection error shows in the run.
+test-bytecode: $(STAMP)
+	-@$(PY) -m pytest --collect-only -q -p no:cacheprovider > /dev/null 2>&1
 
 ## demo: gateway on SQLite + provider simulators + a demo agent that re-plans under faults
 demo: $(STAMP)
@@ -52,7 +60,8 @@ image:
 ## test: the whole suite (lint, type check, generated-code check, tests)
 # Each step is mostly one busy core (pip, mypy, npm, node), so they run side by side: the two
 # environments (.venv, .venv-crewai) are made together while the TypeScript client is built (npm
-# ci, tsc: the README's TypeScript snippets run against it; .ts-build.log); then pytest starts, while lint and the
+# ci, tsc: the README's TypeScript snippets run against it; .ts-build.log), and once .venv is there
+# one collection writes the suite's bytecode (test-bytecode); then pytest starts, while lint and the
 # generated-code check then the TypeScript tests (on the built client) run on beside it. Their
 # output is one block each when they end (.checks.log, .ts-checks.log meanwhile). Any failing
 # step fails the target.
@@ -63,7 +72,7 @@ image:
 test: export PYTHONDONTWRITEBYTECODE =
 test: test-services
 	@bash scripts/test_typescript.sh build > .ts-build.log 2>&1 & tsbuild=$$!; \
-	$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) $(CREWAI_STAMP); venvs=$$?; \
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-bytecode $(CREWAI_STAMP); venvs=$$?; \
 	wait $$tsbuild; built=$$?; cat .ts-build.log; [ $$venvs -eq 0 ] || exit $$venvs; \
 	( $(MAKE) --no-print-directory lint > .checks.log 2>&1; rc=$$?; cat .checks.log; \
 	   if [ $$rc -eq 0 ]; then echo "lint: passed"; else echo "lint: FAILED (exit $$rc, output above)"; fi; \

@@ -11,6 +11,12 @@ with its seconds, slowest first; a test found in several files keeps its longest
 
 prints instead (and writes nothing) the CPU each test module cost (tests/cpu_meter.py's `cpu_s`),
 costliest first, with the run's total: the suite is CPU-bound, so this says what shortens it.
+
+    .venv/bin/python scripts/slow_tests.py --timeline run.xml
+
+prints when each xdist worker started its first test and ended its last (tests/cpu_meter.py's `t0`,
+`t1`), and the tests of 1 s or more still running in the run's last minute: the tail a better
+order would cut.
 """
 
 from __future__ import annotations
@@ -59,7 +65,37 @@ def cpu_by_module(reports: list[Path]) -> dict[str, float]:
     return cost
 
 
+def properties(case: ET.Element) -> dict[str, str]:
+    return {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+
+
+def timeline(reports: list[Path]) -> None:
+    runs = []  # (start, end, worker, cpu, node id)
+    for report in reports:
+        for case in ET.parse(report).iter("testcase"):
+            props = properties(case)
+            if "t0" in props:
+                node = nodeid(case.get("classname", ""), case.get("name", ""))
+                runs.append((float(props["t0"]), float(props["t1"]), props["worker"], float(props["cpu_s"]), node))
+    if not runs:
+        print("no timestamps (t0, t1) in these reports", file=sys.stderr)
+        return
+    begin, end = min(r[0] for r in runs), max(r[1] for r in runs)
+    for worker in sorted({r[2] for r in runs}):
+        mine = [r for r in runs if r[2] == worker]
+        first, last = min(r[0] for r in mine) - begin, max(r[1] for r in mine) - begin
+        busy = sum(r[1] - r[0] for r in mine)
+        print(f"{worker}: {len(mine)} tests, from {first:.0f} s to {last:.0f} s, in tests {busy:.0f} s")
+    print(f"{end - begin:.0f} s from the first test's start to the last one's end; in the last minute (1 s or more):")
+    for start, stop, worker, cpu, node in sorted(runs, key=lambda r: r[1]):
+        if stop > end - 60 and stop - start >= 1:
+            print(f"  {worker} {start - begin:5.0f}-{stop - begin:5.0f} s  cpu {cpu:5.1f} s  {node}")
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--timeline"]:
+        timeline([Path(a) for a in argv[1:]])
+        return 0
     if argv[:1] == ["--cpu"]:
         cost = cpu_by_module([Path(a) for a in argv[1:]])
         for module, seconds in sorted(cost.items(), key=lambda kv: -kv[1]):

@@ -10,8 +10,10 @@ import dataclasses
 import os
 import re
 import shutil
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,8 +87,8 @@ def typescript_or_skip() -> None:
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)
-async def test_runnable_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Path) -> None:
-    code, out = await run_snippet(snippet, make_run, tmp_path)
+async def test_runnable_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Path, compiled: Compiled) -> None:
+    code, out = await run_snippet(snippet, make_run, tmp_path, compiled)
     assert code == 0, f"{snippet.name} failed:\n{out}"
     assert "Traceback" not in out
     # Every runnable snippet charges through the gateway: the simulator saw at most one charge per
@@ -107,42 +109,86 @@ QUICK_STARTS = [s for s in SNIPPETS if s.source == "README.md" and "charged:" in
 
 @pytest.mark.parametrize("snippet", QUICK_STARTS, ids=lambda s: s.name)
 async def test_the_quick_start_says_the_state_when_not_charged(
-    snippet: Snippet, make_run: DevRun, tmp_path: Path
+    snippet: Snippet, make_run: DevRun, tmp_path: Path, compiled: Compiled
 ) -> None:
     """The README's programs on a tool that waits for an approval (the dev run's
     charge_with_approval): an action with no reason yet prints its state alone, never an empty
     line or a trailing space."""
-    waiting = dataclasses.replace(snippet, code=snippet.code.replace('"charge_card"', '"charge_with_approval"'))
+    waiting = waiting_variant(snippet)
     assert waiting.code != snippet.code, f"{snippet.name} no longer calls charge_card"
-    code, out = await run_snippet(waiting, make_run, tmp_path)
+    code, out = await run_snippet(waiting, make_run, tmp_path, compiled)
     assert code == 0, f"{snippet.name} failed:\n{out}"
     assert out.splitlines() == ["AWAITING_APPROVAL"], repr(out)
     assert charges(make_run) == [], "nothing is charged before an approval"
 
 
-async def run_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Path) -> tuple[int, str]:
+async def run_snippet(snippet: Snippet, make_run: DevRun, tmp_path: Path, compiled: Compiled) -> tuple[int, str]:
     """Runs one snippet against the dev run, as pasted: its exit status and what it printed."""
     # A newcomer's shell after the banner's `export` line (no token: development mode).
     env = make_run.env()
     if snippet.language == "python":
         program = tmp_path / "snippet.py"
         program.write_text(snippet.code)
-        code, out = await run([sys.executable, str(program)], tmp_path, env)
-    else:
-        typescript_or_skip()
-        # Inside the package folder, so that `@effectgate/client` resolves to it (self-reference).
-        folder = TS_DIR / ".snippets" / tmp_path.name
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "snippet.ts").write_text(snippet.code)
-        tsc = [
-            str(TS_DIR / "node_modules" / ".bin" / "tsc"), "--strict", "--skipLibCheck", "--target", "es2022",
-            "--module", "nodenext", "--moduleResolution", "nodenext", "--types", "node", str(folder / "snippet.ts"),
-        ]  # fmt: skip
-        code, out = await run(tsc, TS_DIR, env)
-        assert code == 0, f"{snippet.name} does not compile:\n{out}"
-        code, out = await run(["node", str(folder / "snippet.js")], folder, env)
+        return await run([sys.executable, str(program)], tmp_path, env)
+    typescript_or_skip()
+    return await run(["node", str(compiled.program(snippet))], compiled.folder, env)
+
+
+def file_stem(snippet: Snippet) -> str:
+    """A file name of its own for each TypeScript program (the README's and the one that waits)."""
+    waits = "-waiting" if '"charge_with_approval"' in snippet.code else ""
+    return re.sub(r"\W", "-", snippet.name) + waits
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Every TypeScript program of this module, compiled by one `tsc --strict` (each file a module
+    of its own: `--moduleDetection force`), which names each error's file: a program compiles
+    when no error is in its file and none is outside every file. One tsc start instead of one per
+    program (tsc's start is most of its CPU)."""
+
+    folder: Path
+    code: int
+    out: str
+
+    def program(self, snippet: Snippet) -> Path:
+        source = self.folder / f"{file_stem(snippet)}.ts"
+        assert source.read_text() == snippet.code, f"{snippet.name} was not compiled by the module's tsc"
+        errors = [line for line in self.out.splitlines() if "error TS" in line]
+        own = [line for line in errors if f"/{source.name}(" in line]
+        stray = [line for line in errors if not any(f"/{f.name}(" in line for f in self.folder.glob("*.ts"))]
+        assert not own and not stray and (self.code == 0 or errors), f"{snippet.name} does not compile:\n{self.out}"
+        return source.with_suffix(".js")
+
+
+def waiting_variant(snippet: Snippet) -> Snippet:
+    """The README program on a tool that waits for an approval (the dev run's charge_with_approval)."""
+    return dataclasses.replace(snippet, code=snippet.code.replace('"charge_card"', '"charge_with_approval"'))
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Iterator[Compiled]:
+    """The module's TypeScript programs (each runnable snippet, and each quick start that waits),
+    compiled inside the package folder, so that `@effectgate/client` resolves to it (self-reference)."""
+    programs = [s for s in SNIPPETS if s.language == "ts"]
+    programs += [waiting_variant(s) for s in QUICK_STARTS if s.language == "ts"]
+    if not programs or not (TS_DIR / "node_modules" / ".bin" / "tsc").exists():
+        yield Compiled(TS_DIR, 0, "")  # typescript_or_skip() skips each TypeScript test
+        return
+    (TS_DIR / ".snippets").mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(dir=TS_DIR / ".snippets"))
+    for program in programs:
+        (folder / f"{file_stem(program)}.ts").write_text(program.code)
+    tsc = [
+        str(TS_DIR / "node_modules" / ".bin" / "tsc"), "--strict", "--skipLibCheck", "--target", "es2022",
+        "--module", "nodenext", "--moduleResolution", "nodenext", "--moduleDetection", "force", "--types", "node",
+        *sorted(str(f) for f in folder.glob("*.ts")),
+    ]  # fmt: skip
+    done = subprocess.run(tsc, cwd=TS_DIR, capture_output=True, text=True, timeout=180, check=False)
+    try:
+        yield Compiled(folder, done.returncode, done.stdout + done.stderr)
+    finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return code, out
 
 
 # "save it as `charge.mts` and run `npx tsx charge.mts`": the file name and the command, as documented.
