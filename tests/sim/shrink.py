@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 
-from tests.sim.world import FAULT_KINDS, Knobs, Outcome, World, sized
+from tests.sim.leftovers import play
+from tests.sim.world import FAULT_KINDS, Knobs, Outcome, sized
 
 # Runs a shrink may spend (a world is a few hundredths of a second of one core).
 BUDGET = 80
@@ -38,7 +39,7 @@ def shrink(
     """The smallest knobs found (and their outcome) with which `seed` still `fails`; greedy, in
     passes over every cut, within `budget` runs."""
     knobs = sized(seed, knobs or Knobs())  # the seed's own size, cut from there
-    best = World(seed, knobs).run()
+    best = play(seed, knobs)  # as `run.run` plays it
     if not fails(best):
         raise NotFailingAlone(f"seed {seed} does not fail with {knobs}: nothing to shrink")
     runs, cut = 1, True
@@ -48,7 +49,7 @@ def shrink(
             if runs >= budget:
                 break
             runs += 1
-            outcome = World(seed, smaller).run()
+            outcome = play(seed, smaller)
             if fails(outcome):
                 knobs, best, cut = smaller, outcome, True
     return knobs, best

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import heapq
+import itertools
 from asyncio import base_events, events, format_helpers
 from collections.abc import Callable
 from typing import Any
@@ -78,6 +79,20 @@ class VirtualLoop(base_events.BaseEventLoop):
         self._selector = _Jump(self)
         self._clock_resolution = 1e-9
         self.jumps = 0  # how many times time moved (a measure of a run's length)
+        # When it created each of its tasks, by the task's id (a live task's id is its own: one
+        # made before at the same address is gone). Numbers, not references: nothing is kept alive.
+        self._made: dict[int, int] = {}
+        self._count = itertools.count()
+
+    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = super().create_task(coro, **kwargs)
+        self._made[id(task)] = next(self._count)
+        return task
+
+    def pending_tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks it created that have not finished, in the order it created them (a set of
+        tasks, as `asyncio.all_tasks` gives, has the order of their addresses in memory)."""
+        return sorted(asyncio.all_tasks(self), key=lambda task: self._made.get(id(task), -1))
 
     def time(self) -> float:
         return self._now
