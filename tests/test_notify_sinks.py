@@ -144,10 +144,13 @@ async def test_a_limit_denial_and_a_breaker_opening_are_notices() -> None:
             tables={"notify": sinks},
         ) as gw:
             await gw.client.execute("charge_card", CARD, scope="o:4", context=RunContext("run-l", "pay"))
-            for _ in range(2):  # an agent retrying a denied call is one notice
+            for _ in range(2):  # an agent retrying a denied call is one notice: while it is queued,
                 with pytest.raises(EffectGateError):
                     await gw.client.execute("charge_card", CARD, scope="o:5", context=RunContext("run-l", "pay2"))
             await hook.until(lambda got: len(got) >= 1, "the denial")
+            await until_async(lambda: _empty(gw), "the denial to leave the outbox")
+            with pytest.raises(EffectGateError):  # and once it was delivered (its outbox row gone)
+                await gw.client.execute("charge_card", CARD, scope="o:5", context=RunContext("run-l", "pay2"))
             adapter.script_execute(NoEffectError("503 from the provider"))
             await gw.client.execute("refund", CARD, scope="o:6", context=RunContext("run-b", "pay"))
             await hook.until(lambda got: any(r.json["type"] == "breaker_opened" for r in got), "the breaker")

@@ -16,6 +16,7 @@ from effectgate.gateway.core.protocol import (
     ExecuteCommand,
     ExecuteResult,
     ReplayCache,
+    TtlCache,
     policy_of,
     validate_context,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "SystemClock",
     "ToolPolicy",
     "ToolSet",
+    "TtlCache",
     "Waits",
     "Watch",
     "decided",

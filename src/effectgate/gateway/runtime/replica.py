@@ -138,7 +138,7 @@ async def build_replica(
     operations = Operations(protocol)
     notifier = await notifier_of(config, store, protocol, background_clock, owner)
     if notifier is not None:  # denials and breaker openings become notices
-        observer.subscribe(Notices(notifier.post))
+        observer.subscribe(Notices(notifier.post, monotonic))
     background, readiness = compose_background(
         config,
         protocol,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from effectgate.gateway.core.protocol.collaborators import Collaborators, DriverSettings, policy_of
 from effectgate.gateway.core.protocol.execute import ExecuteCommand, ExecuteResult, validate_context
-from effectgate.gateway.core.protocol.replay_cache import ReplayCache
+from effectgate.gateway.core.protocol.replay_cache import ReplayCache, TtlCache
 from effectgate.gateway.core.protocol.verbs import EffectProtocol
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "ExecuteCommand",
     "ExecuteResult",
     "ReplayCache",
+    "TtlCache",
     "policy_of",
     "validate_context",
 ]
