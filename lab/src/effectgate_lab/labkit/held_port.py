@@ -20,6 +20,8 @@ import contextlib
 import errno
 import socket
 
+from effectgate_lab.labkit.children import free_port
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -27,9 +29,7 @@ def _bound(attempts: int) -> socket.socket:
     """A socket bound to a free loopback port named explicitly. The number is read from a probe:
     when another process took it meanwhile, this bind says so and another is read."""
     for _ in range(attempts):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((LOOPBACK, 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.bind((LOOPBACK, port))
