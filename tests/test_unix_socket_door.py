@@ -107,7 +107,15 @@ def a_linked_lock(lock: Path) -> str:
     return f"cannot open its lock {lock} (a symbolic link)"
 
 
-@pytest.mark.parametrize("make", [a_foreign_lock, a_linked_lock])
+def someone_elses_lock(lock: Path) -> str:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    lock.touch()
+    os.chown(lock, NOBODY, NOBODY)
+    return f"{lock} belongs to uid {NOBODY}, not to this user (uid 0); left as it is"
+
+
+@pytest.mark.parametrize("make", [a_foreign_lock, a_linked_lock, someone_elses_lock])
 async def test_a_lock_file_that_is_not_a_gateways_stays_as_it_was(
     tmp_path: Path, sim: StripeSimulator, make: Callable[[Path], str]
 ) -> None:

@@ -173,11 +173,14 @@ def _open_lock(address: str, lock: str) -> int:
         why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
         raise ListenError(f"cannot listen on {address}: cannot open its lock {lock} ({why})") from None
     found = os.fstat(fd)
+    why = ""
     if not stat.S_ISREG(found.st_mode) or found.st_size:
+        why = f"{lock} is not a gateway's lock (that is an empty file)"
+    elif found.st_uid != os.geteuid():  # its owner could unlink it under us, letting a second gateway in
+        why = f"{lock} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()})"
+    if why:
         os.close(fd)
-        raise ListenError(
-            f"cannot listen on {address}: {lock} is not a gateway's lock (that is an empty file); left as it is"
-        )
+        raise ListenError(f"cannot listen on {address}: {why}; left as it is")
     return fd
 
 
