@@ -140,11 +140,15 @@ async def test_a_directory_that_is_not_there_is_named(tmp_path: Path, sim: Strip
     assert said == [f"effectgate: cannot listen on {address}: {why}"]
 
 
+# Looked up here, not in the child between fork and exec (a lock another thread held at the
+# fork, dlopen's, would never be released there).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _as_root_without_dac_override() -> None:
     """In the child between fork and exec: uid 0 then meets the file modes like anyone else."""
-    libc = ctypes.CDLL(None, use_errno=True)
     for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+        if _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             os._exit(97)
 
 
