@@ -19,9 +19,13 @@ from effectgate_lab.chaos.config_writer import write_config
 
 
 class ServeChild:
-    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, args: Sequence[str], *, env: Mapping[str, str] | None = None, popen: Mapping[str, Any] | None = None
+    ) -> None:
+        """`popen`: more of subprocess.Popen's options for the child (`umask`, `preexec_fn`)."""
         self.args = list(args)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.popen = dict(popen or {})
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self.proc: asyncio.subprocess.Process | None = None
@@ -37,7 +41,7 @@ class ServeChild:
     async def start(self) -> ServeChild:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "effectgate.gateway", *self.args,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env, **self.popen,
         )  # fmt: skip
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._pumps = [

@@ -67,6 +67,12 @@ CASES = {
         f'[telemetry]\nprometheus_listen = "127.0.0.1:{BUSY_PORT}"\n' + BASE,
         argv=("serve", "--config", "effectgate.toml"),
     ),
+    "socket file": Case(  # the config file itself lies at the socket's path
+        '[server]\nlisten = "unix:{folder}/effectgate.toml"\n' + BASE, argv=("serve", "--config", "effectgate.toml")
+    ),
+    "socket directory": Case(
+        '[server]\nlisten = "unix:{folder}/missing/grpc.sock"\n' + BASE, argv=("serve", "--config", "effectgate.toml")
+    ),
     "option": Case(BASE, argv=("--log-level", "verbose", "check", "--config", "effectgate.toml")),
 }
 
@@ -116,7 +122,7 @@ OWN_PROCESS = "typo"
 def prepared(name: str, case: Case, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     folder = tmp_path / name.replace(" ", "-")
     folder.mkdir()
-    (folder / "effectgate.toml").write_text(case.config)
+    (folder / "effectgate.toml").write_text(case.config.replace("{folder}", str(folder)))
     env = {**os.environ, "STRIPE_API_KEY": "sk_test_docs"}
     for key, value in case.env.items():
         if value is None:

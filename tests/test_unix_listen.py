@@ -57,7 +57,7 @@ async def test_a_gateway_on_a_unix_socket_serves_and_holds_its_address(tmp_path:
         assert first.proc is not None
         first.proc.kill()
         await first.stop()
-        assert (tmp_path / "grpc.sock").exists()
+        assert (tmp_path / "grpc.sock").exists() and (tmp_path / "grpc.sock.lock").exists()  # both stale
         again = await ServeChild.for_config(socket_doc(tmp_path, sim, address), tmp_path / "again.toml").start()
         try:
             await serving_on(again, address)

@@ -65,7 +65,9 @@ def close_unstarted(loop: asyncio.AbstractEventLoop) -> None:
     (an Execute's drive task, `ExecutePath._run`): left to the collector, each printed "coroutine
     ... was never awaited" in whichever later world it was collected (three times in the long
     run's first 76,000 seeds). A coroutine that never started runs no code when closed: traces
-    are unchanged."""
+    are unchanged. Before the loop closes: `loop.close()` drops its ready queue, often the only
+    reference to such a task, which then goes (warned) before `World._close_frozen` sweeps the
+    tasks still pending (tests/sim/test_sim.py shows both)."""
     for task in asyncio.all_tasks(loop):
         coro = task.get_coro()
         if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:

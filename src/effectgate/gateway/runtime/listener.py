@@ -6,24 +6,43 @@ second gateway on the same port fails to start instead of silently sharing the a
 connections with another store. A Unix socket (`listen = "unix:PATH"`) is exclusive too: gRPC
 would unlink a socket file already at the path and bind anew, taking the address from a gateway
 that serves there, so a lock beside it (PATH.lock, held while the gateway serves, as PostgreSQL
-holds its socket's) refuses the second one; a socket file left by a gateway that died is replaced.
+holds its socket's) refuses the second one; a socket file left by a gateway that died (nothing
+answers on it) is replaced, anything else at PATH is refused and left as it is. The socket is
+made mode 0660 whatever the umask: a caller on it counts as local (no TLS for tokens, and
+development mode has no tokens at all), so only the gateway's user and group may connect. A
+graceful stop removes the socket file and its lock.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
 import ssl
 import stat
+import sys
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from effectgate.gateway.config import Config, ConfigError, unix_path
 
-# The Unix sockets' locks this process holds: path -> the lock file's descriptor.
-_unix_locks: dict[str, int] = {}
+# Who may connect to the gateway's Unix socket: its user and its group (other users never).
+SOCKET_MODE = 0o660
+
+
+@dataclass
+class _Held:
+    """A Unix socket's address this process holds: its lock, and the socket file it made."""
+
+    lock: int  # PATH.lock's descriptor, flocked
+    socket: tuple[int, int] | None = None  # (st_dev, st_ino) of the socket file bound at PATH
+
+
+# The Unix sockets this process holds, by path.
+_unix_locks: dict[str, _Held] = {}
 
 
 class ListenError(OSError):
@@ -120,32 +139,186 @@ def _probe_bind(listen: str) -> None:
                 raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a regular file" if stat.S_ISREG(mode) else "not a socket"
+
+
+def _check_directory(address: str, path: str) -> None:
+    """The socket's directory exists and this user may make files in it."""
+    parent = os.path.dirname(path)
+    try:
+        mode = os.stat(parent).st_mode
+    except FileNotFoundError:
+        raise ListenError(f"cannot listen on {address}: the directory {parent} does not exist") from None
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {address}: the directory {parent}: {exc.strerror}") from None
+    if not stat.S_ISDIR(mode):
+        raise ListenError(f"cannot listen on {address}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ListenError(
+            f"cannot listen on {address}: the directory {parent} is not writable by this user (uid {os.geteuid()})"
+        )
+
+
+def _open_lock(address: str, lock: str) -> int:
+    """PATH.lock opened (made if missing), never through a symbolic link, never a file of
+    someone else's: a gateway's lock is an empty regular file."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise ListenError(f"cannot listen on {address}: cannot open its lock {lock} ({why})") from None
+    found = os.fstat(fd)
+    why = ""
+    if not stat.S_ISREG(found.st_mode) or found.st_size:
+        why = f"{lock} is not a gateway's lock (that is an empty file)"
+    elif found.st_uid != os.geteuid():  # its owner could unlink it under us, letting a second gateway in
+        why = f"{lock} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()})"
+    if why:
+        os.close(fd)
+        raise ListenError(f"cannot listen on {address}: {why}; left as it is")
+    return fd
+
+
+def _same_file(fd: int, path: str) -> bool:
+    try:
+        here = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _answers(path: str) -> bool:
+    """A process accepts connections on the socket file `path` (False: one left by a dead one)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)  # a full backlog says EAGAIN at once: someone listens
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except BlockingIOError:
+            return True
+    return True
+
+
+def _check_path(address: str, path: str) -> None:
+    """Nothing at PATH, or a socket file nobody answers on: anything else stays as it is."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ListenError(f"cannot listen on {address}: {path} is {_kind(mode)}, not a socket; left as it is")
+    try:
+        alive = _answers(path)
+    except OSError as exc:
+        raise ListenError(
+            f"cannot listen on {address}: cannot tell whether {path} is in use ({exc.strerror})"
+        ) from None
+    if alive:
+        raise ListenError(
+            f"cannot listen on {address}: the address is in use (a process answers on {path}, without a gateway's lock)"
+        )
+
+
 def _claim_unix(address: str, path: str) -> None:
     """Takes the socket's lock (kept by this process until `release`), or a ListenError."""
     if path in _unix_locks:  # ours already: the waiting room's, handed on to the gateway
         return
+    _check_directory(address, path)
+    lock = f"{path}.lock"
+    for _ in range(100):
+        fd = _open_lock(address, lock)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ListenError(
+                f"cannot listen on {address}: the address is in use (another gateway serves there)"
+            ) from None
+        if _same_file(fd, lock):
+            break
+        os.close(fd)  # the gateway that held it removed it as it stopped: lock the one there now
+    else:
+        raise ListenError(f"cannot listen on {address}: {lock} keeps being replaced")
+    _unix_locks[path] = _Held(fd)
     try:
-        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise ListenError(f"cannot listen on {address}: {exc.strerror} ({path}.lock)") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if os.path.lexists(path) and not stat.S_ISSOCK(os.lstat(path).st_mode):
-            raise ListenError(f"cannot listen on {address}: {path} exists and is not a socket")
-    except BlockingIOError:
-        os.close(fd)
-        raise ListenError(f"cannot listen on {address}: the address is in use (another gateway serves there)") from None
+        _check_path(address, path)
     except BaseException:
-        os.close(fd)
+        release(address)
         raise
-    _unix_locks[path] = fd
+
+
+def _seal(address: str, path: str) -> tuple[int, int]:
+    """Gives the socket file just bound at `path` SOCKET_MODE; its identity.
+
+    Through a descriptor of the file itself (O_PATH): a chmod by name would follow a symbolic
+    link put there in the meantime."""
+    if sys.platform != "linux":  # BSDs and macOS have lchmod
+        os.chmod(path, SOCKET_MODE, follow_symlinks=False)
+        made = os.lstat(path)
+        return made.st_dev, made.st_ino
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        made = os.fstat(fd)
+        if not stat.S_ISSOCK(made.st_mode):
+            raise ListenError(f"cannot listen on {address}: {path} was replaced as the socket was made")
+        os.chmod(f"/proc/self/fd/{fd}", SOCKET_MODE)
+    finally:
+        os.close(fd)
+    return made.st_dev, made.st_ino
 
 
 def release(address: str) -> None:
-    """Lets another process listen on the Unix socket `address` (nothing for HOST:PORT)."""
-    fd = _unix_locks.pop(unix_path(address), None)
-    if fd is not None:
-        os.close(fd)
+    """Lets another process listen on the Unix socket `address` (nothing for HOST:PORT): removes
+    the socket file this process made there (if still there) and the lock, then unlocks."""
+    path = unix_path(address)
+    held = _unix_locks.pop(path, None)
+    if held is None:
+        return
+    try:
+        if held.socket is not None:
+            try:
+                there = os.lstat(path)
+            except FileNotFoundError:
+                pass  # gRPC removes it as its server stops
+            else:
+                if (there.st_dev, there.st_ino) == held.socket:
+                    os.unlink(path)
+        if _same_file(held.lock, f"{path}.lock"):
+            os.unlink(f"{path}.lock")  # while locked: the next gateway locks a new one
+    except OSError:
+        pass  # a file someone else removed or may not be removed: the lock is dropped all the same
+    finally:
+        os.close(held.lock)
+
+
+def _bind_unix(server: grpc.aio.Server, address: str, path: str, creds: grpc.ServerCredentials | None) -> None:
+    _claim_unix(address, path)
+    # Made owner-only (the umask is the process's, so for this instant every file is), then
+    # opened to the group: no moment where a user outside them may connect.
+    umask = os.umask(0o077)
+    try:
+        port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
+    except RuntimeError:
+        port = 0
+    finally:
+        os.umask(umask)
+    if port == 0:
+        release(address)
+        raise ListenError(f"cannot listen on {address}: the socket cannot be made there (permissions?)")
+    try:
+        _unix_locks[path].socket = _seal(address, path)
+    except OSError as exc:
+        release(address)
+        if isinstance(exc, ListenError):
+            raise
+        raise ListenError(f"cannot listen on {address}: the socket's mode cannot be set ({exc.strerror})") from None
 
 
 def bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None, shared: bool) -> int:
@@ -156,22 +329,20 @@ def bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | 
     waiting room that holds the port while the store is awaited)."""
     path = unix_path(address)
     if path:
-        _claim_unix(address, path)
-    elif not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
+        _bind_unix(server, address, path, creds)
+        return 0
+    if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
         _probe_bind(address)
     try:
         port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
     except RuntimeError:
         port = 0
-    if port == 0 and path:
-        release(address)
-        raise ListenError(f"cannot listen on {address}: the socket cannot be made there (permissions?)")
     if port == 0:
         raise ListenError(
             f"cannot listen on {address}: the address is in use (another gateway or program) "
             "or not an address of this host"
         )
-    return 0 if path else port
+    return port
 
 
 def listen(server: grpc.aio.Server, config: Config, shared: bool, certificates: Certificates | None) -> int:

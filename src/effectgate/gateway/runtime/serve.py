@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from effectgate.gateway.config import Config, ConfigError, load_config, unix_path
 from effectgate.gateway.observability import IDENTITY, identify, provider_sdk_logs, telemetry_sdk
 from effectgate.gateway.runtime.configured import build_adapters, close_adapters, open_configured_store
-from effectgate.gateway.runtime.listener import credentials
+from effectgate.gateway.runtime.listener import credentials, release
 from effectgate.gateway.runtime.metrics_port import ProbeServer
 from effectgate.gateway.runtime.process import run as run_loop
 from effectgate.gateway.runtime.process import settle_heap
@@ -143,6 +143,7 @@ async def start(
         if probes is not None:
             probes.ready = lambda: (False, f"the store cannot be reached: {why}")
 
+    opened = False
     try:
         opened = await open_store(
             store, fail_fast=options.fail_fast, stop=stop, on_wait=hold_the_port, on_problem=not_ready
@@ -153,6 +154,8 @@ async def start(
     finally:
         if room is not None:
             await room.close()
+        if not opened:  # nothing will serve there: a Unix socket's lock goes with the waiting room
+            release(config.listen)
     if not opened:
         await close_adapters(adapters)
         return None

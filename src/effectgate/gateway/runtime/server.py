@@ -206,7 +206,7 @@ class Gateway:
         if auth.dev_mode:
             log.warning(
                 "DEVELOPMENT MODE: no [[principals]] configured; every caller is tenant 'dev' with "
-                "every role. Bound to loopback only. Do not use with real accounts."
+                "every role. Bound to loopback (or a Unix socket) only. Do not use with real accounts."
             )
         if config.plaintext_exposed:
             log.warning(
