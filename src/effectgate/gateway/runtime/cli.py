@@ -15,8 +15,9 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, entry_points, version
+from importlib.metadata import PackageNotFoundError, version
 
+from effectgate.adapters import plugins
 from effectgate.client import cli as admin_cli
 from effectgate.client.cli.parser import Parser
 from effectgate.gateway.observability import LEVELS, setup_logging
@@ -30,16 +31,16 @@ GATEWAY_COMMANDS = ("serve", "check", "migrate", "audit", "notify")
 
 
 def plugin_names() -> set[str]:
-    return {ep.name for ep in entry_points(group=COMMANDS_GROUP)}
+    return set(plugins.installed(COMMANDS_GROUP))
 
 
 def plugin_command(name: str) -> Callable[[list[str]], int] | None:
     """The `main(argv)` of an installed plug-in command, e.g. `chaos` from effectgate-lab."""
-    for ep in entry_points(group=COMMANDS_GROUP):
-        if ep.name == name:
-            command: Callable[[list[str]], int] = ep.load()
-            return command
-    return None
+    ep = plugins.installed(COMMANDS_GROUP).get(name)
+    if ep is None:
+        return None
+    command: Callable[[list[str]], int] = ep.load()
+    return command
 
 
 def plugin_summary(name: str) -> str:
