@@ -206,7 +206,10 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     try:
         if args.command == "serve":
             # Each command loads its own modules: `check` never loads the server.
-            from effectgate.gateway.runtime.serve import run as run_serve
+            from effectgate.gateway.runtime.process import collector_paused
+
+            with collector_paused():
+                from effectgate.gateway.runtime.serve import run as run_serve
 
             options = ServeOptions(
                 args.config, args.workers, args.worker_port, args.log_level, args.log_format, args.fail_fast
