@@ -22,6 +22,7 @@ from effectgate.client import cli as admin_cli
 from effectgate.client.cli.parser import Parser
 from effectgate.gateway.observability import LEVELS, setup_logging
 from effectgate.gateway.runtime.commands.config_option import CONFIG_ENV, add_config_option, config_from_env
+from effectgate.gateway.runtime.process import collector_paused
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2
@@ -39,7 +40,8 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
     ep = plugins.installed(COMMANDS_GROUP).get(name)
     if ep is None:
         return None
-    command: Callable[[list[str]], int] = ep.load()
+    with collector_paused():  # the plug-in's modules (runtime/process.py)
+        command: Callable[[list[str]], int] = ep.load()
     return command
 
 
@@ -206,8 +208,6 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     try:
         if args.command == "serve":
             # Each command loads its own modules: `check` never loads the server.
-            from effectgate.gateway.runtime.process import collector_paused
-
             with collector_paused():
                 from effectgate.gateway.runtime.serve import run as run_serve
 
@@ -216,7 +216,8 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             )
             return run_serve(options)
         if args.command == "check":
-            from effectgate.gateway.runtime.commands.check import run_check
+            with collector_paused():
+                from effectgate.gateway.runtime.commands.check import run_check
 
             return asyncio.run(run_check(args.config, args.probe))
         if args.command == "migrate":
