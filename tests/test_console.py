@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, Dialog, Page, async_playwright, expect
 
 from effectgate.client import EffectGateClient, State, run, step, subagent
@@ -20,20 +21,35 @@ from effectgate.v1 import gateway_pb2 as pb
 from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, TOKENS, ConsoleProcess, Stack, stack
 from tests.test_execute import effects
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)")
+# One event loop for the module: the browser is started once for all its tests (a Playwright
+# driver and a Chromium cost over a second of CPU per start). Every test signs in through a new
+# browser context of its own (cookies and storage are per context) against a stack of its own.
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)"),
+    pytest.mark.asyncio(loop_scope="module"),
+]
 WAIT = 20_000  # ms: Playwright's auto-waiting bound for every expectation
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def chromium() -> AsyncIterator[Browser]:
     async with async_playwright() as p:
         found = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield found
         await found.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
+async def browser(chromium: Browser) -> AsyncIterator[Browser]:
+    """The module's browser; the contexts a test opened are closed after it (no page of one test,
+    e.g. a live inbox, runs on into the next)."""
+    yield chromium
+    for context in chromium.contexts:
+        await context.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def eg(tmp_path: Path) -> AsyncIterator[Stack]:
     async with stack(tmp_path) as s:
         yield s

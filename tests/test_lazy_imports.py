@@ -1,12 +1,14 @@
 """A gateway process loads what its config uses and no more: `effectgate check` never loads the
 server, `serve` loads the webhook listener's HTTP stack only with [webhooks] and cel-python only
 with an approval rule, and neither loads the operator commands' renderers (rich, yaml) or shell
-completion. Each is a fifth of a second of CPU at every start; a regression is an assertion here,
+completion; an operator command (`effectgate actions`) loads neither the gateway's config, model
+and call metrics nor pydantic. Each is a fifth of a second of CPU at every start; a regression is an assertion here,
 not a slower suite. Each case runs in a fresh interpreter (sys.modules is per process)."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +35,17 @@ NOT_FOR_THIS_SERVE = ("effectgate.gateway.intake", "uvicorn", "celpy", "lark", "
 # What only an HTTP adapter (or the Stripe SDK, which loads httpx) needs, and the operator
 # commands' renderers (httpx's own command line loads rich too).
 NOT_WITHOUT_HTTP = ("httpx", "rich", "yaml", "effectgate.client.cli.render")
-WATCHED = sorted({*NEVER_FOR_CHECK, *NOT_FOR_THIS_SERVE, *NOT_WITHOUT_HTTP})
+# What only the gateway's own commands use: an operator command is a gRPC client.
+NEVER_FOR_OPERATOR = (
+    "effectgate.gateway.config",
+    "effectgate.gateway.model",
+    "effectgate.gateway.observability.calls",
+    "effectgate.gateway.observability.metrics",
+    "effectgate.gateway.observability.audit_log",
+    "effectgate.adapters.settings",
+    "pydantic",
+)
+WATCHED = sorted({*NEVER_FOR_CHECK, *NOT_FOR_THIS_SERVE, *NOT_WITHOUT_HTTP, *NEVER_FOR_OPERATOR})
 MARK = "LOADED:"
 
 CLI = """
@@ -69,7 +81,15 @@ def config(tmp_path: Path, *, stripe: bool = True, tail: str = "") -> Path:
     return path
 
 
-def loaded(script: str, path: Path, command: str = "check", status: int = 0) -> set[str]:
+OPERATOR = """
+import json, sys
+from effectgate.gateway.runtime.cli import main
+code = main(["actions", "--target", sys.argv[1]])
+print("{mark}" + json.dumps(sorted(m for m in {watched} if m in sys.modules)), code)
+"""
+
+
+def loaded(script: str, path: Path | str, command: str = "check", status: int = 0) -> set[str]:
     """The watched modules a fresh interpreter running `script` on the config `path` loaded."""
     code = script.format(mark=MARK, watched=tuple(WATCHED))
     done = subprocess.run(
@@ -87,7 +107,7 @@ def test_check_loads_neither_the_server_nor_what_the_config_does_not_use(tmp_pat
 
 
 def test_check_of_a_config_without_http_adapters_loads_no_http_client_nor_renderer(tmp_path: Path) -> None:
-    assert loaded(CLI, config(tmp_path, stripe=False)) == set()
+    assert loaded(CLI, config(tmp_path, stripe=False)) & {*NEVER_FOR_CHECK, *NOT_WITHOUT_HTTP} == set()
 
 
 def test_a_refused_serve_never_loads_the_server(tmp_path: Path) -> None:
@@ -113,3 +133,29 @@ def test_serve_loads_no_webhook_listener_nor_cel_it_was_not_asked_for(tmp_path: 
 def test_what_the_config_asks_for_is_loaded(tmp_path: Path, tail: str, needed: str) -> None:
     # The other side of the tests above: they would pass vacuously if the watch missed loads.
     assert needed in loaded(SERVE, config(tmp_path, tail=tail))
+
+
+def test_an_operator_command_loads_none_of_the_gateways_own_modules() -> None:
+    with socket.socket() as held:  # bound, never listening: the command's connection is refused
+        held.bind(("127.0.0.1", 0))
+        found = loaded(OPERATOR, f"127.0.0.1:{held.getsockname()[1]}", status=1)
+    assert found & set(NEVER_FOR_OPERATOR) == set()
+    assert "effectgate.client.cli.render" in found  # the watch sees what loads
+
+
+def test_the_lazy_names_of_the_packages_are_the_modules_own() -> None:
+    # What `effectgate.adapters` and `effectgate.gateway.observability` load on first use is the
+    # object their modules define (a wrong entry in a lazy table is an error at first use only).
+    from effectgate import adapters
+    from effectgate.adapters import settings
+    from effectgate.gateway import observability
+    from effectgate.gateway.observability import calls, metrics
+
+    assert adapters.AdapterSettings is settings.AdapterSettings
+    assert adapters.parse_settings is settings.parse_settings
+    for name in adapters.__all__:
+        assert getattr(adapters, name) is not None
+    for name in observability.__all__:
+        assert getattr(observability, name) is not None
+    assert observability.RpcMetrics is calls.RpcMetrics and observability.calls is calls
+    assert observability.Backlog is metrics.Backlog

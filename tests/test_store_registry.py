@@ -4,6 +4,7 @@ missing names the extra to install; a third package's backend is served by its s
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -73,3 +74,24 @@ def test_a_third_package_backend_is_found_by_its_scheme(tmp_path: Path, monkeypa
     assert parse_config({"store": {"url": "memdb://anything"}}).store_url == "memdb://anything"
     with pytest.raises(ValueError, match="installed: memdb, postgres, postgresql, sqlite"):
         open_store("mysql://x")
+
+
+def test_a_backend_installed_into_a_folder_on_the_path_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Entry points are read again once a folder on sys.path changed (adapters/plugins.py): the
+    # folder is on the path, read without the package, then the package is installed into it.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "eg_memdb_store", raising=False)
+    assert "memdb" not in installed()
+    before = tmp_path.stat().st_mtime_ns
+    (tmp_path / "eg_memdb_store.py").write_text(PLUGIN)
+    info = tmp_path / "eg_memdb_store-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: eg-memdb-store\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\nmemdb = eg_memdb_store:UrlMemoryStore\n")
+    # As a later install would leave it: the folder's time a second on (the clock the file system
+    # stamps with is coarse, a few milliseconds, and this test is quicker than that).
+    os.utime(tmp_path, ns=(before + 1_000_000_000, before + 1_000_000_000))
+    assert "memdb" in installed()
+    assert type(open_store("memdb://anything")).__name__ == "UrlMemoryStore"

@@ -6,8 +6,14 @@ resolves credentials with `AdapterSettings.secret` (never from agents), scrubs w
 sends back with `scrub` / `scrub_json`, and proves itself with `effectgate.adapters.testing`.
 
 Nothing here imports a provider library: the built-in adapters (`stripe`, `postmark`, `smtp`,
-`http`, `square`, `mcp`) are loaded by kind, only when configured.
+`http`, `square`, `mcp`) are loaded by kind, only when configured. `AdapterSettings` and
+`parse_settings` (pydantic) are loaded on first use: the operator commands set up logging through
+`effectgate.adapters.secrets`, and pydantic is a tenth of a second of imports they never use.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from effectgate.adapters.base import (
     ActionCall,
@@ -35,7 +41,9 @@ from effectgate.adapters.secrets import (
     register_secret,
     resolved_secrets,
 )
-from effectgate.adapters.settings import AdapterSettings, parse_settings
+
+if TYPE_CHECKING:
+    from effectgate.adapters.settings import AdapterSettings, parse_settings
 
 __all__ = [
     "ActionCall",
@@ -68,3 +76,11 @@ __all__ = [
     "status_error",
     "transport_error",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("AdapterSettings", "parse_settings"):
+        from effectgate.adapters import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

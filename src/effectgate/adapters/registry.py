@@ -23,7 +23,7 @@ GROUP = "effectgate.adapters"
 
 
 def installed() -> dict[str, EntryPoint]:
-    """The adapter kinds installed now, by name (read afresh at each call)."""
+    """The adapter kinds installed now, by name (plugins.read: a package installed meanwhile counts)."""
     return plugins.installed(GROUP)
 
 

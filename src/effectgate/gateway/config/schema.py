@@ -14,11 +14,11 @@ import hashlib
 import ipaddress
 import json
 import re
-from importlib.metadata import entry_points
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 
+from effectgate.adapters import plugins
 from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config.durations import Duration, parse_duration
 from effectgate.gateway.config.limits import BreakerConfig, ToolLimits
@@ -54,8 +54,8 @@ ROLES = ("agent", "operator", "observer")
 
 
 def store_schemes() -> list[str]:
-    """The store URL schemes installed now (read afresh: a backend installed meanwhile counts)."""
-    return sorted({ep.name for ep in entry_points(group=STORE_GROUP)})
+    """The store URL schemes installed now (a backend installed meanwhile counts: plugins.read)."""
+    return sorted(plugins.installed(STORE_GROUP))
 
 
 class OnRepeat(enum.Enum):

@@ -15,12 +15,14 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, entry_points, version
+from importlib.metadata import PackageNotFoundError, version
 
+from effectgate.adapters import plugins
 from effectgate.client import cli as admin_cli
 from effectgate.client.cli.parser import Parser
 from effectgate.gateway.observability import LEVELS, setup_logging
 from effectgate.gateway.runtime.commands.config_option import CONFIG_ENV, add_config_option, config_from_env
+from effectgate.gateway.runtime.process import collector_paused
 
 COMMANDS_GROUP = "effectgate.commands"
 EXIT_STARTUP = 2
@@ -30,16 +32,17 @@ GATEWAY_COMMANDS = ("serve", "check", "migrate", "audit", "notify")
 
 
 def plugin_names() -> set[str]:
-    return {ep.name for ep in entry_points(group=COMMANDS_GROUP)}
+    return set(plugins.installed(COMMANDS_GROUP))
 
 
 def plugin_command(name: str) -> Callable[[list[str]], int] | None:
     """The `main(argv)` of an installed plug-in command, e.g. `chaos` from effectgate-lab."""
-    for ep in entry_points(group=COMMANDS_GROUP):
-        if ep.name == name:
-            command: Callable[[list[str]], int] = ep.load()
-            return command
-    return None
+    ep = plugins.installed(COMMANDS_GROUP).get(name)
+    if ep is None:
+        return None
+    with collector_paused():  # the plug-in's modules (runtime/process.py)
+        command: Callable[[list[str]], int] = ep.load()
+    return command
 
 
 def plugin_summary(name: str) -> str:
@@ -205,14 +208,16 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     try:
         if args.command == "serve":
             # Each command loads its own modules: `check` never loads the server.
-            from effectgate.gateway.runtime.serve import run as run_serve
+            with collector_paused():
+                from effectgate.gateway.runtime.serve import run as run_serve
 
             options = ServeOptions(
                 args.config, args.workers, args.worker_port, args.log_level, args.log_format, args.fail_fast
             )
             return run_serve(options)
         if args.command == "check":
-            from effectgate.gateway.runtime.commands.check import run_check
+            with collector_paused():
+                from effectgate.gateway.runtime.commands.check import run_check
 
             return asyncio.run(run_check(args.config, args.probe))
         if args.command == "migrate":

@@ -17,7 +17,10 @@ EXIT_INTERRUPTED = 130
 
 def main() -> int:
     try:
-        from effectgate.gateway.runtime.cli import main as run
+        from effectgate.gateway.runtime.process import collector_paused
+
+        with collector_paused():  # the command line's modules (process.py)
+            from effectgate.gateway.runtime.cli import main as run
 
         return run()
     except KeyboardInterrupt as stopped:

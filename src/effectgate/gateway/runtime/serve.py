@@ -17,8 +17,8 @@ from effectgate.gateway.observability import IDENTITY, identify, provider_sdk_lo
 from effectgate.gateway.runtime.configured import build_adapters, close_adapters, open_configured_store
 from effectgate.gateway.runtime.listener import credentials, release
 from effectgate.gateway.runtime.metrics_port import ProbeServer
+from effectgate.gateway.runtime.process import collector_paused, settle_heap
 from effectgate.gateway.runtime.process import run as run_loop
-from effectgate.gateway.runtime.process import settle_heap
 from effectgate.gateway.runtime.startup import (
     METRICS,
     PROBES,
@@ -126,7 +126,8 @@ async def start(
 ) -> Gateway | None:
     """The gateway, once its store answers (None when stopped while waiting for it)."""
     shared = bool(options.worker_port)
-    adapters = build_adapters(config)  # config errors before anything is opened
+    with collector_paused():  # the adapters' provider SDKs load here (runtime/process.py)
+        adapters = build_adapters(config)  # config errors before anything is opened
     try:
         store = open_configured_store(config)
     except BaseException:
@@ -166,7 +167,8 @@ async def start(
         )
     # The server (gRPC services, health, reflection) loads once there is a store to serve: a config
     # refused above, or the parent of `--workers`, never loads it.
-    from effectgate.gateway.runtime.server import Gateway
+    with collector_paused():
+        from effectgate.gateway.runtime.server import Gateway
 
     return await Gateway.start(
         config, shared_port=shared, watch_backlog=metrics_on, store=store, adapters=adapters, store_open=True

@@ -26,7 +26,7 @@ EXTRAS = {"asyncpg": "postgres"}
 
 
 def installed() -> dict[str, EntryPoint]:
-    """The store URL schemes installed now, by scheme (read afresh at each call)."""
+    """The store URL schemes installed now, by scheme (plugins.read: a backend installed meanwhile counts)."""
     return plugins.installed(GROUP)
 
 
