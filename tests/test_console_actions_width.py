@@ -23,6 +23,7 @@ from tests.test_console_money import DESKTOP, PHONE, charge, images, split_badge
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)")
 
+chromium = test_console.chromium
 browser = test_console.browser
 eg = test_console.eg
 
@@ -73,6 +74,7 @@ async def links_on_screen(page: Page, viewport_width: int) -> list[str]:
     return found
 
 
+@pytest.mark.asyncio(loop_scope="module")  # test_console's browser and stack fixtures' loop
 async def test_the_actions_page_fits_1280_and_390_px(browser: Browser, eg: Stack, tmp_path: Path) -> None:
     pictures = images(tmp_path)
     states = set()

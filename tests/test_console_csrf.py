@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+import pytest_asyncio
 from aiohttp import web
 from playwright.async_api import Browser, Page, expect
 
@@ -21,7 +22,11 @@ from tests.console_kit import CHROMIUM, Stack
 from tests.test_console import WAIT, card, decide, execute, settled, sign_in
 from tests.test_execute import effects
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)")
+# On the module's event loop, like test_console, whose browser and stack fixtures these are.
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)"),
+    pytest.mark.asyncio(loop_scope="module"),
+]
 
 # The attacker's page: reads what cookies it can, plants one if told, and posts the console's
 # approval form with the token it found. No CSP: it is the attacker's own page.
@@ -44,11 +49,12 @@ window.attack = function (target, action, planted, token) {{
 
 
 # The console tests' Chromium and gateway stack (one definition of each, in test_console).
+chromium = test_console.chromium
 browser = test_console.browser
 eg = test_console.eg
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def attacker() -> AsyncIterator[str]:
     """The attacker's site: another port of 127.0.0.1."""
 

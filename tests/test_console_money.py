@@ -20,8 +20,13 @@ from tests import test_console
 from tests.console_kit import CHROMIUM, TOKENS, Stack
 from tests.test_console import WAIT, sign_in
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)")
+# On the module's event loop, like test_console, whose browser and stack fixtures these are.
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium (make test-services)"),
+    pytest.mark.asyncio(loop_scope="module"),
+]
 
+chromium = test_console.chromium
 browser = test_console.browser
 eg = test_console.eg
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
