@@ -74,6 +74,10 @@ def a_dangling_link(path: Path) -> None:
     path.symlink_to(path.parent / "nowhere")
 
 
+def a_named_pipe(path: Path) -> None:
+    os.mkfifo(path)
+
+
 @pytest.mark.parametrize(
     ("make", "kind"),
     [
@@ -81,6 +85,7 @@ def a_dangling_link(path: Path) -> None:
         (a_directory, "a directory"),
         (a_symbolic_link, "a symbolic link"),
         (a_dangling_link, "a symbolic link"),
+        (a_named_pipe, "a named pipe"),
     ],
 )
 async def test_what_lies_at_the_path_stays_as_it_was(

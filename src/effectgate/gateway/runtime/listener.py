@@ -139,12 +139,19 @@ def _probe_bind(listen: str) -> None:
                 raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
+# What may lie at a Unix socket's path instead of a socket, as a refusal names it.
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    return "a regular file" if stat.S_ISREG(mode) else "not a socket"
+    return next((name for test, name in _KINDS if test(mode)), "a file of another kind")
 
 
 def _check_directory(address: str, path: str) -> None:
@@ -184,13 +191,18 @@ def _open_lock(address: str, lock: str) -> int:
     return fd
 
 
-def _same_file(fd: int, path: str) -> bool:
+def _identity(path: str) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of what is at `path` itself (a link is not followed); None: nothing."""
     try:
         here = os.lstat(path)
     except FileNotFoundError:
-        return False
+        return None
+    return here.st_dev, here.st_ino
+
+
+def _same_file(fd: int, path: str) -> bool:
     held = os.fstat(fd)
-    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+    return _identity(path) == (held.st_dev, held.st_ino)
 
 
 def _answers(path: str) -> bool:
@@ -282,14 +294,9 @@ def release(address: str) -> None:
     if held is None:
         return
     try:
-        if held.socket is not None:
-            try:
-                there = os.lstat(path)
-            except FileNotFoundError:
-                pass  # gRPC removes it as its server stops
-            else:
-                if (there.st_dev, there.st_ino) == held.socket:
-                    os.unlink(path)
+        # gRPC may have removed it already as its server stopped.
+        if held.socket is not None and _identity(path) == held.socket:
+            os.unlink(path)
         if _same_file(held.lock, f"{path}.lock"):
             os.unlink(f"{path}.lock")  # while locked: the next gateway locks a new one
     except OSError:
@@ -314,10 +321,11 @@ def _bind_unix(server: grpc.aio.Server, address: str, path: str, creds: grpc.Ser
         raise ListenError(f"cannot listen on {address}: the socket cannot be made there (permissions?)")
     try:
         _unix_locks[path].socket = _seal(address, path)
+    except ListenError:
+        release(address)
+        raise
     except OSError as exc:
         release(address)
-        if isinstance(exc, ListenError):
-            raise
         raise ListenError(f"cannot listen on {address}: the socket's mode cannot be set ({exc.strerror})") from None
 
 
