@@ -10,7 +10,8 @@ holds its socket's) refuses the second one; a socket file left by a gateway that
 answers on it) is replaced, anything else at PATH is refused and left as it is. The socket is
 made mode 0660 whatever the umask: a caller on it counts as local (no TLS for tokens, and
 development mode has no tokens at all), so only the gateway's user and group may connect. A
-graceful stop removes the socket file and its lock.
+graceful stop removes the socket file and its lock. `effectgate check` asks the same functions
+whether the address could be had, taking nothing (commands/listen_check.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import ssl
 import stat
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 
@@ -230,7 +231,10 @@ def in_use_by_gateway(address: str) -> AddressInUse:
     return AddressInUse(f"cannot listen on {address}: the address is in use (another gateway serves there)")
 
 
-def occupant(address: str, path: str) -> str:
+Occupant = Literal["nothing", "a stale socket", "a live socket"]
+
+
+def occupant(address: str, path: str) -> Occupant:
     """What lies at PATH: "nothing", "a stale socket" (nobody answers on it) or "a live socket";
     anything else is a ListenError (it stays as it is)."""
     try:
