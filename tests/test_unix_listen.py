@@ -69,6 +69,36 @@ async def test_a_gateway_on_a_unix_socket_serves_and_holds_its_address(tmp_path:
     assert len([e for e in sim.ledger if e["kind"] == "payment_intent"]) == 3
 
 
+async def test_a_gateway_killed_before_its_ready_line_leaves_an_address_the_next_one_takes(
+    tmp_path: Path, sim: StripeSimulator
+) -> None:
+    """Killed after its bind but before `serving on` (waiting for its store: the socket is bound,
+    health NOT_SERVING), a gateway leaves its socket and its lock; its flock died with it, so the
+    next start takes both over, and stops leaving neither."""
+    path, lock = tmp_path / "grpc.sock", tmp_path / "grpc.sock.lock"
+    address = f"unix:{path}"
+    unreachable = config_doc(
+        "postgresql://effectgate:secret@127.0.0.1:9/effectgate", listen=address, **stripe_tools(sim.base_url)
+    )
+    waiting = await ServeChild.for_config(unreachable, tmp_path / "waiting.toml").start()
+    try:
+        await waiting.until(lambda: any("the store cannot be reached" in line for line in waiting.stderr), "the wait")
+        assert not any("serving on" in line for line in waiting.stdout), waiting.transcript()
+        assert waiting.proc is not None
+        waiting.proc.kill()
+        assert await waiting.exit_code() == -9, waiting.transcript()
+    finally:
+        await waiting.stop()
+    assert path.is_socket() and lock.exists()  # both stale
+    nxt = await ServeChild.for_config(socket_doc(tmp_path, sim, address), tmp_path / "eg.toml").start()
+    try:
+        await serving_on(nxt, address)
+        assert (await charge(address, "run-unix-killed")).startswith("pi_")
+    finally:
+        assert await nxt.stop() == 0, nxt.transcript()
+    assert not path.exists() and not lock.exists()
+
+
 async def test_workers_need_a_port(tmp_path: Path, sim: StripeSimulator) -> None:
     address = f"unix:{tmp_path}/grpc.sock"
     child = ServeChild.for_config(socket_doc(tmp_path, sim, address), tmp_path / "eg.toml", "--workers", "2")

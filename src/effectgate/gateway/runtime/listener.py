@@ -10,7 +10,8 @@ holds its socket's) refuses the second one; a socket file left by a gateway that
 answers on it) is replaced, anything else at PATH is refused and left as it is. The socket is
 made mode 0660 whatever the umask: a caller on it counts as local (no TLS for tokens, and
 development mode has no tokens at all), so only the gateway's user and group may connect. A
-graceful stop removes the socket file and its lock.
+graceful stop removes the socket file and its lock. `effectgate check` asks the same functions
+whether the address could be had, taking nothing (commands/listen_check.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import ssl
 import stat
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 
@@ -47,6 +48,10 @@ _unix_locks: dict[str, _Held] = {}
 
 class ListenError(OSError):
     """The listen address cannot be bound (in use, not local, no permission)."""
+
+
+class AddressInUse(ListenError):
+    """The address is held now (a gateway or another program): it may be free later."""
 
 
 def _why(exc: OSError) -> str:
@@ -119,7 +124,7 @@ def credentials(config: Config, certificates: Certificates | None = None) -> grp
     return (certificates or Certificates(config)).credentials()
 
 
-def _probe_bind(listen: str) -> None:
+def probe_bind(listen: str) -> None:
     """Binds (then frees) the address the way grpc will, to name the reason when it is taken.
 
     grpc would only log a C-level line and return port 0; this gives one clear error instead."""
@@ -136,7 +141,8 @@ def _probe_bind(listen: str) -> None:
             try:
                 probe.bind(address)
             except OSError as exc:
-                raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
+                held = AddressInUse if exc.errno == errno.EADDRINUSE else ListenError
+                raise held(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
 # What may lie at a Unix socket's path instead of a socket, as a refusal names it.
@@ -154,7 +160,7 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "a file of another kind")
 
 
-def _check_directory(address: str, path: str) -> None:
+def check_directory(address: str, path: str) -> None:
     """The socket's directory exists and this user may make files in it."""
     parent = os.path.dirname(path)
     try:
@@ -171,12 +177,15 @@ def _check_directory(address: str, path: str) -> None:
         )
 
 
-def _open_lock(address: str, lock: str) -> int:
-    """PATH.lock opened (made if missing), never through a symbolic link, never a file of
-    someone else's: a gateway's lock is an empty regular file."""
+def open_lock(address: str, lock: str, create: bool = True) -> int | None:
+    """PATH.lock opened (made if missing; without `create`, None if missing), never
+    through a symbolic link, never a file of someone else's: a gateway's lock is an empty regular file."""
+    made = os.O_CREAT if create else 0  # opened for writing either way: the same refusals (EISDIR, EACCES)
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(lock, os.O_RDWR | made | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
+        if exc.errno == errno.ENOENT and not create:
+            return None
         why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
         raise ListenError(f"cannot listen on {address}: cannot open its lock {lock} ({why})") from None
     found = os.fstat(fd)
@@ -218,12 +227,20 @@ def _answers(path: str) -> bool:
     return True
 
 
-def _check_path(address: str, path: str) -> None:
-    """Nothing at PATH, or a socket file nobody answers on: anything else stays as it is."""
+def in_use_by_gateway(address: str) -> AddressInUse:
+    return AddressInUse(f"cannot listen on {address}: the address is in use (another gateway serves there)")
+
+
+Occupant = Literal["nothing", "a stale socket", "a live socket"]
+
+
+def occupant(address: str, path: str) -> Occupant:
+    """What lies at PATH: "nothing", "a stale socket" (nobody answers on it) or "a live socket";
+    anything else is a ListenError (it stays as it is)."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        return
+        return "nothing"
     if not stat.S_ISSOCK(mode):
         raise ListenError(f"cannot listen on {address}: {path} is {_kind(mode)}, not a socket; left as it is")
     try:
@@ -232,8 +249,13 @@ def _check_path(address: str, path: str) -> None:
         raise ListenError(
             f"cannot listen on {address}: cannot tell whether {path} is in use ({exc.strerror})"
         ) from None
-    if alive:
-        raise ListenError(
+    return "a live socket" if alive else "a stale socket"
+
+
+def check_path(address: str, path: str) -> None:
+    """Nothing at PATH, or a socket file nobody answers on: anything else stays as it is."""
+    if occupant(address, path) == "a live socket":
+        raise AddressInUse(
             f"cannot listen on {address}: the address is in use (a process answers on {path}, without a gateway's lock)"
         )
 
@@ -242,17 +264,16 @@ def _claim_unix(address: str, path: str) -> None:
     """Takes the socket's lock (kept by this process until `release`), or a ListenError."""
     if path in _unix_locks:  # ours already: the waiting room's, handed on to the gateway
         return
-    _check_directory(address, path)
+    check_directory(address, path)
     lock = f"{path}.lock"
     for _ in range(100):
-        fd = _open_lock(address, lock)
+        fd = open_lock(address, lock)
+        assert fd is not None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise ListenError(
-                f"cannot listen on {address}: the address is in use (another gateway serves there)"
-            ) from None
+            raise in_use_by_gateway(address) from None
         if _same_file(fd, lock):
             break
         os.close(fd)  # the gateway that held it removed it as it stopped: lock the one there now
@@ -260,7 +281,7 @@ def _claim_unix(address: str, path: str) -> None:
         raise ListenError(f"cannot listen on {address}: {lock} keeps being replaced")
     _unix_locks[path] = _Held(fd)
     try:
-        _check_path(address, path)
+        check_path(address, path)
     except BaseException:
         release(address)
         raise
@@ -340,7 +361,7 @@ def bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | 
         _bind_unix(server, address, path, creds)
         return 0
     if not shared:  # a worker's port is held (with SO_REUSEPORT) by its parent on purpose
-        _probe_bind(address)
+        probe_bind(address)
     try:
         port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
     except RuntimeError:
