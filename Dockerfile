@@ -14,10 +14,11 @@
 # PIP_CONFIG_FILE) and `--secret id=pip-cert,src=CA_BUNDLE` (named by that file's `cert =`).
 # Without them pip uses its defaults.
 ARG BASE_IMAGE=python:3.11-slim
-
-FROM ${BASE_IMAGE} AS build
 # pip itself, pinned like everything else (the same version as constraints.txt; tests check it).
 ARG PIP_VERSION=26.3
+
+FROM ${BASE_IMAGE} AS build
+ARG PIP_VERSION
 # pip's download cache is a cache mount (kept by the builder between builds, in no layer).
 ENV PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_CONFIG_FILE=/run/secrets/pip.conf \
     PIP_CACHE_DIR=/var/cache/pip
@@ -52,13 +53,23 @@ RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type
        --build-constraint constraints-build.txt --prefix /opt/effectgate-app \
        ./clients/protos ./clients/python ".[all]"
 
+# The CycloneDX generator in a virtualenv of its own, from constraints-build.txt alone: a layer a
+# code change does not rebuild (installed after the code, it was installed again on every build).
+FROM ${BASE_IMAGE} AS sbom-tool
+ARG PIP_VERSION
+ENV PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_CONFIG_FILE=/run/secrets/pip.conf \
+    PIP_CACHE_DIR=/var/cache/pip
+COPY constraints-build.txt /src/
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
+    python -m venv /opt/sbom \
+    && /opt/sbom/bin/pip install --quiet "pip==${PIP_VERSION}" \
+    && /opt/sbom/bin/pip install --quiet -c /src/constraints-build.txt cyclonedx-bom
+
 # The bill of materials of the installed environment, from its distributions' metadata
 # (`make image` exports it with `--target sbom-file --output`).
 FROM build AS sbom
-RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert --mount=type=cache,target=/var/cache/pip \
-    python -m venv /opt/sbom \
-    && /opt/pip/bin/pip --python /opt/sbom/bin/python install --quiet -c constraints-build.txt cyclonedx-bom \
-    && cp -a /opt/effectgate-app/. /opt/effectgate/ \
+COPY --from=sbom-tool /opt/sbom /opt/sbom
+RUN cp -a /opt/effectgate-app/. /opt/effectgate/ \
     && /opt/sbom/bin/cyclonedx-py environment --output-reproducible \
        --output-format JSON --output-file /effectgate.cdx.json /opt/effectgate/bin/python
 

@@ -3,10 +3,14 @@ that is not a gateway's stays as it was (one line, exit 2); a missing or unwrita
 named; the socket admits only the gateway's user and group whatever the umask (a caller on it
 counts as local: no TLS for tokens, no tokens at all in development mode); a process answering on
 a socket file without a gateway's lock keeps it; a graceful stop leaves neither socket nor lock.
-Every gateway is a real `effectgate serve`; every wait is for a line or an exit."""
+Every gateway that serves is a real `effectgate serve`; the refused starts run `effectgate serve`
+as forks of one process that loaded the command line once (tests/cli_forks.py), but for the one
+without write access to the directory, a real process (the wiring); every wait is for a line or
+an exit."""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import shutil
@@ -21,7 +25,9 @@ from typing import Any
 
 import pytest
 
+from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
+from tests.cli_forks import CliForks
 from tests.harness import config_doc, stripe_tools
 from tests.serve_child import ServeChild
 from tests.test_unix_listen import charge, serving_on, socket_doc
@@ -32,11 +38,21 @@ CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
 
 
 async def refused(tmp_path: Path, sim: StripeSimulator, address: str, **popen: Any) -> list[str]:
-    """A gateway on `address` that must not start: exit 2 and its one `effectgate:` line."""
+    """A real gateway process on `address` that must not start: exit 2 and its one `effectgate:` line."""
     child = ServeChild.for_config(socket_doc(tmp_path, sim, address), tmp_path / "eg.toml", popen=popen)
     assert await (await child.start()).exit_code() == 2, child.transcript()
     assert not any("Traceback" in line for line in child.stderr), child.transcript()
     return [line for line in child.stderr if line.startswith("effectgate:")]
+
+
+async def refused_fork(forks: CliForks, tmp_path: Path, sim: StripeSimulator, address: str) -> list[str]:
+    """As `refused`, the gateway a fork (tests/cli_forks.py); the simulator keeps serving meanwhile."""
+    config = write_config(socket_doc(tmp_path, sim, address), tmp_path / "eg.toml")
+    done = await asyncio.to_thread(forks.run, "serve", "--config", str(config))
+    transcript = done.stdout + done.stderr
+    assert done.returncode == 2, transcript
+    assert "Traceback" not in done.stderr, transcript
+    return [line for line in done.stderr.splitlines() if line.startswith("effectgate:")]
 
 
 def snapshot(path: Path) -> tuple[Any, ...]:
@@ -89,13 +105,13 @@ def a_named_pipe(path: Path) -> None:
     ],
 )
 async def test_what_lies_at_the_path_stays_as_it_was(
-    tmp_path: Path, sim: StripeSimulator, make: Callable[[Path], None], kind: str
+    tmp_path: Path, sim: StripeSimulator, make: Callable[[Path], None], kind: str, forks: CliForks
 ) -> None:
     path = tmp_path / "grpc.sock"
     make(path)
     before = snapshot(path)
     address = f"unix:{path}"
-    said = await refused(tmp_path, sim, address)
+    said = await refused_fork(forks, tmp_path, sim, address)
     assert said == [f"effectgate: cannot listen on {address}: {path} is {kind}, not a socket; left as it is"]
     assert snapshot(path) == before
     assert there(f"{path}.lock") == []  # nothing of the gateway's is left beside it
@@ -122,25 +138,27 @@ def someone_elses_lock(lock: Path) -> str:
 
 @pytest.mark.parametrize("make", [a_foreign_lock, a_linked_lock, someone_elses_lock])
 async def test_a_lock_file_that_is_not_a_gateways_stays_as_it_was(
-    tmp_path: Path, sim: StripeSimulator, make: Callable[[Path], str]
+    tmp_path: Path, sim: StripeSimulator, make: Callable[[Path], str], forks: CliForks
 ) -> None:
     path = tmp_path / "grpc.sock"
     lock = tmp_path / "grpc.sock.lock"
     why = make(lock)
     before = snapshot(lock)
     address = f"unix:{path}"
-    assert await refused(tmp_path, sim, address) == [f"effectgate: cannot listen on {address}: {why}"]
+    assert await refused_fork(forks, tmp_path, sim, address) == [f"effectgate: cannot listen on {address}: {why}"]
     assert snapshot(lock) == before
     assert there(path) == []
 
 
 @pytest.mark.parametrize("parent", ["missing", "a_file"])
-async def test_a_directory_that_is_not_there_is_named(tmp_path: Path, sim: StripeSimulator, parent: str) -> None:
+async def test_a_directory_that_is_not_there_is_named(
+    tmp_path: Path, sim: StripeSimulator, parent: str, forks: CliForks
+) -> None:
     directory = tmp_path / parent
     if parent == "a_file":
         directory.write_text("not a directory\n")
     address = f"unix:{directory}/grpc.sock"
-    said = await refused(tmp_path, sim, address)
+    said = await refused_fork(forks, tmp_path, sim, address)
     why = f"the directory {directory} does not exist" if parent == "missing" else f"{directory} is not a directory"
     assert said == [f"effectgate: cannot listen on {address}: {why}"]
 
@@ -180,14 +198,14 @@ async def test_a_directory_this_user_cannot_write_is_named(tmp_path: Path, sim: 
     assert list(directory.iterdir()) == []
 
 
-async def test_a_socket_someone_answers_on_is_not_taken(tmp_path: Path, sim: StripeSimulator) -> None:
+async def test_a_socket_someone_answers_on_is_not_taken(tmp_path: Path, sim: StripeSimulator, forks: CliForks) -> None:
     path = tmp_path / "grpc.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as theirs:
         theirs.bind(str(path))
         theirs.listen(8)
         before = snapshot(path)
         address = f"unix:{path}"
-        said = await refused(tmp_path, sim, address)
+        said = await refused_fork(forks, tmp_path, sim, address)
         assert said == [
             f"effectgate: cannot listen on {address}: the address is in use (a process answers on {path}, "
             "without a gateway's lock)"
