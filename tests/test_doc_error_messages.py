@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -103,16 +104,30 @@ def says(line: str, quote: str) -> bool:
 
 @contextmanager
 def port_in_use(port: int) -> Iterator[None]:
-    sock = socket.socket()
-    try:
-        sock.bind(("127.0.0.1", port))
-        sock.listen()
-    except OSError:
-        pass  # someone else holds it: the gateway's line is the same
+    sock = _listen_or_find_listener(port)
     try:
         yield
     finally:
         sock.close()
+
+
+def _listen_or_find_listener(port: int) -> socket.socket:
+    """A socket listening on the port, or (someone else listens there: the gateway's line is the
+    same) an idle one. A bind refused while nobody listens is a moment's hold, such as `effectgate
+    check`'s probe of the default port in a test beside this one: bound again until it is ours."""
+    for _ in range(2000):
+        sock = socket.socket()
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+            return sock
+        except OSError:
+            sock.close()
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return socket.socket()
+        time.sleep(0.01)
+    raise AssertionError(f"port {port} stayed bound by a process that does not listen on it")
 
 
 # A `check` case run as a process of its own, not a fork: the wiring of the whole command.
