@@ -84,10 +84,23 @@ class VirtualLoop(base_events.BaseEventLoop):
         self._made: dict[int, int] = {}
         self._count = itertools.count()
 
-    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = super().create_task(coro, **kwargs)
+    def create_task(  # type: ignore[override]
+        self, coro: Any, *, name: str | None = None, context: contextvars.Context | None = None
+    ) -> asyncio.Task[Any]:
+        # `BaseEventLoop.create_task` written out for a loop without a task factory (one set is
+        # still used) and never in debug mode (no creation traceback to trim).
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        task: asyncio.Task[Any]
+        if self._task_factory is None:  # type: ignore[attr-defined]
+            task = _Task(coro, loop=self, name=name, context=context)
+        else:
+            task = super().create_task(coro, name=name, context=context)
         self._made[id(task)] = next(self._count)
         return task
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return _Future(loop=self)
 
     def pending_tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks it created that have not finished, in the order it created them (a set of
@@ -275,6 +288,7 @@ class _TimerHandle(events.TimerHandle):
 
 _handle_new = events.Handle.__new__
 _copy_context = contextvars.copy_context
+_Task, _Future = asyncio.Task, asyncio.Future
 _heappush, _heappop = heapq.heappush, heapq.heappop
 
 
