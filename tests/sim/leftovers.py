@@ -15,6 +15,12 @@ collector no longer walks it), so each collection walks what the last world made
 A frozen object is still freed when nothing refers to it; one freed only as part of a cycle is
 freed once the run ends (what outlives a world, its outcome and the modules it imported, is
 rarely so).
+
+While a world runs the collector is off: its young-generation passes (about three a world) cost
+about 1.5% of a run's CPU, and what they freed is freed by that one collection when the world
+ends, still on its seed. A trace does not depend on when the collector runs (it already runs at
+other moments for the same seed run alone or after others: caches warmed by earlier worlds change
+what a world allocates), and a world's frozen tasks are kept alive by the world until it ends.
 """
 
 from __future__ import annotations
@@ -29,8 +35,15 @@ Play = Callable[[int, "Knobs | None"], Outcome]
 
 
 def play(seed: int, knobs: Knobs | None = None) -> Outcome:
-    """`World(seed, knobs).run()`, then a full collection (see the module's docstring)."""
-    outcome = World(seed, knobs).run()
+    """`World(seed, knobs).run()` with the collector off, then a full collection (see the
+    module's docstring)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        outcome = World(seed, knobs).run()
+    finally:
+        if enabled:
+            gc.enable()
     gc.collect()
     return outcome
 

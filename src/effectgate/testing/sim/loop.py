@@ -84,10 +84,23 @@ class VirtualLoop(base_events.BaseEventLoop):
         self._made: dict[int, int] = {}
         self._count = itertools.count()
 
-    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = super().create_task(coro, **kwargs)
+    def create_task(  # type: ignore[override]
+        self, coro: Any, *, name: str | None = None, context: contextvars.Context | None = None
+    ) -> asyncio.Task[Any]:
+        # `BaseEventLoop.create_task` written out for a loop without a task factory (one set is
+        # still used) and never in debug mode (no creation traceback to trim).
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        task: asyncio.Task[Any]
+        if self._task_factory is None:  # type: ignore[attr-defined]
+            task = _Task(coro, loop=self, name=name, context=context)
+        else:
+            task = super().create_task(coro, name=name, context=context)
         self._made[id(task)] = next(self._count)
         return task
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return _Future(loop=self)
 
     def pending_tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks it created that have not finished, in the order it created them (a set of
@@ -110,11 +123,18 @@ class VirtualLoop(base_events.BaseEventLoop):
     def call_soon(  # type: ignore[override]
         self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
     ) -> events.Handle:
-        if self.is_closed():
+        # `events.Handle(...)` without its `__init__`: this runs for nearly every callback of a run.
+        if self._closed:  # type: ignore[attr-defined]
             raise RuntimeError("Event loop is closed")
-        handle = _new_handle(events.Handle, callback, args, self, context)
-        me: Any = self  # asyncio's private attributes, which typeshed does not declare
-        me._ready.append(handle)
+        handle: Any = _handle_new(_Handle)
+        handle._context = _copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
+        self._ready.append(handle)  # type: ignore[attr-defined]
         return handle  # type: ignore[no-any-return]
 
     def call_later(  # type: ignore[override]
@@ -122,66 +142,82 @@ class VirtualLoop(base_events.BaseEventLoop):
     ) -> events.TimerHandle:
         if delay is None:
             raise TypeError("delay must not be None")
-        return self.call_at(self._now + delay, callback, *args, context=context)
+        return self._timer(self._now + delay, callback, args, context)
 
     def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
     ) -> events.TimerHandle:
         if when is None:
             raise TypeError("when cannot be None")
-        if self.is_closed():
+        return self._timer(when, callback, args, context)
+
+    def _timer(
+        self, when: float, callback: Callable[..., Any], args: tuple[Any, ...], context: contextvars.Context | None
+    ) -> events.TimerHandle:
+        if self._closed:  # type: ignore[attr-defined]
             raise RuntimeError("Event loop is closed")
-        timer = _new_handle(events.TimerHandle, callback, args, self, context)
+        timer: Any = _handle_new(_TimerHandle)
+        timer._context = _copy_context() if context is None else context
+        timer._loop = self
+        timer._callback = callback
+        timer._args = args
+        timer._cancelled = False
+        timer._repr = None
+        timer._source_traceback = None
         timer._when = when
-        me: Any = self
-        heapq.heappush(me._scheduled, (when, _TIE, timer))
+        _heappush(self._scheduled, (when, _TIE, timer))  # type: ignore[attr-defined]
         timer._scheduled = True
         return timer  # type: ignore[no-any-return]
 
     def _run_once(self) -> None:
-        """`BaseEventLoop._run_once` for heap entries, the selector's jump inlined."""
+        """`BaseEventLoop._run_once` for heap entries, the selector's jump inlined, called again
+        until the loop is stopped (what `run_forever` does after each call)."""
         me: Any = self  # asyncio's private attributes, which typeshed does not declare
-        scheduled = me._scheduled
-        count = len(scheduled)
-        if count > _MIN_TIMERS and me._timer_cancelled_count / count > _MIN_CANCELLED:
-            kept = []
-            for entry in scheduled:
-                if entry[2]._cancelled:
-                    entry[2]._scheduled = False
-                else:
-                    kept.append(entry)
-            heapq.heapify(kept)
-            me._scheduled = scheduled = kept
-            me._timer_cancelled_count = 0
-        else:
-            while scheduled and scheduled[0][2]._cancelled:
-                me._timer_cancelled_count -= 1
-                heapq.heappop(scheduled)[2]._scheduled = False
         ready = me._ready
-        if not ready and not me._stopping:
-            if not scheduled:
-                raise Deadlock("nothing can run and no timer is set")
-            self.advance(min(max(0, scheduled[0][0] - self._now), _LONGEST_WAIT))
-        end = self._now + self._clock_resolution
-        while scheduled and scheduled[0][0] < end:
-            timer = heapq.heappop(scheduled)[2]
-            timer._scheduled = False
-            ready.append(timer)
-        handle: Any = None
-        for _ in range(len(ready)):
-            handle = ready.popleft()
-            if handle._cancelled:
-                continue
-            try:
-                handle._context.run(handle._callback, *handle._args)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:  # what `Handle._run` does with it
-                cb = _format_callback(handle._callback, handle._args)
-                self.call_exception_handler(
-                    {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
-                )
-        handle = None  # breaks a cycle when an exception occurred
+        popleft = ready.popleft
+        while True:
+            scheduled = me._scheduled
+            count = len(scheduled)
+            if count > _MIN_TIMERS and me._timer_cancelled_count / count > _MIN_CANCELLED:
+                kept = []
+                for entry in scheduled:
+                    if entry[2]._cancelled:
+                        entry[2]._scheduled = False
+                    else:
+                        kept.append(entry)
+                heapq.heapify(kept)
+                me._scheduled = scheduled = kept
+                me._timer_cancelled_count = 0
+            else:
+                while scheduled and scheduled[0][2]._cancelled:
+                    me._timer_cancelled_count -= 1
+                    _heappop(scheduled)[2]._scheduled = False
+            if not ready and not me._stopping:
+                if not scheduled:
+                    raise Deadlock("nothing can run and no timer is set")
+                self.advance(min(max(0, scheduled[0][0] - self._now), _LONGEST_WAIT))
+            end = self._now + self._clock_resolution
+            while scheduled and scheduled[0][0] < end:
+                timer = _heappop(scheduled)[2]
+                timer._scheduled = False
+                ready.append(timer)
+            handle: Any = None
+            for _ in range(len(ready)):
+                handle = popleft()
+                if handle._cancelled:
+                    continue
+                try:
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:  # what `Handle._run` does with it
+                    cb = _format_callback(handle._callback, handle._args)
+                    self.call_exception_handler(
+                        {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
+                    )
+            handle = None  # breaks a cycle when an exception occurred
+            if me._stopping:
+                return
 
     # -- what a selector loop would do with file descriptors: nothing here -----------------------
 
@@ -221,27 +257,39 @@ class VirtualLoop(base_events.BaseEventLoop):
         self._refuse()
 
 
-def _new_handle(
-    kind: type[events.Handle],
-    callback: Callable[..., Any],
-    args: tuple[Any, ...],
-    loop: VirtualLoop,
-    context: contextvars.Context | None,
-) -> Any:
-    """`kind(callback, args, loop, context)` for a loop not in debug mode, without the call of its
-    `__init__` (one per callback the loop runs; a `TimerHandle`'s `_when` is the caller's to set)."""
-    handle: Any = _handle_new(kind)
-    handle._context = contextvars.copy_context() if context is None else context
-    handle._loop = loop
-    handle._callback = callback
-    handle._args = args
-    handle._cancelled = False
-    handle._repr = None
-    handle._source_traceback = None
-    return handle
+class _Handle(events.Handle):
+    """`events.Handle` whose `cancel` does not ask the loop whether it is in debug mode (it never is)."""
+
+    __slots__ = ()
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            me: Any = self
+            me._cancelled = True
+            me._callback = None
+            me._args = None
+
+
+class _TimerHandle(events.TimerHandle):
+    """`events.TimerHandle` whose `cancel` does what asyncio's does (the loop counts a cancelled
+    timer still in its heap) without two more calls and a question about debug mode."""
+
+    __slots__ = ()
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            me: Any = self
+            if me._scheduled:
+                me._loop._timer_cancelled_count += 1
+            me._cancelled = True
+            me._callback = None
+            me._args = None
 
 
 _handle_new = events.Handle.__new__
+_copy_context = contextvars.copy_context
+_Task, _Future = asyncio.Task, asyncio.Future
+_heappush, _heappop = heapq.heappush, heapq.heappop
 
 
 def run(main: Callable[[], Any], *, start: float = 0.0) -> Any:
