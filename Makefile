@@ -69,22 +69,19 @@ image:
 # ci, tsc: the README's TypeScript snippets run against it; .ts-build.log), and once .venv is there
 # one collection writes the suite's bytecode (test-bytecode); then pytest starts, while lint and the
 # generated-code check then the TypeScript tests (on the built client) run on beside it. Their
-# output is one block each when they end (.crewai.log, .checks.log, .ts-checks.log meanwhile).
-# Any failing step fails the target. Before pytest, .venv then the collection is the longest
-# chain (about 60 CPU-seconds) and the CrewAI environment and the TypeScript build (about 45)
-# fit beside it on the second core: they run at a lower priority (nice), so three busy jobs on two
-# cores do not stretch the chain that pytest waits for.
+# output is one block each when they end (.checks.log, .ts-checks.log meanwhile). Any failing
+# step fails the target. The CrewAI install and the TypeScript build are not run at a lower
+# priority beside .venv: under other load they then starve, and pytest waits for them too (a
+# clean clone's pytest started 110 s later beside a second make test).
 # The suite starts hundreds of Python processes (gateways, CLIs, pytest's workers): each reads the
 # project's modules from bytecode written once, even where the environment says
 # PYTHONDONTWRITEBYTECODE (it then compiles every module in every process, and each pytest worker
 # rewrites every test module again: collection alone takes twice the CPU).
 test: export PYTHONDONTWRITEBYTECODE =
 test: test-services
-	@nice -n 5 bash scripts/test_typescript.sh build > .ts-build.log 2>&1 & tsbuild=$$!; \
-	nice -n 5 $(MAKE) --no-print-directory $(CREWAI_STAMP) > .crewai.log 2>&1 & crewai=$$!; \
-	$(MAKE) --no-print-directory test-bytecode; venv=$$?; \
-	wait $$crewai; crewai=$$?; cat .crewai.log; wait $$tsbuild; built=$$?; cat .ts-build.log; \
-	[ $$venv -eq 0 ] || exit $$venv; [ $$crewai -eq 0 ] || exit $$crewai; \
+	@bash scripts/test_typescript.sh build > .ts-build.log 2>&1 & tsbuild=$$!; \
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-bytecode $(CREWAI_STAMP); venvs=$$?; \
+	wait $$tsbuild; built=$$?; cat .ts-build.log; [ $$venvs -eq 0 ] || exit $$venvs; \
 	( $(MAKE) --no-print-directory lint > .checks.log 2>&1; rc=$$?; cat .checks.log; \
 	   if [ $$rc -eq 0 ]; then echo "lint: passed"; else echo "lint: FAILED (exit $$rc, output above)"; fi; \
 	   exit $$rc ) & lint=$$!; \
@@ -169,4 +166,4 @@ fuzz: $(STAMP) test-services
 	bash scripts/fuzz_model.sh $(FUZZ_MINUTES)
 
 clean:
-	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .checks.log .ts-checks.log .ts-build.log .crewai.log
+	rm -rf $(VENV) $(CREWAI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .checks.log .ts-checks.log .ts-build.log
