@@ -159,7 +159,12 @@ async def real_line(name: str, case: Case, tmp_path: Path) -> str:
         sys.executable, "-m", "effectgate.gateway", *case.argv,
         cwd=folder, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    _, err = await asyncio.wait_for(proc.communicate(), 90)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 90)
+    finally:
+        if proc.returncode is None:  # it started instead of refusing: never leave it serving
+            proc.kill()
+            await proc.wait()
     assert proc.returncode is not None
     return last_line(name, proc.returncode, err.decode())
 
