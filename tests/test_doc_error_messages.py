@@ -13,7 +13,6 @@ import os
 import re
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,10 @@ ADAPTER = '[adapters.stripe]\napi_base = "http://127.0.0.1:9"\napi_key_env = "ST
 TOOL = '[tools.charge_card]\nadapter = "stripe"\n'
 BASE = ADAPTER + TOOL
 DIGEST = "04c0640f7450894700e902676917cbb0b82a50a12161f41e756ad3c541b4ad4d"
-BUSY_PORT = 50051  # the documented example; held by this test (or by another program: the same line)
+# The docs' example port. The busy-port cases run on a port this test holds (never a fixed one:
+# another suite on the machine, or `effectgate check` probing its default port in a test beside
+# this one, may hold or free 50051 at any moment), and their lines are read with it as 50051.
+DOCUMENTED_PORT = 50051
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,9 @@ CASES = {
     "adapter setting": Case(ADAPTER + 'timeout = "fast"\n' + TOOL),
     "adapter kind": Case('[adapters.acme]\nx = 1\n[tools.charge_card]\nadapter = "acme"\n'),
     "database": Case('[store]\nurl = "postgresql://effectgate:secret@127.0.0.1:9/effectgate"\n' + BASE),
-    "port": Case(f'[server]\nlisten = "127.0.0.1:{BUSY_PORT}"\n' + BASE, argv=("serve", "--config", "effectgate.toml")),
-    "metrics port": Case(
-        f'[telemetry]\nprometheus_listen = "127.0.0.1:{BUSY_PORT}"\n' + BASE,
+    "port": Case('[server]\nlisten = "127.0.0.1:{busy}"\n' + BASE, argv=("serve", "--config", "effectgate.toml")),
+    "metrics port": Case(  # gRPC on a socket of its own: only the metrics port can be the one in use
+        '[server]\nlisten = "unix:{folder}/grpc.sock"\n[telemetry]\nprometheus_listen = "127.0.0.1:{busy}"\n' + BASE,
         argv=("serve", "--config", "effectgate.toml"),
     ),
     "socket file": Case(  # the config file itself lies at the socket's path
@@ -103,41 +105,22 @@ def says(line: str, quote: str) -> bool:
 
 
 @contextmanager
-def port_in_use(port: int) -> Iterator[None]:
-    sock = _listen_or_find_listener(port)
-    try:
-        yield
-    finally:
-        sock.close()
-
-
-def _listen_or_find_listener(port: int) -> socket.socket:
-    """A socket listening on the port, or (someone else listens there: the gateway's line is the
-    same) an idle one. A bind refused while nobody listens is a moment's hold, such as `effectgate
-    check`'s probe of the default port in a test beside this one: bound again until it is ours."""
-    for _ in range(2000):
-        sock = socket.socket()
-        try:
-            sock.bind(("127.0.0.1", port))
-            sock.listen()
-            return sock
-        except OSError:
-            sock.close()
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return socket.socket()
-        time.sleep(0.01)
-    raise AssertionError(f"port {port} stayed bound by a process that does not listen on it")
+def busy_port() -> Iterator[int]:
+    """A loopback port this test listens on for as long as the block runs."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
 
 
 # A `check` case run as a process of its own, not a fork: the wiring of the whole command.
 OWN_PROCESS = "typo"
 
 
-def prepared(name: str, case: Case, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def prepared(name: str, case: Case, tmp_path: Path, busy: int = 0) -> tuple[Path, dict[str, str]]:
     folder = tmp_path / name.replace(" ", "-")
     folder.mkdir()
-    (folder / "effectgate.toml").write_text(case.config.replace("{folder}", str(folder)))
+    (folder / "effectgate.toml").write_text(case.config.replace("{folder}", str(folder)).replace("{busy}", str(busy)))
     env = {**os.environ, "STRIPE_API_KEY": "sk_test_docs"}
     for key, value in case.env.items():
         if value is None:
@@ -153,8 +136,8 @@ def last_line(name: str, returncode: int, err: str) -> str:
     return lines[-1]
 
 
-async def real_line(name: str, case: Case, tmp_path: Path) -> str:
-    folder, env = prepared(name, case, tmp_path)
+async def real_line(name: str, case: Case, tmp_path: Path, busy: int) -> str:
+    folder, env = prepared(name, case, tmp_path, busy)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "effectgate.gateway", *case.argv,
         cwd=folder, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -166,7 +149,10 @@ async def real_line(name: str, case: Case, tmp_path: Path) -> str:
             proc.kill()
             await proc.wait()
     assert proc.returncode is not None
-    return last_line(name, proc.returncode, err.decode())
+    line = last_line(name, proc.returncode, err.decode())
+    return line.replace(f"127.0.0.1:{busy}:", f"127.0.0.1:{DOCUMENTED_PORT}:").replace(
+        f"127.0.0.1:{busy} (", f"127.0.0.1:{DOCUMENTED_PORT} ("
+    )
 
 
 def forked_line(forks: CliForks, name: str, case: Case, tmp_path: Path) -> str:
@@ -184,16 +170,17 @@ def real_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     assert not Path("/etc/effectgate.toml").exists()
     tmp_path = tmp_path_factory.mktemp("errors")
 
-    async def provoke() -> list[str]:
-        return list(await asyncio.gather(*(real_line(n, c, tmp_path) for n, c in CASES.items() if own_process(n, c))))
+    async def provoke(busy: int) -> list[str]:
+        own = (real_line(n, c, tmp_path, busy) for n, c in CASES.items() if own_process(n, c))
+        return list(await asyncio.gather(*own))
 
     forks = CliForks()
     try:
         forked = {n: forked_line(forks, n, c, tmp_path) for n, c in CASES.items() if not own_process(n, c)}
     finally:
         forks.close()
-    with port_in_use(BUSY_PORT):
-        own = dict(zip([n for n, c in CASES.items() if own_process(n, c)], asyncio.run(provoke()), strict=True))
+    with busy_port() as busy:
+        own = dict(zip([n for n, c in CASES.items() if own_process(n, c)], asyncio.run(provoke(busy)), strict=True))
     return {name: {**forked, **own}[name] for name in CASES}
 
 
