@@ -321,21 +321,20 @@ async def test_a_watch_on_one_replica_sees_an_action_made_on_another(
         watch = b.stub.WatchActions(pb.WatchActionsRequest(tool="charge_card"), metadata=auth("watcher"))
         start = await asyncio.wait_for(watch.read(), 10)
         assert start.cursor and not start.HasField("action")
-        loop = asyncio.get_running_loop()
-        made = loop.time()
+        # Seen at one of B's polls (every 0.25 s): the deadlines below only bound a hung stream; how
+        # soon is not this test's claim (a loaded machine stretches it, and speed lives in benchmarks).
         waiting = await a.stub.Execute(request(), metadata=auth("bot"))
-        seen = await asyncio.wait_for(watch.read(), 2.0)
-        assert loop.time() - made < 2.0
+        seen = await asyncio.wait_for(watch.read(), 30)
         assert seen.action.action_id == waiting.action.action_id
         assert seen.action.state == pb.EFFECT_STATE_AWAITING_APPROVAL
         # Denied on A: B's watch sees the change; a watch resumed from the first cursor sees it too.
         await a.operator.Deny(pb.DenyRequest(action_id=seen.action.action_id, note="no"), metadata=auth("alice"))
-        changed = await asyncio.wait_for(watch.read(), 2.0)
+        changed = await asyncio.wait_for(watch.read(), 30)
         assert changed.action.state == pb.EFFECT_STATE_REJECTED
         watch.cancel()
         resumed = b.stub.WatchActions(pb.WatchActionsRequest(cursor=seen.cursor), metadata=auth("alice"))
         assert (await asyncio.wait_for(resumed.read(), 5)).cursor == seen.cursor
-        again = await asyncio.wait_for(resumed.read(), 2.0)
+        again = await asyncio.wait_for(resumed.read(), 30)
         assert (again.action.action_id, again.action.state) == (seen.action.action_id, pb.EFFECT_STATE_REJECTED)
         resumed.cancel()
         assert effects(sim) == []
