@@ -252,12 +252,16 @@ def occupant(address: str, path: str) -> Occupant:
     return "a live socket" if alive else "a stale socket"
 
 
+def in_use_by_process(address: str, path: str) -> AddressInUse:
+    return AddressInUse(
+        f"cannot listen on {address}: the address is in use (a process answers on {path}, without a gateway's lock)"
+    )
+
+
 def check_path(address: str, path: str) -> None:
     """Nothing at PATH, or a socket file nobody answers on: anything else stays as it is."""
     if occupant(address, path) == "a live socket":
-        raise AddressInUse(
-            f"cannot listen on {address}: the address is in use (a process answers on {path}, without a gateway's lock)"
-        )
+        raise in_use_by_process(address, path)
 
 
 def _claim_unix(address: str, path: str) -> None:

@@ -16,7 +16,7 @@ from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.core import LagBook
 from effectgate.gateway.observability import mask_url
 from effectgate.gateway.runtime.commands.adapter_probes import probe_adapters
-from effectgate.gateway.runtime.commands.listen_check import listen_readiness
+from effectgate.gateway.runtime.commands.listen_check import WARNING, listen_readiness
 from effectgate.gateway.runtime.configured import (
     bind_tools,
     build_adapters,
@@ -74,8 +74,8 @@ async def run_check(config_path: str, probe: bool = False) -> int:
         f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
     )
     print(listening)
-    if listening.startswith("listen: WARNING: "):
-        logging.getLogger("effectgate.check").warning("%s", listening.removeprefix("listen: WARNING: "))
+    if listening.startswith(WARNING):
+        logging.getLogger("effectgate.check").warning("%s", listening.removeprefix(WARNING))
     for line in probed:
         print(line)
     if not probe and config.adapters:

@@ -17,8 +17,8 @@ from effectgate.gateway.config import unix_path
 from effectgate.gateway.runtime.listener import (
     AddressInUse,
     check_directory,
-    check_path,
     in_use_by_gateway,
+    in_use_by_process,
     occupant,
     open_lock,
     probe_bind,
@@ -47,13 +47,17 @@ def _unix_readiness(address: str, path: str) -> str:
         found = occupant(address, path)  # anything but a socket raises here
         if found == "a live socket":
             _gateway_holds(address, lock)
-            check_path(address, path)  # raises: someone else answers there
+            raise in_use_by_process(address, path)  # no gateway's lock: someone else answers there
     finally:
         if lock is not None:
             os.close(lock)
     if found == "a stale socket":
         return f"{path} is a socket nobody answers on (left by a gateway that stopped): serve takes it over"
     return f"nothing at {path} yet: serve makes the socket there (mode 0660)"
+
+
+# How the line of an address held now begins (check logs it as a warning too).
+WARNING = "listen: WARNING: "
 
 
 def listen_readiness(address: str) -> str:
@@ -67,4 +71,4 @@ def listen_readiness(address: str) -> str:
         probe_bind(address)  # bound and closed at once
         return f"listen: {address}: OK: the port can be bound now"
     except AddressInUse as exc:
-        return f"listen: WARNING: {exc}; serve exits with this line while it is held"
+        return f"{WARNING}{exc}; serve exits with this line while it is held"
