@@ -70,6 +70,16 @@ CASES = {
         '[server]\nlisten = "unix:{folder}/grpc.sock"\n[telemetry]\nprometheus_listen = "127.0.0.1:{busy}"\n' + BASE,
         argv=("serve", "--config", "effectgate.toml"),
     ),
+    "webhook port": Case(  # the same: only the webhook listener's port can be the one in use
+        '[server]\nlisten = "unix:{folder}/grpc.sock"\n[webhooks]\nlisten = "127.0.0.1:{busy}"\n' + BASE,
+        argv=("serve", "--config", "effectgate.toml"),
+    ),
+    # TEST-NET-1 (RFC 5737) is no host's address: the bind is refused at once, nothing is sent.
+    "not this host": Case('[webhooks]\nlisten = "192.0.2.1:0"\n' + BASE),
+    "one port twice": Case(  # refused as the config is read: the port is never bound
+        '[server]\nlisten = "127.0.0.1:{busy}"\n[telemetry]\nprometheus_listen = "127.0.0.1:{busy}"\n' + BASE,
+        argv=("serve", "--config", "effectgate.toml"),
+    ),
     "socket file": Case(  # the config file itself lies at the socket's path
         '[server]\nlisten = "unix:{folder}/effectgate.toml"\n' + BASE, argv=("serve", "--config", "effectgate.toml")
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from effectgate.gateway.config.limits import MAX_CAP, BreakerConfig, OnUnique, ToolLimits, Unique
 from effectgate.gateway.config.loading import load_config, parse_config
 from effectgate.gateway.config.notify import NotifySink
-from effectgate.gateway.config.provider import AuditSection, ConsistencySection, WebhooksSection
+from effectgate.gateway.config.provider import WEBHOOKS_LISTEN, AuditSection, ConsistencySection, WebhooksSection
 from effectgate.gateway.config.schema import (
     ROLES,
     STORE_GROUP,
@@ -21,12 +21,14 @@ from effectgate.gateway.config.schema import (
     unix_path,
 )
 from effectgate.gateway.config.tables import TlsConfig
-from effectgate.gateway.config.telemetry import TelemetryConfig
+from effectgate.gateway.config.telemetry import PROMETHEUS_LISTEN, TelemetryConfig
 
 __all__ = [
     "MAX_CAP",
+    "PROMETHEUS_LISTEN",
     "ROLES",
     "STORE_GROUP",
+    "WEBHOOKS_LISTEN",
     "Approval",
     "AuditSection",
     "BreakerConfig",

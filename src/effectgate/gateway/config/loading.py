@@ -12,7 +12,12 @@ from pydantic import ValidationError
 
 from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config.errors import describe, did_you_mean
-from effectgate.gateway.config.schema import Config, is_loopback
+from effectgate.gateway.config.provider import WEBHOOKS_LISTEN
+from effectgate.gateway.config.schema import Config, is_loopback, unix_path
+from effectgate.gateway.config.telemetry import PROMETHEUS_LISTEN
+
+# Hosts that bind every address of the host: they share a port with any other host.
+_EVERY_ADDRESS = ("", "0.0.0.0", "::", "*")
 
 
 def _cross_checks(config: Config) -> list[str]:
@@ -51,7 +56,43 @@ def _cross_checks(config: Config) -> list[str]:
                 f"{where} tools: {name!r} is not a [tools.*] table{did_you_mean(name, sorted(config.tools))}"
             )
     problems.extend(_notify_checks(config))
+    problems.extend(_port_checks(config))
     return problems
+
+
+def _hosts(host: str) -> set[str] | None:
+    """The addresses a listener on `host` takes (None: every address of the host)."""
+    host = host.strip("[]").lower()
+    if host in _EVERY_ADDRESS:
+        return None
+    return {"localhost", "127.0.0.1", "::1"} if host == "localhost" else {host}
+
+
+def _same_port(one: str, other: str) -> bool:
+    """Two HOST:PORTs one bind excludes the other from (port 0: each gets a free port of its own)."""
+    host, _, port = one.rpartition(":")
+    other_host, _, other_port = other.rpartition(":")
+    if int(port) == 0 or int(port) != int(other_port):
+        return False
+    mine, theirs = _hosts(host), _hosts(other_host)
+    return mine is None or theirs is None or bool(mine & theirs)
+
+
+def _port_checks(config: Config) -> list[str]:
+    """Two of the gateway's own listeners on one port: serve's second bind would fail with the
+    line of a port another program holds (or, for the webhooks, after the gRPC port was taken)."""
+    ports = [] if unix_path(config.listen) else [("[server] listen", config.listen)]
+    if config.telemetry.prometheus_address is not None:
+        host, port = config.telemetry.prometheus_address
+        ports.append((PROMETHEUS_LISTEN, f"[{host}]:{port}" if ":" in host else f"{host}:{port}"))
+    if config.webhooks is not None:
+        ports.append((WEBHOOKS_LISTEN, config.webhooks.listen))
+    return [
+        f"{name}: {address} is the port of {other_name} ({other}): each listener needs a port of its own"
+        for index, (name, address) in enumerate(ports)
+        for other_name, other in ports[:index]
+        if _same_port(address, other)
+    ]
 
 
 def _notify_checks(config: Config) -> list[str]:

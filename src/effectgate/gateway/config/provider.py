@@ -8,6 +8,9 @@ from pydantic import Field, field_validator
 from effectgate.gateway.config.durations import Duration
 from effectgate.gateway.config.tables import TlsConfig, _Table
 
+# The setting's name, as the lines about its address say it.
+WEBHOOKS_LISTEN = "[webhooks] listen"
+
 
 class WebhooksSection(_Table):
     # HTTP (or HTTPS with [webhooks.tls]); one route per adapter: POST /webhooks/<adapter name>.

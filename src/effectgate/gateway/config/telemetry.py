@@ -15,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from effectgate.gateway.config.durations import Duration
 
+# The setting's name, as the lines about its address say it.
+PROMETHEUS_LISTEN = "[telemetry] prometheus_listen"
+
 
 class TelemetryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

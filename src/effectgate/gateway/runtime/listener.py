@@ -124,25 +124,30 @@ def credentials(config: Config, certificates: Certificates | None = None) -> grp
     return (certificates or Certificates(config)).credentials()
 
 
-def probe_bind(listen: str) -> None:
+def refusal(listen: str, exc: OSError, setting: str = "") -> ListenError:
+    """The line of a HOST:PORT that cannot be had; AddressInUse while a socket holds it. The
+    gateway's other ports name their `setting` (e.g. "[webhooks] listen"); [server] listen's does not."""
+    held = AddressInUse if exc.errno == errno.EADDRINUSE else ListenError
+    return held(f"cannot listen on {listen}{f' ({setting})' if setting else ''}: {exc.strerror or exc}")
+
+
+def probe_bind(listen: str, setting: str = "") -> None:
     """Binds (then frees) the address the way grpc will, to name the reason when it is taken.
 
-    grpc would only log a C-level line and return port 0; this gives one clear error instead."""
+    grpc would only log a C-level line and return port 0; this gives one clear error instead.
+    Port 0 too: no one holds it, but a host that is not this one's is named."""
     host, _, port = listen.rpartition(":")
-    if int(port) == 0:
-        return
     try:
         infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise ListenError(f"cannot listen on {listen}: {exc.strerror}") from None
+        raise refusal(listen, exc, setting) from None
     for family, kind, proto, _, address in infos:
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(address)
             except OSError as exc:
-                held = AddressInUse if exc.errno == errno.EADDRINUSE else ListenError
-                raise held(f"cannot listen on {listen}: {exc.strerror}") from None
+                raise refusal(listen, exc, setting) from None
 
 
 # What may lie at a Unix socket's path instead of a socket, as a refusal names it.

@@ -10,13 +10,26 @@ answers even when the loop is stalled long enough for the gRPC side to look dead
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from effectgate.gateway.config import PROMETHEUS_LISTEN
+from effectgate.gateway.runtime.listener import probe_bind, refusal
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # (ready, why): why not when not ready; when ready, "" or a warning that keeps it ready.
 ReadyProbe = Callable[[], tuple[bool, str]]
+
+
+def address(host: str, port: int) -> str:
+    """HOST:PORT as the lines about the metrics port write it ([::1]:9464 for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6  # http.server's is IPv4 only
 
 
 def not_started() -> tuple[bool, str]:
@@ -64,12 +77,12 @@ class ProbeServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass  # one line per scrape would drown the log
 
+        where = address(host, port)
+        probe_bind(where, PROMETHEUS_LISTEN)  # the line `check` says too (commands/listen_check.py)
         try:
-            self._server = ThreadingHTTPServer((host, port), Handler)
-        except OSError as exc:
-            where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            raise OSError(f"cannot listen on {where} ([telemetry] prometheus_listen): {exc.strerror or exc}") from None
-        self._server.daemon_threads = True
+            self._server = (_Server6 if ":" in host else ThreadingHTTPServer)((host, port), Handler)
+        except OSError as exc:  # taken since the probe
+            raise refusal(where, exc, PROMETHEUS_LISTEN) from None
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="probes", daemon=True)
         self._thread.start()

@@ -28,7 +28,7 @@ from effectgate.gateway.background import (
     Sink,
     build_sinks,
 )
-from effectgate.gateway.config import Config, ConfigError, load_config
+from effectgate.gateway.config import WEBHOOKS_LISTEN, Config, ConfigError, load_config
 from effectgate.gateway.core import (
     Clock,
     EffectProtocol,
@@ -43,7 +43,7 @@ from effectgate.gateway.runtime.configured import (
     open_configured_store,
     tenants_of,
 )
-from effectgate.gateway.runtime.listener import Certificates, listen, release
+from effectgate.gateway.runtime.listener import Certificates, listen, probe_bind, refusal, release
 from effectgate.gateway.runtime.observing import GatewayObserver
 from effectgate.gateway.runtime.replica import build_replica
 from effectgate.gateway.runtime.shutdown import ShutdownDeadline
@@ -242,6 +242,8 @@ class Gateway:
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), unregistered
         )
         certificates = Certificates(config) if config.tls is not None else None
+        if config.webhooks is not None:  # its line (check's too) before the gRPC address is taken
+            probe_bind(config.webhooks.listen, WEBHOOKS_LISTEN)
         port = listen(server, config, shared_port, certificates)
         intake = None
         if config.webhooks is not None:
@@ -255,7 +257,7 @@ class Gateway:
         background.start()
         try:
             await server.start()
-            webhook_port = await intake.start() if intake is not None else 0
+            webhook_port = await _start_webhooks(intake, config)
             await readiness.check()
         except BaseException:
             await background.stop()
@@ -299,3 +301,13 @@ class Gateway:
         await deadline.run("adapters", lambda _: close_adapters(self.adapters), closing=True)
         await deadline.run("store", lambda _: self.store.close(), closing=True)
         deadline.report()
+
+
+async def _start_webhooks(intake: WebhookIntake | None, config: Config) -> int:
+    """The webhook listener's port (0: none); its bind's failure names [webhooks] listen."""
+    if intake is None or config.webhooks is None:
+        return 0
+    try:
+        return await intake.start()
+    except OSError as exc:  # taken since the probe above
+        raise refusal(config.webhooks.listen, exc, WEBHOOKS_LISTEN) from None

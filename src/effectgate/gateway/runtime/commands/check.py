@@ -1,7 +1,7 @@
 """`effectgate check`: the config validated as `serve` would start it (every adapter built with
 its secrets, the listener's credentials, the notification sinks, the store opened and its clock
-probed, each tool's window against the read lags observed, the listen address looked at without
-binding it), then one summary and exit.
+probed, each tool's window against the read lags observed, each address serve binds looked at
+without binding it), then one summary and exit.
 
 It loads what a start-up check touches and no more: not the gRPC server and its services, nor
 the webhook listener's HTTP stack (`runtime.server` is never imported; tests/test_lazy_imports.py).
@@ -16,7 +16,7 @@ from effectgate.gateway.config import Config, ConfigError, load_config
 from effectgate.gateway.core import LagBook
 from effectgate.gateway.observability import mask_url
 from effectgate.gateway.runtime.commands.adapter_probes import probe_adapters
-from effectgate.gateway.runtime.commands.listen_check import WARNING, listen_readiness
+from effectgate.gateway.runtime.commands.listen_check import listen_readiness
 from effectgate.gateway.runtime.configured import (
     bind_tools,
     build_adapters,
@@ -62,7 +62,7 @@ async def run_check(config_path: str, probe: bool = False) -> int:
     config = load_config(config_path)
     try:
         clock, problems, probed = await validate(config, probe)
-        listening = listen_readiness(config.listen)  # nothing bound, no file made
+        listening = listen_readiness(config)  # nothing bound, no file made
     except (ConfigError, OSError) as exc:
         raise StartupFailed(str(exc)) from exc
     except Exception as exc:
@@ -73,9 +73,10 @@ async def run_check(config_path: str, probe: bool = False) -> int:
         f"{config_path}: OK: listen {config.listen} ({tls}), store {mask_url(config.store_url)}, {mode}, "
         f"{len(config.adapters)} adapter(s), {len(config.tools)} tool(s)"
     )
-    print(listening)
-    if listening.startswith(WARNING):
-        logging.getLogger("effectgate.check").warning("%s", listening.removeprefix(WARNING))
+    for address in listening:
+        print(address.line)
+        if address.warning:
+            logging.getLogger("effectgate.check").warning("%s", address.warning)
     for line in probed:
         print(line)
     if not probe and config.adapters:

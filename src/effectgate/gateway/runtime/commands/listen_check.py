@@ -1,5 +1,6 @@
-"""`effectgate check`'s look at `[server] listen`: would `serve` get the address now? Nothing is
-bound for good and no file is made or changed.
+"""`effectgate check`'s look at each address `serve` would bind (`[server] listen`, the metrics
+port, the webhook listener): would `serve` get it now? Nothing is bound for good and no file is
+made or changed. One line each, named `listen:`, `metrics:` and `webhooks:`.
 
 What `serve` would refuse for good (a missing or unwritable directory, a file that is not a
 socket at PATH, a PATH.lock that is not a gateway's) is a ListenError with serve's own words:
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+from dataclasses import dataclass
 
-from effectgate.gateway.config import unix_path
+from effectgate.gateway.config import PROMETHEUS_LISTEN, WEBHOOKS_LISTEN, Config, unix_path
+from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.runtime.listener import (
     AddressInUse,
     check_directory,
@@ -23,6 +26,7 @@ from effectgate.gateway.runtime.listener import (
     open_lock,
     probe_bind,
 )
+from effectgate.gateway.runtime.metrics_port import address as metrics_address
 
 
 def _gateway_holds(address: str, lock: int | None) -> None:
@@ -56,19 +60,40 @@ def _unix_readiness(address: str, path: str) -> str:
     return f"nothing at {path} yet: serve makes the socket there (mode 0660)"
 
 
-# How the line of an address held now begins (check logs it as a warning too).
-WARNING = "listen: WARNING: "
+@dataclass(frozen=True)
+class Readiness:
+    """One address's line; `warning` (logged as a warning too) when it is held now."""
+
+    line: str
+    warning: str = ""
 
 
-def listen_readiness(address: str) -> str:
-    """The `listen:` line of `check`; a ListenError (exit 2) for what `serve` would refuse for good."""
+def _port(name: str, address: str, setting: str = "") -> str:
+    """A HOST:PORT's verdict (serve's probe_bind: the same line, with `setting` named)."""
+    probe_bind(address, setting)  # bound and closed at once (port 0: a free one, the host is named)
+    if address.rpartition(":")[2] == "0":
+        return f"{name}: {address}: OK: port 0: serve takes any free port"
+    return f"{name}: {address}: OK: the port can be bound now"
+
+
+def _readiness(name: str, address: str, setting: str = "") -> Readiness:
     path = unix_path(address)
     try:
         if path:
-            return f"listen: {address}: OK: {_unix_readiness(address, path)}"
-        if address.rpartition(":")[2] == "0":
-            return f"listen: {address}: OK: port 0: serve takes any free port"
-        probe_bind(address)  # bound and closed at once
-        return f"listen: {address}: OK: the port can be bound now"
+            return Readiness(f"{name}: {address}: OK: {_unix_readiness(address, path)}")
+        return Readiness(_port(name, address, setting))
     except AddressInUse as exc:
-        return f"{WARNING}{exc}; serve exits with this line while it is held"
+        return Readiness(f"{name}: WARNING: {exc}; serve exits with this line while it is held", str(exc))
+
+
+def listen_readiness(config: Config) -> list[Readiness]:
+    """The lines of `check` about the addresses `serve` binds: `[server] listen`, then the metrics
+    port and the webhook listener when configured; a ListenError (exit 2) for what `serve` would
+    refuse for good."""
+    found = [_readiness("listen", config.listen)]
+    metrics = telemetry_sdk.prometheus_address(config.telemetry)  # the environment's too, as serve's
+    if metrics is not None:
+        found.append(_readiness("metrics", metrics_address(*metrics), PROMETHEUS_LISTEN))
+    if config.webhooks is not None:
+        found.append(_readiness("webhooks", config.webhooks.listen, WEBHOOKS_LISTEN))
+    return found
