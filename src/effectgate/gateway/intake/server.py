@@ -198,10 +198,14 @@ class HttpServer:
             request = Request(str(scope["method"]).upper(), str(scope["path"]), headers, body, client)
             return await self._handler(request)
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, *, shared: bool = False) -> int:
+        """`shared`: bound with SO_REUSEPORT, beside the other workers of `serve --workers N`
+        (the kernel spreads connections over them); otherwise the port is this server's alone."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         try:
             sock.bind((host, port))
         except OSError:

@@ -89,9 +89,10 @@ class WebhookIntake:
     def routes(self) -> list[str]:
         return sorted(PREFIX + name for name in self._routes)
 
-    async def start(self) -> int:
+    async def start(self, *, shared: bool = False) -> int:
+        """`shared`: one of the workers of `serve --workers N`, whose parent holds the port."""
         host, _, port = self._settings.listen.rpartition(":")
-        bound = await self._server.start(host.strip("[]"), int(port))
+        bound = await self._server.start(host.strip("[]"), int(port), shared=shared)
         log.info("webhooks listening on port %d (%s)", bound, ", ".join(self.routes) or "no adapter takes webhooks")
         return bound
 

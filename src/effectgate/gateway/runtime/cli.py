@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=0, help="N gateway processes sharing the port (the parent binds it once)"
     )
     serve_cmd.add_argument("--worker-port", type=int, default=0, help=argparse.SUPPRESS)
+    serve_cmd.add_argument("--worker-webhook-port", type=int, default=0, help=argparse.SUPPRESS)
     serve_cmd.add_argument(
         "--fail-fast",
         action="store_true",
@@ -212,7 +213,13 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
                 from effectgate.gateway.runtime.serve import run as run_serve
 
             options = ServeOptions(
-                args.config, args.workers, args.worker_port, args.log_level, args.log_format, args.fail_fast
+                args.config,
+                args.workers,
+                args.worker_port,
+                args.log_level,
+                args.log_format,
+                args.fail_fast,
+                args.worker_webhook_port,
             )
             return run_serve(options)
         if args.command == "check":

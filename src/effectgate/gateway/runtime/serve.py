@@ -24,6 +24,7 @@ from effectgate.gateway.runtime.startup import (
     PROBES,
     READY,
     READY_AT,
+    WEBHOOKS,
     ServeOptions,
     StartupFailed,
     announce,
@@ -56,6 +57,11 @@ async def serve(options: ServeOptions) -> int:
         config = config.model_copy(
             update={"server": config.server.model_copy(update={"listen": f"{host}:{options.worker_port}"})}
         )
+        if config.webhooks is not None and options.worker_webhook_port:  # held by the parent too
+            hooks = config.webhooks.model_copy(
+                update={"listen": f"{config.webhooks.listen.rpartition(':')[0]}:{options.worker_webhook_port}"}
+            )
+            config = config.model_copy(update={"webhooks": hooks})
         # The parent serves the pool's metrics port; each worker's is on loopback for it.
         probe_at = ("127.0.0.1", 0) if probe_at else None
     provider_sdk_logs(config.telemetry.provider_sdk_logs)
@@ -101,10 +107,8 @@ async def serve(options: ServeOptions) -> int:
             announce(f"{READY_AT} {config.listen}", options.log_format, address=config.listen)
         else:
             announce(f"{READY} {gateway.port}", options.log_format, port=gateway.port)
-        if gateway.webhooks is not None:
-            announce(
-                f"effectgate webhooks on port {gateway.webhook_port}", options.log_format, port=gateway.webhook_port
-            )
+        if gateway.webhooks is not None and not options.worker_port:  # a worker's: its parent's to tell
+            announce(f"{WEBHOOKS} {gateway.webhook_port}", options.log_format, port=gateway.webhook_port)
         if probes is not None and not options.worker_port:  # a worker's is its parent's to tell
             announce(f"{METRICS} {probes.port}", options.log_format, metrics_port=probes.port)
         await stop.wait()

@@ -242,7 +242,9 @@ class Gateway:
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), unregistered
         )
         certificates = Certificates(config) if config.tls is not None else None
-        if config.webhooks is not None:  # its line (check's too) before the gRPC address is taken
+        # Its line (check's too) before the gRPC address is taken; a worker's is its parent's,
+        # probed there (runtime/workers.py), where the other workers listen now.
+        if config.webhooks is not None and not shared_port:
             probe_bind(config.webhooks.listen, WEBHOOKS_LISTEN)
         port = listen(server, config, shared_port, certificates)
         intake = None
@@ -257,7 +259,7 @@ class Gateway:
         background.start()
         try:
             await server.start()
-            webhook_port = await _start_webhooks(intake, config)
+            webhook_port = await _start_webhooks(intake, config, shared_port)
             await readiness.check()
         except BaseException:
             await background.stop()
@@ -303,11 +305,12 @@ class Gateway:
         deadline.report()
 
 
-async def _start_webhooks(intake: WebhookIntake | None, config: Config) -> int:
-    """The webhook listener's port (0: none); its bind's failure names [webhooks] listen."""
+async def _start_webhooks(intake: WebhookIntake | None, config: Config, shared: bool) -> int:
+    """The webhook listener's port (0: none); its bind's failure names [webhooks] listen.
+    `shared`: a worker's, on the port its parent holds for the pool (SO_REUSEPORT)."""
     if intake is None or config.webhooks is None:
         return 0
     try:
-        return await intake.start()
+        return await intake.start(shared=shared)
     except OSError as exc:  # taken since the probe above
         raise refusal(config.webhooks.listen, exc, WEBHOOKS_LISTEN) from None

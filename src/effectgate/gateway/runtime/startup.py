@@ -14,6 +14,7 @@ READY = "effectgate serving on port"
 READY_AT = "effectgate serving on"  # then a Unix socket's address: `effectgate serving on unix:/run/eg.sock`
 PROBES = "effectgate probes on port"
 METRICS = "effectgate metrics on port"  # after the ready line: where /metrics, /livez, /readyz answer
+WEBHOOKS = "effectgate webhooks on port"  # after the ready line, with [webhooks]: the listener's port
 
 
 class StartupFailed(Exception):
@@ -28,6 +29,7 @@ class ServeOptions:
     log_level: str = "INFO"
     log_format: str = "text"
     fail_fast: bool = False
+    worker_webhook_port: int = 0  # a worker's [webhooks] port, held by its parent (0: none)
 
 
 def announce(text: str, log_format: str, **fields: object) -> None:

@@ -8,6 +8,13 @@ from the same config that listen on that port with SO_REUSEPORT. A plain gateway
 (its bind has no SO_REUSEPORT) and another `--workers` parent cannot either (the claim is taken).
 Each worker is a full gateway on the shared store: they cooperate like replicas (leases, fences).
 
+The webhook listener's port ([webhooks] listen) is shared the same way, under its own claim: the
+kernel spreads the providers' deliveries over the workers. That is safe because whatever a
+delivery changes goes through the shared store: an event id is claimed there once (the provider
+log's primary key, `claim_provider_event`), and a write takes the action's lease, so deliveries
+of one event landing on two workers at once apply it once (the other is answered `replayed`, or
+503 while the action is leased). A refusal names the setting, as a plain serve's does.
+
 The metrics port is the parent's: each worker serves its own on a loopback port it announces, and
 the parent answers `/metrics` with every worker's samples (labelled `worker`), `/readyz` with 200
 only while every worker is ready, `/livez` while it runs. (prometheus_client's multiprocess mode
@@ -27,20 +34,22 @@ import socket
 import sys
 from typing import Any
 
-from effectgate.gateway.config import Config, ConfigError, unix_path
+from effectgate.gateway.config import WEBHOOKS_LISTEN, Config, ConfigError, unix_path
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.runtime.commands.check import validate
+from effectgate.gateway.runtime.listener import refusal
 from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
-from effectgate.gateway.runtime.startup import METRICS, PROBES, READY, ServeOptions, announce
+from effectgate.gateway.runtime.startup import METRICS, PROBES, READY, WEBHOOKS, ServeOptions, announce
 from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.workers")
 
 
 class PortClaim:
-    """The address, held for the workers: a bound SO_REUSEPORT socket and an exclusive claim."""
+    """The address, held for the workers: a bound SO_REUSEPORT socket and an exclusive claim.
+    `setting` names the config key in a refusal (e.g. "[webhooks] listen"), as a plain serve's."""
 
-    def __init__(self, listen: str) -> None:
+    def __init__(self, listen: str, setting: str = "") -> None:
         host, _, port = listen.rpartition(":")
         host = host.strip("[]")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -52,14 +61,15 @@ class PortClaim:
             self._held.bind((host, int(port)))
         except OSError as exc:
             self.close()
-            raise OSError(f"cannot listen on {listen}: {exc.strerror}") from None
+            raise refusal(listen, exc, setting) from None
         self.port = int(self._held.getsockname()[1])
         try:
             # Linux abstract namespace: exclusive per host, released when this process dies.
             self._claim.bind(f"\0effectgate-port-{self.port}")
         except OSError:
             self.close()
-            raise OSError(f"cannot listen on {listen}: another `effectgate serve --workers` holds it") from None
+            named = f" ({setting})" if setting else ""
+            raise OSError(f"cannot listen on {listen}{named}: another `effectgate serve --workers` holds it") from None
 
     def close(self) -> None:
         self._held.close()
@@ -166,6 +176,23 @@ def _relay_hangup(workers: list[asyncio.subprocess.Process]) -> None:
             worker.send_signal(signal.SIGHUP)
 
 
+def _claim_ports(config: Config) -> list[PortClaim]:
+    """The gRPC port's claim, then [webhooks]' (its refusal first, as a plain serve's: server.py)."""
+    hooks = PortClaim(config.webhooks.listen, WEBHOOKS_LISTEN) if config.webhooks is not None else None
+    try:
+        claim = PortClaim(config.listen)
+    except OSError:
+        if hooks is not None:
+            hooks.close()
+        raise
+    return [claim] if hooks is None else [claim, hooks]
+
+
+def _close(claims: list[PortClaim]) -> None:
+    for claim in claims:
+        claim.close()
+
+
 async def serve_workers(config: Config, options: ServeOptions) -> int:
     """Runs `options.workers` workers on the config's address; returns when stopped by a signal
     (0) or when a worker died (1). A worker that fails to start fails the whole start (2)."""
@@ -184,18 +211,20 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
         if options.fail_fast:
             raise
         # each worker waits for the store itself (NOT_SERVING meanwhile)
-    claim = PortClaim(config.listen)
+    claims = _claim_ports(config)
+    claim, hooks = claims[0], (claims[1] if len(claims) > 1 else None)
     probe_at = telemetry_sdk.prometheus_address(config.telemetry)
     pool = PoolProbes([])
     try:
         probes = ProbeServer(*probe_at, metrics=pool.metrics) if probe_at else None
     except OSError:
-        claim.close()
+        _close(claims)
         raise
     if probes is not None:
         probes.ready = pool.ready
     argv = ["--log-level", options.log_level, "--log-format", options.log_format, "serve"]
     argv += ["--config", options.config_path, "--worker-port", str(claim.port)]
+    argv += ["--worker-webhook-port", str(hooks.port)] if hooks is not None else []
     argv += ["--fail-fast"] if options.fail_fast else []
     workers: list[asyncio.subprocess.Process] = []
     try:
@@ -214,6 +243,8 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
             await _stop(workers, config.shutdown_grace)
             return 2
         announce(f"{READY} {claim.port} ({count} workers)", options.log_format, port=claim.port, workers=count)
+        if hooks is not None:
+            announce(f"{WEBHOOKS} {hooks.port}", options.log_format, port=hooks.port)
         if probes is not None:
             announce(f"{METRICS} {probes.port}", options.log_format, metrics_port=probes.port)
         echoes = [asyncio.create_task(_echo(w)) for w in workers]
@@ -233,6 +264,6 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
     finally:
         if any(w.returncode is None for w in workers):
             await _stop(workers, config.shutdown_grace)
-        claim.close()
+        _close(claims)
         if probes is not None:
             probes.close()
