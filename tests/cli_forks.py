@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,19 +96,21 @@ class CliForks:
                 "out": str(out),
                 "err": str(err),
             }
-            assert self._proc.stdin is not None
-            self._proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self._proc.stdin.flush()
-            started = self._answer(None)
-            assert started is not None
-            finished = self._answer(timeout)
-            if finished is None:
-                os.kill(started["pid"], signal.SIGKILL)  # the fork the driver just named
-                self._answer(None)
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+                self._proc.stdin.flush()
+                started = self._answer(None)
+                assert started is not None
+                finished = self._answer(timeout)
+                if finished is None:
+                    os.kill(started["pid"], signal.SIGKILL)  # the fork the driver just named
+                    self._answer(None)
+                stdout, stderr = out.read_text(), err.read_text()
+            finally:  # also when the driver died under the command (its files stay otherwise)
+                out.unlink(missing_ok=True)
+                err.unlink(missing_ok=True)
             command = [sys.executable, "-m", "effectgate.gateway", *argv]
-            stdout, stderr = out.read_text(), err.read_text()
-            out.unlink()
-            err.unlink()
             if finished is None:
                 raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
             return subprocess.CompletedProcess(command, finished["returncode"], stdout, stderr)
@@ -123,9 +126,7 @@ class CliForks:
                 self._proc.wait(10)
             if self._proc.stdout is not None:
                 self._proc.stdout.close()
-            for leftover in self._folder.iterdir():
-                leftover.unlink()
-            self._folder.rmdir()
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _exit_status(stopped: SystemExit) -> int:

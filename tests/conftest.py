@@ -4,7 +4,9 @@ or the server named by EFFECTGATE_TEST_PG_DSN, and a fresh database per test."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -135,6 +137,22 @@ def forks() -> Iterator[cli_forks.CliForks]:
         yield driver
     finally:
         driver.close()
+
+
+@pytest.fixture
+def own_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty temporary directory that this test's commands use as theirs (`TMPDIR` for child
+    processes, `tempfile.tempdir` in this one), so the test can see what they leave behind.
+    Made beside the others (not in pytest's tmp_path, which is 0700: PostgreSQL runs as the
+    postgres user under root and must reach its data directory), removed after the test."""
+    folder = Path(tempfile.mkdtemp(prefix="effectgate-test-tmpdir-"))
+    folder.chmod(0o755)
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 
 
 @pytest.mark.timeout(360)  # the quick bench's own bound is 300 s; ~70 s on a machine at load 4
-def test_quick_bench_measures_every_path_and_writes_json(tmp_path: Path) -> None:
+def test_quick_bench_measures_every_path_and_writes_json(tmp_path: Path, own_tmpdir: Path) -> None:
     out = tmp_path / "bench.json"
     done = subprocess.run(
         [sys.executable, "-m", "effectgate_lab.bench", "--quick", "--concurrency", "1,16", "--json", str(out)],
@@ -22,6 +22,8 @@ def test_quick_bench_measures_every_path_and_writes_json(tmp_path: Path) -> None
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # Its working directory (stores, logs; a PostgreSQL cluster's) is gone with the run.
+    assert not list(own_tmpdir.iterdir()), list(own_tmpdir.iterdir())
     doc = json.loads(out.read_text())
     seen = {(f["path"], f["setup"].split(",")[0], f["concurrency"]) for f in doc["figures"]}
     for c in (1, 16):

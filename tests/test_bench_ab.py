@@ -16,7 +16,7 @@ from effectgate_lab.chaos.reporting import docs_blocks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_two_trees_side_by_side_in_every_run(tmp_path: Path) -> None:
+def test_two_trees_side_by_side_in_every_run(tmp_path: Path, own_tmpdir: Path) -> None:
     out = tmp_path / "ab.json"
     args = ["--base", str(ROOT), "--tree", str(ROOT), "--side", f"quiet={ROOT}:LOG_LEVEL=WARNING"]
     args += ["--runs", "2", "--rounds", "2", "--n", "40", "--json", str(out)]
@@ -29,6 +29,8 @@ def test_two_trees_side_by_side_in_every_run(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # Its working directory (stores, logs; a PostgreSQL cluster's) is gone with the run.
+    assert not list(own_tmpdir.iterdir()), list(own_tmpdir.iterdir())
     doc = json.loads(out.read_text())
     assert len(doc["runs"]) == 2
     for figures in doc["runs"]:

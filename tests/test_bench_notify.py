@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED = 30
 
 
-def test_both_sides_measured_and_the_backlog_delivered_after(tmp_path: Path) -> None:
+def test_both_sides_measured_and_the_backlog_delivered_after(tmp_path: Path, own_tmpdir: Path) -> None:
     out = tmp_path / "notify.json"
     args = ["--n", "20", "--rounds", "1", "--runs", "1", "--seed", str(SEED), "--timeout", "1", "--json", str(out)]
     done = subprocess.run(
@@ -29,6 +29,8 @@ def test_both_sides_measured_and_the_backlog_delivered_after(tmp_path: Path) -> 
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # Its working directory (stores, logs; a PostgreSQL cluster's) is gone with the run.
+    assert not list(own_tmpdir.iterdir()), list(own_tmpdir.iterdir())
     doc = json.loads(out.read_text())
     [run] = doc["runs"]
     seen = {(f["path"], f["setup"], f["concurrency"]) for f in run["figures"]}

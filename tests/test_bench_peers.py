@@ -20,7 +20,7 @@ PATHS = {"direct", "effectgate sqlite", "effectgate postgres", "restate", "dbos 
 
 
 @pytest.mark.timeout(400)
-def test_every_path_makes_its_effects_side_by_side(tmp_path: Path, pg_bindir: Path) -> None:
+def test_every_path_makes_its_effects_side_by_side(tmp_path: Path, pg_bindir: Path, own_tmpdir: Path) -> None:
     out = tmp_path / "peers.json"
     done = subprocess.run(
         [sys.executable, "-m", "effectgate_lab.bench.peers", "--n", "16", "--rounds", "1", "--json", str(out)],
@@ -31,6 +31,8 @@ def test_every_path_makes_its_effects_side_by_side(tmp_path: Path, pg_bindir: Pa
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # Its working directory (stores, logs; a PostgreSQL cluster's) is gone with the run.
+    assert not list(own_tmpdir.iterdir()), list(own_tmpdir.iterdir())
     doc = json.loads(out.read_text())
     seen = {(f["setup"], f["concurrency"]) for f in doc["figures"]}
     assert seen == {(p, c) for p in PATHS for c in CONCURRENCY}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -157,9 +158,10 @@ async def test_every_method_small_run_and_recorded_format(tmp_path: Path) -> Non
 
 
 @pytest.mark.timeout(180)
-async def test_effectgate_survives_kill_minus_nine_with_faults_always_on() -> None:
+async def test_effectgate_survives_kill_minus_nine_with_faults_always_on(own_tmpdir: Path) -> None:
     parts = (Part("headline", ("high",), CRM, seeds=4, margins=(3.0,)),)
     results = await run(Options(parts=parts, methods=("effectgate",), crash=True))
+    assert not os.listdir(own_tmpdir)  # the cell's directory (store, socket, config) is gone
     assert_effectgate_exact(results)
     assert sum(r.effects_faults_off for r in results) == 0  # every write met the faults
 

@@ -13,7 +13,9 @@ awakeable, DBOS `recv`): the handler or workflow asks, both clicks are delivered
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -50,8 +52,10 @@ def peers_pg(pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("engine", ENGINES)
-async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, peers_pg: None) -> None:
+async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, peers_pg: None, own_tmpdir: Path) -> None:
     results = await run(Options(parts=PARTS, methods=(engine,), parallel=len(PARTS)))
+    # Each cell's directory (the worker's log, DBOS's SQLite file, Restate's server) is gone.
+    assert not os.listdir(own_tmpdir), os.listdir(own_tmpdir)
     assert len(results) == 3 * SEEDS
     for r in by_part(results, "keyed"):
         where = (r.episode, r.truth, r.told_final, r.notes)
@@ -69,7 +73,7 @@ async def test_an_engine_holds_with_keys_and_duplicates_without(engine: str, pee
 
 
 @pytest.mark.timeout(600)
-async def test_a_worker_killed_after_the_effect_runs_the_step_again() -> None:
+async def test_a_worker_killed_after_the_effect_runs_the_step_again(own_tmpdir: Path) -> None:
     """DBOS's recovery at launch re-runs a step the dead worker never recorded, with the same
     key: the CRM applies it again (Stripe would not: the key test above). Each episode's budget
     is long: two suites side by side made a DBOS worker's relaunch outlast the default 30 s, and
@@ -77,6 +81,7 @@ async def test_a_worker_killed_after_the_effect_runs_the_step_again() -> None:
     part = Part("headline", ("low",), ("activate_customer",), seeds=SEEDS)
     options = Options(parts=(part,), methods=("dbos_sqlite",), crash=True, parallel=1, budget=120.0)
     results = await run(options)
+    assert not os.listdir(own_tmpdir), os.listdir(own_tmpdir)
     assert len(results) == SEEDS
     assert any("worker died" in n for r in results for n in r.notes), [r.notes for r in results]
     assert any(r.duplicate for r in results), [(r.truth, r.notes) for r in results]

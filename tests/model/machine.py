@@ -36,11 +36,15 @@ VIA = st.integers(0, 1)  # which replica a call goes through (one replica: alway
 
 
 _TEMPLATE: list[str] = []
+# The template's directory, one per process: a TemporaryDirectory is removed when the process
+# ends (its finalizer runs at exit), which a bare mkdtemp never was.
+_TEMPLATE_DIR: list[tempfile.TemporaryDirectory[str]] = []
 
 
 async def _migrated_sqlite() -> str:
     if not _TEMPLATE:
-        path = f"{tempfile.mkdtemp(prefix='effectgate-model-template-')}/effectgate.db"
+        _TEMPLATE_DIR.append(tempfile.TemporaryDirectory(prefix="effectgate-model-template-"))
+        path = f"{_TEMPLATE_DIR[0].name}/effectgate.db"
         store = open_store(f"sqlite:///{path}")
         await store.open()  # applies the migrations
         await store.close()

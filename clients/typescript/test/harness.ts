@@ -1,7 +1,7 @@
 // A real gateway for the tests: the Stripe simulator and `effectgate serve` as child processes
 // of the project's Python (EFFECTGATE_PYTHON, default ../../.venv/bin/python), on loopback.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -65,11 +65,22 @@ export class LiveGateway {
     readonly target: string,
     readonly simUrl: string,
     private readonly children: ChildProcess[],
+    private readonly dir: string,
   ) {}
 
-  /** `env`: more environment for `effectgate serve` (OTEL_* for the tracing test). */
+  /** `env`: more environment for `effectgate serve` (OTEL_* for the tracing test). Its config
+   * and store live in a directory of its own under the temporary directory, removed by stop(). */
   static async start(options: { tls?: Tls; mutual?: boolean; simLatency?: number; env?: NodeJS.ProcessEnv } = {}): Promise<LiveGateway> {
     const dir = mkdtempSync(join(tmpdir(), "effectgate-ts-"));
+    try {
+      return await LiveGateway.startIn(dir, options);
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
+  private static async startIn(dir: string, options: { tls?: Tls; mutual?: boolean; simLatency?: number; env?: NodeJS.ProcessEnv }): Promise<LiveGateway> {
     const simArgs = ["-m", "effectgate_lab.simulators", "stripe", "--api-key", API_KEY, "--search-lag", "0.3"];
     if (options.simLatency) {
       simArgs.push("--latency", String(options.simLatency));
@@ -93,7 +104,7 @@ export class LiveGateway {
         /serving on port (\d+)/,
         { ...options.env, EG_TS_STRIPE_KEY: API_KEY },
       );
-      return new LiveGateway(`127.0.0.1:${found[1]}`, simLine[1]!, [gateway, sim]);
+      return new LiveGateway(`127.0.0.1:${found[1]}`, simLine[1]!, [gateway, sim], dir);
     } catch (error) {
       sim.kill("SIGKILL");
       throw error;
@@ -120,6 +131,7 @@ export class LiveGateway {
           }),
       ),
     );
+    rmSync(this.dir, { recursive: true, force: true }); // the processes that wrote there are gone
   }
 }
 

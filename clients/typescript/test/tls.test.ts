@@ -1,6 +1,6 @@
 // TLS and mTLS with a throw-away CA, against `effectgate serve` with [server] tls.
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -19,13 +19,19 @@ describe("TLS", () => {
   let tls: Tls;
   let server: LiveGateway;
   let mutual: LiveGateway;
+  let caDir: string;
 
   before(async () => {
-    tls = makeCA(mkdtempSync(join(tmpdir(), "effectgate-ts-ca-")));
+    caDir = mkdtempSync(join(tmpdir(), "effectgate-ts-ca-"));
+    tls = makeCA(caDir);
     [server, mutual] = await Promise.all([LiveGateway.start({ tls }), LiveGateway.start({ tls, mutual: true })]);
   });
   after(async () => {
-    await Promise.all([server.stop(), mutual.stop()]);
+    try {
+      await Promise.all([server?.stop(), mutual?.stop()]);
+    } finally {
+      rmSync(caDir, { recursive: true, force: true });
+    }
   });
 
   test("TLS with a CA file; plaintext is refused", async () => {

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from effectgate_lab.bench.report import machine, write_json
 from effectgate_lab.bench.run import Baselines, Served, add_paths, floors, running
 from effectgate_lab.chaos.reporting import docs_blocks
 from effectgate_lab.labkit.children import Child
+from effectgate_lab.labkit.workdir import temporary_workdir
 
 OTLP = "OTLP"  # a side's env marker: export every trace and metric to a local OTLP sink
 LOG_LEVEL = "LOG_LEVEL"  # a side's env key: its gateway's --log-level instead of the run's
@@ -154,8 +154,12 @@ async def interleave(
 
 async def one_run(opts: Options) -> list[Figure]:
     """Every side and the floors, at every concurrency, in interleaved rounds; fresh processes
-    and stores."""
-    workdir = Path(tempfile.mkdtemp(prefix="effectgate-ab-"))
+    and stores, in a directory removed after the run (kept, and named, when the run fails)."""
+    with temporary_workdir("effectgate-ab-", "bench") as workdir:
+        return await measured_in(opts, workdir)
+
+
+async def measured_in(opts: Options, workdir: Path) -> list[Figure]:
     os.environ[targets.KEY_ENV] = targets.API_KEY
     sim = targets.simulator(workdir)
     sim_url = await sim.start()

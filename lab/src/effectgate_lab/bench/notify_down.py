@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -47,6 +46,7 @@ from effectgate_lab.bench.notify_report import key, render, summary
 from effectgate_lab.bench.report import machine, write_json
 from effectgate_lab.bench.run import Served, add_paths, running
 from effectgate_lab.labkit.children import Child
+from effectgate_lab.labkit.workdir import temporary_workdir
 
 APPROVAL_TOOL = "approve_card"  # the seed's tool: every new action waits for approval
 SECRET_ENV = "BENCH_NOTIFY_SECRET"
@@ -224,7 +224,12 @@ async def delivered_after(store_url: str, receiver: DownReceiver, n: int, within
 
 
 async def one_run(opts: Options, index: int) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="effectgate-notify-down-"))
+    """One run in a directory removed after it (kept, and named, when the run fails)."""
+    with temporary_workdir("effectgate-notify-down-", "bench") as workdir:
+        return await measured_in(opts, index, workdir)
+
+
+async def measured_in(opts: Options, index: int, workdir: Path) -> dict[str, Any]:
     os.environ[targets.KEY_ENV] = targets.API_KEY
     sim = targets.simulator(workdir)
     sim_url = await sim.start()

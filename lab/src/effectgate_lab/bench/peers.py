@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -40,6 +39,7 @@ from effectgate_lab.chaos.peers.supervisor import Worker
 from effectgate_lab.chaos.reporting import docs_blocks
 from effectgate_lab.chaos.reporting.record import machine
 from effectgate_lab.labkit.postgres import find_bindir, start_server
+from effectgate_lab.labkit.workdir import temporary_workdir
 
 CONCURRENCY = (1, 16)
 TYPED = {"customer": targets.FORM["customer"], "amount": int(targets.FORM["amount"]), "currency": "usd"}
@@ -91,8 +91,8 @@ async def dbos_path(stack: AsyncExitStack, paths: Paths, name: str, db: str, sim
 
 async def restate_path(stack: AsyncExitStack, paths: Paths, sim_url: str, work: Path) -> None:
     server = RestateServer()
+    stack.push_async_callback(server.stop)  # removes its directory, started or not
     await server.start()
-    stack.push_async_callback(server.stop)
     worker = Worker("effectgate_lab.chaos.peers.restate_worker", [], work / "restate-worker.log")
     await worker.start()
     stack.push_async_callback(worker.stop)
@@ -146,7 +146,15 @@ async def fresh_database(admin_dsn: str, name: str) -> str:
 
 
 async def measure(n: int, rounds: int, postgres: bool, concurrency: Sequence[int]) -> list[dict[str, Any]]:
-    work = Path(tempfile.mkdtemp(prefix="effectgate-bench-peers-"))
+    """Every path at every concurrency, in a directory removed after the run (kept, and named,
+    when it fails)."""
+    with temporary_workdir("effectgate-bench-peers-", "bench") as work:
+        return await measured_in(work, n, rounds, postgres, concurrency)
+
+
+async def measured_in(
+    work: Path, n: int, rounds: int, postgres: bool, concurrency: Sequence[int]
+) -> list[dict[str, Any]]:
     figures = []
     async with every_path(work, postgres) as paths:
         for _, one, _ in paths.calls:  # warm every path (connections, caches, first workflow)

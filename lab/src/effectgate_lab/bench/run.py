@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from effectgate_lab.bench.load import Figure, Interleaved, One, measure
 from effectgate_lab.bench.preload import preload
 from effectgate_lab.labkit.children import Child, rss_bytes
 from effectgate_lab.labkit.postgres import find_bindir, start_server
+from effectgate_lab.labkit.workdir import temporary_workdir
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,13 @@ def served(ports: Sequence[str], setups: Sequence[str], children: Sequence[Child
 
 
 async def run(opts: Options) -> Results:
+    """Every measurement in a directory removed after it (kept, and named, when the run fails)."""
+    with temporary_workdir("effectgate-bench-", "bench") as workdir:
+        return await measured_in(opts, workdir)
+
+
+async def measured_in(opts: Options, workdir: Path) -> Results:
     results = Results()
-    workdir = Path(tempfile.mkdtemp(prefix="effectgate-bench-"))
     os.environ[targets.KEY_ENV] = targets.API_KEY
     sim = targets.simulator(workdir)
     sim_url = await sim.start()

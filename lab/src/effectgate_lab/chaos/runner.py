@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 import httpx
@@ -44,6 +45,7 @@ from effectgate_lab.chaos.model import (
 )
 from effectgate_lab.chaos.progress import Progress
 from effectgate_lab.chaos.scenarios import SCENARIOS, Scenario
+from effectgate_lab.labkit.workdir import temporary_workdir
 from effectgate_lab.simulators.faults import STUDY_LEVELS, Fault, FaultPlan
 
 EPISODE_BUDGET = 30.0  # seconds for the agents of one episode, and again for settling it
@@ -246,27 +248,34 @@ async def run_cell(cell: Cell, options: Options, progress: Progress) -> list[Res
         method = METHOD_TYPES[cell.method]()
         method.window = part.window or options.window
         method.unique = part.unique
-        try:
-            await method.open(runs, options.crash)
-            acted = await asyncio.gather(*(_agent_phase(method, run, options.crash, options.budget) for run in runs))
-            await method.quiesce()
-            if method.kills:
-                for run in runs:
-                    run.notes.append(f"{method.kill_note} {method.kills}x during the cell")
-            return list(
-                await asyncio.gather(
-                    *(
-                        _settle_phase(method, run, result, progress, options.budget)
-                        for run, result in zip(runs, acted, strict=True)
-                    )
-                )
-            )
-        finally:
-            await method.close()
+        with ExitStack() as stack:
+            if method.uses_folder:
+                method.folder = stack.enter_context(temporary_workdir(f"effectgate-chaos-{cell.method}-", "chaos"))
+            return await _run_method(method, runs, options, progress)
     finally:
         for run in runs:
             await run.http.aclose()
             await run.sim.stop()
+
+
+async def _run_method(method: Method, runs: list[Run], options: Options, progress: Progress) -> list[Result]:
+    try:
+        await method.open(runs, options.crash)
+        acted = await asyncio.gather(*(_agent_phase(method, run, options.crash, options.budget) for run in runs))
+        await method.quiesce()
+        if method.kills:
+            for run in runs:
+                run.notes.append(f"{method.kill_note} {method.kills}x during the cell")
+        return list(
+            await asyncio.gather(
+                *(
+                    _settle_phase(method, run, result, progress, options.budget)
+                    for run, result in zip(runs, acted, strict=True)
+                )
+            )
+        )
+    finally:
+        await method.close()
 
 
 def cells(options: Options) -> list[Cell]:

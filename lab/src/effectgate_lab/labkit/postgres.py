@@ -54,13 +54,18 @@ class PgServer:
         # its own: the default does, and it is never taken by anyone else.
         self.port = free_port() if tcp else 5432
         self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            # The server refuses to run as root; the directory (0700) must be the postgres user's.
-            shutil.chown(self.root, "postgres", "postgres")
-        if template is not None:
-            self._copy(template)
-        else:
-            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "-N")
+        try:
+            if self._as_postgres:
+                # The server refuses to run as root; the directory (0700) must be the postgres user's.
+                shutil.chown(self.root, "postgres", "postgres")
+            if template is not None:
+                self._copy(template)
+            else:
+                self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "-N")
+        except BaseException:
+            # No server for the caller to destroy(): the directory is removed here (root may).
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     @property
     def dsn(self) -> str:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -67,19 +65,21 @@ class EngineMethod(Method):
     module = ""
     kill_note = "worker died at the step's dangerous point"
     approves = True
+    uses_folder = True  # the worker's log, DBOS's SQLite file
 
     def __init__(self) -> None:
         self.worker: Worker | None = None
         self.inbox = ApprovalInbox()
         self.http = httpx.AsyncClient(timeout=CALL_BUDGET)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f"effectgate-{self.name}-"))
 
     async def worker_args(self) -> list[str]:
         return []
 
     async def open(self, runs: list[Run], crash: bool) -> None:
         await self.inbox.start()
-        self.worker = Worker(self.module, await self.worker_args(), self.tmp / "worker.log", crash_points(runs, crash))
+        assert self.folder is not None, "the runner gives the cell's folder"
+        log = self.folder / "worker.log"
+        self.worker = Worker(self.module, await self.worker_args(), log, crash_points(runs, crash))
         await self.worker.start()
 
     async def close(self) -> None:
@@ -141,7 +141,8 @@ class DbosSqlite(DbosMethod):
     name = "dbos_sqlite"
 
     async def worker_args(self) -> list[str]:
-        return ["--db", f"sqlite:///{self.tmp / 'dbos.sqlite'}"]
+        assert self.folder is not None, "the runner gives the cell's folder"
+        return ["--db", f"sqlite:///{self.folder / 'dbos.sqlite'}"]
 
 
 class DbosPostgres(DbosMethod):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -59,6 +60,10 @@ class Method:
     approves = False
     kills = 0  # kill -9s of the gateway during the cell
     kill_note = "gateway killed with SIGKILL"
+    # Methods that keep files (stores, their processes' logs) get a directory of the cell's from
+    # the runner before `open`: removed after the cell, kept (and named) when the cell fails.
+    uses_folder = False
+    folder: Path | None = None
 
     async def open(self, runs: list[Run], crash: bool) -> None:
         """Prepares the cell (effectgate starts its gateway here)."""

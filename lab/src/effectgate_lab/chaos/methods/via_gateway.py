@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import random
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -101,33 +100,34 @@ def gateway_doc(
 
 class ViaGateway(Method):
     name = "effectgate"
+    uses_folder = True  # its store, its config and the socket a crashed gateway restarts on
 
     def __init__(self) -> None:
         self.child: ChildGateway | None = None
         self.client: EffectGateClient | None = None
         self.crasher: asyncio.Task[None] | None = None
         self.kills = 0
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._warmup: Provider | None = None
 
     async def open(self, runs: list[Run], crash: bool) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="effectgate-chaos-")
+        assert self.folder is not None, "the runner gives the cell's folder"
+        folder = self.folder
         for attempt in range(3):
             # With --crash the gateway is started again where the agents reach it: a Unix socket in
             # the run's directory, which no other process can take between a kill and the restart
             # (a freed port can be). Else a port: a simulator binding port 0 can take the free
             # port before the child binds it, and the start is tried again.
-            listen = f"unix:{self._tmp.name}/gateway.sock" if crash else f"127.0.0.1:{free_port()}"
+            listen = f"unix:{folder}/gateway.sock" if crash else f"127.0.0.1:{free_port()}"
             warmup_url = await self._start_warmup(runs) if self.window == "auto" else ""
             doc = gateway_doc(
                 runs,
-                f"sqlite:///{self._tmp.name}/effects.db",
+                f"sqlite:///{folder}/effects.db",
                 listen,
                 auto=bool(warmup_url),
                 warmup_url=warmup_url,
                 unique=self.unique,
             )
-            self.child = ChildGateway(write_config(doc, Path(self._tmp.name) / "effectgate.toml"))
+            self.child = ChildGateway(write_config(doc, folder / "effectgate.toml"))
             try:
                 await self.child.start()
                 break
@@ -143,7 +143,7 @@ class ViaGateway(Method):
         channel = grpc.aio.insecure_channel(listen, options=RECONNECT)  # HOST:PORT or unix:PATH
         self.client = EffectGateClient(channel)
         if self._warmup is not None:
-            lags = await self._warm_up(runs[0], Path(self._tmp.name) / "effects.db")
+            lags = await self._warm_up(runs[0], folder / "effects.db")
             p99 = quantile(lags, 0.99)
             note = f"window auto: {len(lags)} read lags learned in the warm-up, p99 {p99:.3f}s"
             for run in runs:
@@ -212,8 +212,6 @@ class ViaGateway(Method):
             await self.client.close()
         if self.child is not None:
             await self.child.terminate()
-        if self._tmp is not None:
-            self._tmp.cleanup()
 
     async def _execute(self, run: Run, agent: str, step: str, call_id: str, args: dict[str, Any]) -> pb.ExecuteResponse:
         assert self.client is not None

@@ -104,6 +104,9 @@ class RestateServer:
             "RESTATE_ADMIN__QUERY_ENGINE__MEMORY_SIZE": "64MiB",
             "RESTATE_WORKER__INVOKER__MEMORY_LIMIT": "256MiB",
             "RESTATE_LOG_FILTER": "error",
+            # Its invoker makes an `invoker-*` directory in the temporary directory and leaves it
+            # at exit: inside base_dir, stop() removes it with the rest.
+            "TMPDIR": str(self.base_dir),
         }
         binary = await asyncio.to_thread(server_binary)
         with (self.base_dir / "server.log").open("wb") as log:  # this attempt's
