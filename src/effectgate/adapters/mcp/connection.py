@@ -252,36 +252,47 @@ class Session:
                 self._live = None
 
     async def _open(self) -> _Live:
-        """The live session (opened now if there is none); raises NotSent."""
-        async with self._opening:
-            live = self._live
-            if live is not None and live.client is not None and _transport_ended(live.client):
-                log.info("the upstream's transport ended between calls (the server exited): a new session")
-                self._end(live, now=True)
-            if live is None or live.ended or live.owner is None or live.owner.done():
-                # No session and none opening (a caller cancelled while one opened keeps it going).
-                live = _Live(stop=asyncio.Event(), ready=asyncio.get_running_loop().create_future())
-                # Read even when nobody awaits it any more, so it is never "unretrieved".
-                live.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
-                live.owner = asyncio.create_task(self._hold(live), name="effectgate-mcp-upstream")
-                self._live = live
-            if live.client is not None:
-                return live
-            try:
-                async with asyncio.timeout(self._connect_timeout):
+        """The live session (opened now if there is none); raises NotSent.
+
+        The wait behind another caller's opening counts against `connect_timeout` too: a caller
+        queued behind a slow open (a reconciler's read-back, another action) is told "not sent"
+        within its own connect timeout, before the driver's attempt timeout cuts it, which could
+        only say "may have been sent" (an UNKNOWN to reconcile for a request never made)."""
+        live: _Live | None = None
+        try:
+            async with asyncio.timeout(self._connect_timeout), self._opening:
+                live = self._opening_session()
+                if live.client is None:
                     live.client = await asyncio.shield(live.ready)
-            except TimeoutError:
+                    self.opened += 1
+                return live
+        except TimeoutError:
+            if live is not None:
                 self._end(live, now=True)
-                raise NotSent(f"no session in {self._connect_timeout:g}s") from None
-            except Exception as exc:
-                self._end(live, now=True)
-                status = _status_of(exc)
-                if status in (401, 403):
-                    raise NotSent(f"the upstream refused the credentials (HTTP {status})", refused=True) from None
-                why = f"HTTP {status}" if status else _root(exc)
-                raise NotSent(f"the upstream is unreachable (no session: {why})") from None
-            self.opened += 1
-            return live
+            raise NotSent(f"the upstream is unreachable (no session in {self._connect_timeout:g}s)") from None
+        except Exception as exc:
+            assert live is not None  # only the session's opening raises
+            self._end(live, now=True)
+            status = _status_of(exc)
+            if status in (401, 403):
+                raise NotSent(f"the upstream refused the credentials (HTTP {status})", refused=True) from None
+            why = f"HTTP {status}" if status else _root(exc)
+            raise NotSent(f"the upstream is unreachable (no session: {why})") from None
+
+    def _opening_session(self) -> _Live:
+        """The live session, or one opening (started now if there is none). Called under the lock."""
+        live = self._live
+        if live is not None and live.client is not None and _transport_ended(live.client):
+            log.info("the upstream's transport ended between calls (the server exited): a new session")
+            self._end(live, now=True)
+        if live is None or live.ended or live.owner is None or live.owner.done():
+            # No session and none opening (a caller cancelled while one opened keeps it going).
+            live = _Live(stop=asyncio.Event(), ready=asyncio.get_running_loop().create_future())
+            # Read even when nobody awaits it any more, so it is never "unretrieved".
+            live.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+            live.owner = asyncio.create_task(self._hold(live), name="effectgate-mcp-upstream")
+            self._live = live
+        return live
 
     async def client(self) -> Client:
         """The live session's client (opened now if there is none); raises NotSent."""

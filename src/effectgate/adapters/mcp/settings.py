@@ -82,7 +82,8 @@ class McpSettings(AdapterSettings):
     consistency_window: float = Field(default=5.0, ge=0)
     # Seconds one tools/call may take before its outcome is ambiguous.
     timeout: float = Field(default=10.0, gt=0)
-    # Seconds to open the upstream connection (a failure here sent nothing).
+    # Seconds to have a session, counting the wait behind another caller opening one (a failure
+    # here sent nothing). Keep it below the tools' attempt_timeout, which would cut the call first.
     connect_timeout: float = Field(default=5.0, gt=0)
     # isError results: `no_effect_when` (checked first) marks a refusal to retry later (auth, rate
     # limit), `refused_when` a definitive refusal; any other isError is ambiguous.
