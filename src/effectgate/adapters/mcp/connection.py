@@ -258,7 +258,10 @@ class Session:
         queued behind a slow open (a reconciler's read-back, another action) is told "not sent"
         within its own connect timeout, before the driver's attempt timeout cuts it, which could
         only say "may have been sent" (an UNKNOWN to reconcile for a request never made)."""
-        live: _Live | None = None
+        live = self._live
+        if live is not None and self._usable(live) and not self._opening.locked():
+            return live  # what the lock would give at once, without a timer per upstream call
+        live = None
         try:
             async with asyncio.timeout(self._connect_timeout), self._opening:
                 live = self._opening_session()
@@ -278,6 +281,19 @@ class Session:
                 raise NotSent(f"the upstream refused the credentials (HTTP {status})", refused=True) from None
             why = f"HTTP {status}" if status else _root(exc)
             raise NotSent(f"the upstream is unreachable (no session: {why})") from None
+
+    @staticmethod
+    def _usable(live: _Live) -> bool:
+        """`live` has a session that `_opening_session` would hand out again as it is."""
+        owner = live.owner
+        client = live.client
+        return (
+            client is not None
+            and not live.ended
+            and owner is not None
+            and not owner.done()
+            and not _transport_ended(client)
+        )
 
     def _opening_session(self) -> _Live:
         """The live session, or one opening (started now if there is none). Called under the lock."""
