@@ -17,6 +17,7 @@ from effectgate.gateway.config.schema import (
     OnRepeat,
     Principal,
     ToolConfig,
+    host_port,
     parse_duration,
     unix_path,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "ToolLimits",
     "Unique",
     "WebhooksSection",
+    "host_port",
     "load_config",
     "parse_config",
     "parse_duration",

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from effectgate.adapters.base import ConfigError
 from effectgate.gateway.config.errors import describe, did_you_mean
 from effectgate.gateway.config.provider import WEBHOOKS_LISTEN
-from effectgate.gateway.config.schema import Config, is_loopback, unix_path
+from effectgate.gateway.config.schema import Config, host_port, is_loopback, unix_path
 from effectgate.gateway.config.telemetry import PROMETHEUS_LISTEN
 
 # Hosts that bind every address of the host: they share a port with any other host.
@@ -83,8 +83,7 @@ def _port_checks(config: Config) -> list[str]:
     line of a port another program holds (or, for the webhooks, after the gRPC port was taken)."""
     ports = [] if unix_path(config.listen) else [("[server] listen", config.listen)]
     if config.telemetry.prometheus_address is not None:
-        host, port = config.telemetry.prometheus_address
-        ports.append((PROMETHEUS_LISTEN, f"[{host}]:{port}" if ":" in host else f"{host}:{port}"))
+        ports.append((PROMETHEUS_LISTEN, host_port(*config.telemetry.prometheus_address)))
     if config.webhooks is not None:
         ports.append((WEBHOOKS_LISTEN, config.webhooks.listen))
     return [

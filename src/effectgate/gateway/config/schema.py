@@ -310,6 +310,11 @@ class Config(_Table):
         return bool(self.principals) and self.tls is None and not is_loopback(self.listen)
 
 
+def host_port(host: str, port: int) -> str:
+    """HOST:PORT as the gateway writes an address ([::1]:9464 for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def unix_path(listen: str) -> str:
     """The socket's path of a `unix:PATH` address; "" for HOST:PORT."""
     return listen[len(UNIX) :] if listen.startswith(UNIX) else ""

@@ -124,11 +124,16 @@ def credentials(config: Config, certificates: Certificates | None = None) -> grp
     return (certificates or Certificates(config)).credentials()
 
 
+def cannot_listen(listen: str, setting: str, why: object) -> str:
+    """The line of an address that cannot be had. The gateway's other ports name their `setting`
+    (e.g. "[webhooks] listen"); [server] listen's does not."""
+    return f"cannot listen on {listen}{f' ({setting})' if setting else ''}: {why}"
+
+
 def refusal(listen: str, exc: OSError, setting: str = "") -> ListenError:
-    """The line of a HOST:PORT that cannot be had; AddressInUse while a socket holds it. The
-    gateway's other ports name their `setting` (e.g. "[webhooks] listen"); [server] listen's does not."""
+    """A HOST:PORT that cannot be had (cannot_listen's line); AddressInUse while a socket holds it."""
     held = AddressInUse if exc.errno == errno.EADDRINUSE else ListenError
-    return held(f"cannot listen on {listen}{f' ({setting})' if setting else ''}: {exc.strerror or exc}")
+    return held(cannot_listen(listen, setting, exc.strerror or exc))
 
 
 def probe_bind(listen: str, setting: str = "") -> None:

@@ -15,17 +15,12 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from effectgate.gateway.config import PROMETHEUS_LISTEN
+from effectgate.gateway.config import PROMETHEUS_LISTEN, host_port
 from effectgate.gateway.runtime.listener import probe_bind, refusal
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # (ready, why): why not when not ready; when ready, "" or a warning that keeps it ready.
 ReadyProbe = Callable[[], tuple[bool, str]]
-
-
-def address(host: str, port: int) -> str:
-    """HOST:PORT as the lines about the metrics port write it ([::1]:9464 for IPv6)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class _Server6(ThreadingHTTPServer):
@@ -77,7 +72,7 @@ class ProbeServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass  # one line per scrape would drown the log
 
-        where = address(host, port)
+        where = host_port(host, port)
         probe_bind(where, PROMETHEUS_LISTEN)  # the line `check` says too (commands/listen_check.py)
         try:
             self._server = (_Server6 if ":" in host else ThreadingHTTPServer)((host, port), Handler)

@@ -37,7 +37,7 @@ from typing import Any
 from effectgate.gateway.config import WEBHOOKS_LISTEN, Config, ConfigError, unix_path
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.runtime.commands.check import validate
-from effectgate.gateway.runtime.listener import refusal
+from effectgate.gateway.runtime.listener import cannot_listen, refusal
 from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
 from effectgate.gateway.runtime.startup import METRICS, PROBES, READY, WEBHOOKS, ServeOptions, announce
 from effectgate.gateway.store import StoreUnavailable
@@ -68,8 +68,7 @@ class PortClaim:
             self._claim.bind(f"\0effectgate-port-{self.port}")
         except OSError:
             self.close()
-            named = f" ({setting})" if setting else ""
-            raise OSError(f"cannot listen on {listen}{named}: another `effectgate serve --workers` holds it") from None
+            raise OSError(cannot_listen(listen, setting, "another `effectgate serve --workers` holds it")) from None
 
     def close(self) -> None:
         self._held.close()
@@ -176,21 +175,21 @@ def _relay_hangup(workers: list[asyncio.subprocess.Process]) -> None:
             worker.send_signal(signal.SIGHUP)
 
 
-def _claim_ports(config: Config) -> list[PortClaim]:
-    """The gRPC port's claim, then [webhooks]' (its refusal first, as a plain serve's: server.py)."""
+def _claim_ports(config: Config) -> tuple[PortClaim, PortClaim | None]:
+    """The gRPC port's claim and [webhooks]' (claimed first: its refusal comes first, as a plain
+    serve's does, server.py)."""
     hooks = PortClaim(config.webhooks.listen, WEBHOOKS_LISTEN) if config.webhooks is not None else None
     try:
-        claim = PortClaim(config.listen)
+        return PortClaim(config.listen), hooks
     except OSError:
-        if hooks is not None:
-            hooks.close()
+        _close(hooks)
         raise
-    return [claim] if hooks is None else [claim, hooks]
 
 
-def _close(claims: list[PortClaim]) -> None:
+def _close(*claims: PortClaim | None) -> None:
     for claim in claims:
-        claim.close()
+        if claim is not None:
+            claim.close()
 
 
 async def serve_workers(config: Config, options: ServeOptions) -> int:
@@ -211,14 +210,13 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
         if options.fail_fast:
             raise
         # each worker waits for the store itself (NOT_SERVING meanwhile)
-    claims = _claim_ports(config)
-    claim, hooks = claims[0], (claims[1] if len(claims) > 1 else None)
+    claim, hooks = _claim_ports(config)
     probe_at = telemetry_sdk.prometheus_address(config.telemetry)
     pool = PoolProbes([])
     try:
         probes = ProbeServer(*probe_at, metrics=pool.metrics) if probe_at else None
     except OSError:
-        _close(claims)
+        _close(claim, hooks)
         raise
     if probes is not None:
         probes.ready = pool.ready
@@ -264,6 +262,6 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
     finally:
         if any(w.returncode is None for w in workers):
             await _stop(workers, config.shutdown_grace)
-        _close(claims)
+        _close(claim, hooks)
         if probes is not None:
             probes.close()

@@ -15,7 +15,7 @@ import fcntl
 import os
 from dataclasses import dataclass
 
-from effectgate.gateway.config import PROMETHEUS_LISTEN, WEBHOOKS_LISTEN, Config, unix_path
+from effectgate.gateway.config import PROMETHEUS_LISTEN, WEBHOOKS_LISTEN, Config, host_port, unix_path
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.runtime.listener import (
     AddressInUse,
@@ -26,7 +26,6 @@ from effectgate.gateway.runtime.listener import (
     open_lock,
     probe_bind,
 )
-from effectgate.gateway.runtime.metrics_port import address as metrics_address
 
 
 def _gateway_holds(address: str, lock: int | None) -> None:
@@ -93,7 +92,7 @@ def listen_readiness(config: Config) -> list[Readiness]:
     found = [_readiness("listen", config.listen)]
     metrics = telemetry_sdk.prometheus_address(config.telemetry)  # the environment's too, as serve's
     if metrics is not None:
-        found.append(_readiness("metrics", metrics_address(*metrics), PROMETHEUS_LISTEN))
+        found.append(_readiness("metrics", host_port(*metrics), PROMETHEUS_LISTEN))
     if config.webhooks is not None:
         found.append(_readiness("webhooks", config.webhooks.listen, WEBHOOKS_LISTEN))
     return found
