@@ -77,8 +77,7 @@ class EngineMethod(Method):
 
     async def open(self, runs: list[Run], crash: bool) -> None:
         await self.inbox.start()
-        assert self.folder is not None, "the runner gives the cell's folder"
-        log = self.folder / "worker.log"
+        log = self.cell_folder / "worker.log"
         self.worker = Worker(self.module, await self.worker_args(), log, crash_points(runs, crash))
         await self.worker.start()
 
@@ -141,8 +140,7 @@ class DbosSqlite(DbosMethod):
     name = "dbos_sqlite"
 
     async def worker_args(self) -> list[str]:
-        assert self.folder is not None, "the runner gives the cell's folder"
-        return ["--db", f"sqlite:///{self.folder / 'dbos.sqlite'}"]
+        return ["--db", f"sqlite:///{self.cell_folder / 'dbos.sqlite'}"]
 
 
 class DbosPostgres(DbosMethod):

@@ -65,6 +65,12 @@ class Method:
     uses_folder = False
     folder: Path | None = None
 
+    @property
+    def cell_folder(self) -> Path:
+        """`folder`, which the runner gives a method that `uses_folder` before `open`."""
+        assert self.folder is not None, "the runner gives the cell's folder"
+        return self.folder
+
     async def open(self, runs: list[Run], crash: bool) -> None:
         """Prepares the cell (effectgate starts its gateway here)."""
 

@@ -110,8 +110,7 @@ class ViaGateway(Method):
         self._warmup: Provider | None = None
 
     async def open(self, runs: list[Run], crash: bool) -> None:
-        assert self.folder is not None, "the runner gives the cell's folder"
-        folder = self.folder
+        folder = self.cell_folder
         for attempt in range(3):
             # With --crash the gateway is started again where the agents reach it: a Unix socket in
             # the run's directory, which no other process can take between a kill and the restart
