@@ -153,10 +153,13 @@ sim: $(STAMP)
 
 ## sim-campaign: the long run (SEEDS, default a million, from SEED) in JOBS processes; run it again to go on
 # Resumable: each chunk of 1,000 seeds that ends is a line of LEDGER, pinned to the commit.
+# CHECK=K runs K of LEDGER's chunks again on this tree and compares their digests (any commit's
+# ledger, e.g. LEDGER=docs/sim-campaign.jsonl, the long run's own).
 JOBS ?= 2
 LEDGER ?= sim-campaign.jsonl
+CHECK ?=
 sim-campaign: $(STAMP)
-	$(PY) -m tests.sim.campaign --seeds $(or $(SEEDS),1000000) --seed $(SEED) --jobs $(JOBS) --ledger $(LEDGER)
+	$(PY) -m tests.sim.campaign --seeds $(or $(SEEDS),1000000) --seed $(SEED) --jobs $(JOBS) --ledger $(LEDGER) $(if $(CHECK),--check $(CHECK))
 
 ## sim-mutants: one-line breaks of the protocol, each must be caught by `make sim`'s budget
 sim-mutants: $(STAMP)

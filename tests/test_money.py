@@ -148,3 +148,13 @@ def test_the_cli_table_writes_money_in_the_terminals_locale(monkeypatch: pytest.
         assert money in lines[1] and "cus_marta_ruiz" in lines[1]
         assert "marta@example.com\\x1b[2J" in lines[2]  # agent text escaped, as every column
     render.reader.cache_clear()
+
+
+def test_a_locale_by_name_or_as_a_locale_gives_the_same_text_every_time() -> None:
+    from babel import Locale
+
+    from effectgate.client.money_text.money import format_minor
+
+    by_name = [format_minor(12500, "eur", "de_DE") for _ in range(3)]
+    assert by_name == [format_minor(12500, "eur", Locale.parse("de_DE"))] * 3 == ["125,00\xa0€"] * 3
+    assert format_minor(12500, "eur", "en_US") == "€125.00"  # another locale, another entry

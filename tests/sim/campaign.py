@@ -12,6 +12,11 @@ commit keeps a run going across changes elsewhere.
 
 The last line printed: `campaign: N seeds, E events, V violations, digest HEX`, the digest over
 the chunks' digests in order.
+
+`--check K --ledger FILE` runs K of the ledger's chunks again on this tree, whatever commit wrote
+the ledger (the first, the last and others spread between), and compares each digest with the
+ledger's: the same digests say this tree simulates those worlds event for event as the run's
+commit did. Its last line: `campaign check: K chunks, M match, D differ`.
 """
 
 from __future__ import annotations
@@ -135,6 +140,38 @@ def summary(ledger: Ledger, first: int, seeds: int, size: int) -> tuple[list[str
     return lines, violations
 
 
+def sampled(firsts: list[int], count: int) -> list[int]:
+    """`count` of the chunks (by first seed, in order): the first, the last and others evenly between."""
+    if count >= len(firsts):
+        return firsts
+    if count == 1:
+        return firsts[:1]
+    step = (len(firsts) - 1) / (count - 1)
+    return sorted({firsts[round(i * step)] for i in range(count)})
+
+
+def check(path: Path, count: int, jobs: int) -> int:
+    """Runs `count` chunks of the ledger at `path` again here and compares their digests (see the
+    module's docstring); 0 when every one matches."""
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0]).get("ledger", {})
+    kept = {c["first"]: c for c in (json.loads(line) for line in lines[1:] if line.strip())}
+    chosen = [kept[f] for f in sampled(sorted(kept), count)]
+    print(f"campaign check: {len(chosen)} of {len(kept)} chunks written at {header.get('commit')}", file=sys.stderr)
+    context = multiprocessing.get_context("fork")
+    with context.Pool(jobs) as pool:
+        again = pool.map(_run_chunk, [(c["first"], c["seeds"]) for c in chosen])
+    differ = 0
+    for old, new in zip(chosen, again, strict=True):
+        same = (old["digest"], old["events"]) == (new["digest"], new["events"])
+        differ += not same
+        verdict = "match" if same else f"DIFFERS: {new['digest']} ({new['events']} events here)"
+        print(f"chunk {old['first']}+{old['seeds']}: {old['digest'][:16]} {verdict}")
+    print(f"commit here: {commit()}")
+    print(f"campaign check: {len(chosen)} chunks, {len(chosen) - differ} match, {differ} differ")
+    return 1 if differ or not chosen else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=1_000_000)
@@ -143,7 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=CHUNK, help="seeds a chunk (fixed for a ledger)")
     parser.add_argument("--ledger", type=Path, default=Path("sim-campaign.jsonl"))
     parser.add_argument("--max-chunks", type=int, default=0, help="stop after this many new chunks (0: all)")
+    parser.add_argument("--check", type=int, default=0, help="run this many of the ledger's chunks again and compare")
     args = parser.parse_args(argv)
+    if args.check:
+        if not args.ledger.exists():
+            parser.error(f"--check: no ledger at {args.ledger}")
+        return check(args.ledger, args.check, args.jobs)
     if args.seeds < 1 or args.chunk < 1 or args.jobs < 1:
         parser.error("--seeds, --chunk and --jobs must be at least 1")
     ledger = Ledger(args.ledger, {"commit": commit(), "first": args.seed, "chunk": args.chunk})

@@ -176,6 +176,8 @@ class World:
         self.violations: list[str] = []
         self.counts: Counter[str] = Counter()
         self.db = SimDatabase(self.now)
+        # `records()` by the states asked: (the connection's change count then, the records).
+        self._records: dict[tuple[State, ...], tuple[int, list[ActionRecord]]] = {}
         self.provider = SimProvider(random.Random(f"provider:{seed}"), self.now)
         self.provider.odds.beyond_window = self.knobs.beyond_window
         self.provider.on_effect = self.on_effect
@@ -286,10 +288,18 @@ class World:
     # -- ground truth ---------------------------------------------------------------------------
 
     def records(self, *states: State) -> list[ActionRecord]:
-        """The stored actions (in `states` only, when given), in action id order."""
+        """The stored actions (in `states` only, when given), in action id order. Read again only
+        once a statement changed a row since the same question was last asked (the operator asks
+        every few virtual seconds, most often of a store nobody wrote in between)."""
+        changes = self.db.conn.total_changes
+        kept = self._records.get(states)
+        if kept is not None and kept[0] == changes:
+            return list(kept[1])
         where = f" WHERE state IN ({', '.join(repr(s.value) for s in states)})" if states else ""
         found = self.db.conn.execute(f"SELECT {rows.SELECTED} FROM actions{where} ORDER BY action_id").fetchall()
-        return [rows.record(r) for r in found]
+        records = [rows.record(r) for r in found]
+        self._records[states] = (changes, records)
+        return list(records)
 
     def on_effect(self, effect: Effect) -> None:
         self.event(f"effect {effect.number} {effect.tool} {effect.action_id[:12]} amount={effect.amount}")

@@ -17,7 +17,9 @@ payload's fields and the action's names: a string that is one placeholder keeps 
 
 from __future__ import annotations
 
+import json
 import re
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,11 +34,21 @@ _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _WHOLE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
+# How many activations a rule remembers its verdict for (`Rule.holds`).
+REMEMBERED = 256
+
+
 class Rule:
     def __init__(self, source: str) -> None:
         self.source = source
         env, tree = compile_rule(source)
         self._program = env.program(tree)
+        # CEL has no side effects and no clock: a verdict is a function of the activation alone.
+        # cel-python interprets the parse tree at every call (~0.5 ms), and the same action's
+        # result is read again and again (each read-back of a lost answer, each replica's), so a
+        # verdict is kept by the activation's JSON text (the adapter passes JSON documents; the
+        # text keeps their key order, which CEL may see).
+        self._verdicts: OrderedDict[str, bool] = OrderedDict()
 
     def evaluate(self, activation: Mapping[str, Any]) -> Any:
         """The rule's value as plain Python; raises on a run-time error."""
@@ -44,10 +56,27 @@ class Rule:
 
     def holds(self, activation: Mapping[str, Any]) -> bool:
         try:
+            key = _as_json(activation)
+        except (TypeError, ValueError):  # NaN, a cycle: judged each time, not remembered
+            return self._judge(activation)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = self._judge(activation)
+            if len(self._verdicts) > REMEMBERED:
+                self._verdicts.popitem(last=False)
+        else:
+            self._verdicts.move_to_end(key)
+        return verdict
+
+    def _judge(self, activation: Mapping[str, Any]) -> bool:
+        try:
             result = self._program.evaluate({k: json_to_cel(v) for k, v in activation.items()})
         except Exception:  # a missing field or a type error proves nothing
             return False
         return isinstance(result, BoolType) and bool(result)
+
+
+_as_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 def _plain(value: Any) -> Any:
