@@ -297,3 +297,45 @@ def test_which_addresses_share_a_port(one: str, other: str, shared: bool) -> Non
             parse_config(doc)
     else:
         parse_config(doc)
+
+
+# -- `check --workers N`: what `serve --workers N` refuses, in its words ------------------------
+
+
+async def refused_line(argv: list[str]) -> str:
+    """The one `effectgate:` line of a child that exits 2."""
+    child = await ServeChild(argv).start()
+    code = await child.exit_code()
+    if code != 2:
+        await child.stop()
+    assert code == 2, child.transcript()
+    lines = [line for line in child.stderr if line.startswith("effectgate:")]
+    assert len(lines) == 1, child.transcript()
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("listen", "workers", "said"),
+    [
+        ("unix", "2", "--workers: needs a HOST:PORT [server] listen, not the Unix socket unix:"),
+        ("127.0.0.1:0", "-1", "--workers: at least 1"),
+    ],
+)
+async def test_check_workers_refuses_what_serve_workers_refuses_in_the_same_line(
+    tmp_path: Path, sim: StripeSimulator, listen: str, workers: str, said: str
+) -> None:
+    config = tmp_path / "eg.toml"
+    write_config(socket_doc(tmp_path, sim, f"unix:{tmp_path}/grpc.sock" if listen == "unix" else listen), config)
+    checked = await refused_line(["check", "--config", str(config), "--workers", workers])
+    served = await refused_line(["serve", "--config", str(config), "--workers", workers])
+    assert checked == served
+    assert checked.startswith(f"effectgate: {said}"), checked
+    assert not (tmp_path / "grpc.sock").exists()
+
+
+async def test_check_workers_on_a_port_says_the_pool_may_start(tmp_path: Path, sim: StripeSimulator) -> None:
+    config = tmp_path / "eg.toml"
+    write_config(socket_doc(tmp_path, sim, "127.0.0.1:0"), config)
+    child = await ServeChild(["check", "--config", str(config), "--workers", "3"]).start()
+    assert await child.exit_code() == 0, child.transcript()
+    assert "workers: 3: OK: serve --workers 3 shares 127.0.0.1:0 between 3 processes" in child.stdout

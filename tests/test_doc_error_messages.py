@@ -86,6 +86,10 @@ CASES = {
     "socket directory": Case(
         '[server]\nlisten = "unix:{folder}/missing/grpc.sock"\n' + BASE, argv=("serve", "--config", "effectgate.toml")
     ),
+    "workers socket": Case(  # check --workers: serve --workers' refusal, before anything is bound
+        '[server]\nlisten = "unix:{folder}/grpc.sock"\n' + BASE,
+        argv=("check", "--config", "effectgate.toml", "--workers", "2"),
+    ),
     "option": Case(BASE, argv=("--log-level", "verbose", "check", "--config", "effectgate.toml")),
 }
 

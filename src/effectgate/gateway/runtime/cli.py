@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     check_cmd.add_argument(
         "--probe", action="store_true", help="one harmless read per adapter: are its credentials and address right?"
     )
+    check_cmd.add_argument(
+        "--workers", type=int, default=0, help="as `serve --workers N` would start: what it refuses, refused here"
+    )
     migrate_cmd = commands.add_parser(
         "migrate",
         help="apply the store's missing schema migrations (a role that may change the schema)",
@@ -226,7 +229,7 @@ def gateway_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             with collector_paused():
                 from effectgate.gateway.runtime.commands.check import run_check
 
-            return asyncio.run(run_check(args.config, args.probe))
+            return asyncio.run(run_check(args.config, args.probe, args.workers))
         if args.command == "migrate":
             from effectgate.gateway.runtime.commands.migrate import run_migrate
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import grpc
 
 from effectgate.gateway.config import Config, ConfigError, unix_path
+from effectgate.gateway.runtime.startup import POOL_HOLDS, pool_claims
 
 # Who may connect to the gateway's Unix socket: its user and its group (other users never).
 SOCKET_MODE = 0o660
@@ -131,9 +132,14 @@ def cannot_listen(listen: str, setting: str, why: object) -> str:
 
 
 def refusal(listen: str, exc: OSError, setting: str = "") -> ListenError:
-    """A HOST:PORT that cannot be had (cannot_listen's line); AddressInUse while a socket holds it."""
-    held = AddressInUse if exc.errno == errno.EADDRINUSE else ListenError
-    return held(cannot_listen(listen, setting, exc.strerror or exc))
+    """A HOST:PORT that cannot be had (cannot_listen's line); AddressInUse while a socket holds it,
+    naming a `serve --workers` pool when one has claimed the port."""
+    if exc.errno != errno.EADDRINUSE:
+        return ListenError(cannot_listen(listen, setting, exc.strerror or exc))
+    why = exc.strerror or exc
+    if pool_claims(listen.rpartition(":")[2]):
+        why = f"{why} ({POOL_HOLDS})"
+    return AddressInUse(cannot_listen(listen, setting, why))
 
 
 def probe_bind(listen: str, setting: str = "") -> None:

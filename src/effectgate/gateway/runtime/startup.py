@@ -1,5 +1,6 @@
 """What a `serve` process is told and what it says: its options, the lines supervisors and tests
-read on stdout (the ports), and the one-line failure of a start-up (serve.py, workers.py)."""
+read on stdout (the ports), the one-line failure of a start-up (serve.py, workers.py), and what
+`serve --workers` refuses and claims (the name of its claim on a port, which a refusal names)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from effectgate.gateway.config import Config
+from effectgate.gateway.config import Config, ConfigError, unix_path
 from effectgate.gateway.observability import json_line, mask_url
 
 READY = "effectgate serving on port"
@@ -40,6 +41,37 @@ def announce(text: str, log_format: str, **fields: object) -> None:
     # the text and the newline apart, and a log line sharing the pipe could land in between.
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+# Who holds a port a `serve --workers` pool claimed, in a refusal.
+POOL_HOLDS = "another `effectgate serve --workers` holds it"
+
+
+def claim_name(port: int) -> str:
+    """The abstract Unix socket a `serve --workers` parent binds to claim `port` (Linux: exclusive
+    per host, released when the process dies)."""
+    return f"\0effectgate-port-{port}"
+
+
+def pool_claims(port: str) -> bool:
+    """A `serve --workers` pool claims `port` now (read from /proc/net/unix, nothing bound)."""
+    if not port.isdigit() or port == "0":
+        return False
+    name = "@" + claim_name(int(port))[1:]
+    try:
+        with open("/proc/net/unix") as table:  # its last field is the path, "@" for an abstract name
+            return any(line.split()[-1] == name for line in table)
+    except OSError:
+        return False
+
+
+def refuse_workers(config: Config, count: int) -> None:
+    """What `serve --workers COUNT` refuses before it binds anything, in the words `check
+    --workers COUNT` prints too (a ConfigError)."""
+    if count < 1:
+        raise ConfigError("--workers: at least 1")
+    if unix_path(config.listen):  # workers share a TCP port (SO_REUSEPORT); a socket file cannot be
+        raise ConfigError(f"--workers: needs a HOST:PORT [server] listen, not the Unix socket {config.listen}")
 
 
 def store_failure(config: Config, exc: BaseException) -> StartupFailed:

@@ -2,8 +2,9 @@
 
 A gateway's port is exclusive (no SO_REUSEPORT), so that a second gateway with another config and
 another store can never share the agents' connections by accident. Several processes on one port
-are made explicit here: the parent binds the address once (with SO_REUSEPORT, not listening, so
-it gets no connections) and claims it under an abstract Unix socket name, then starts N workers
+are made explicit here: the parent binds the address once (with SO_REUSEPORT, without
+SO_REUSEADDR, not listening: it gets no connections and only its workers may bind there, `_hold`)
+and claims it under an abstract Unix socket name, then starts N workers
 from the same config that listen on that port with SO_REUSEPORT. A plain gateway cannot join
 (its bind has no SO_REUSEPORT) and another `--workers` parent cannot either (the claim is taken).
 Each worker is a full gateway on the shared store: they cooperate like replicas (leases, fences).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -34,15 +36,46 @@ import socket
 import sys
 from typing import Any
 
-from effectgate.gateway.config import WEBHOOKS_LISTEN, Config, ConfigError, unix_path
+from effectgate.gateway.config import WEBHOOKS_LISTEN, Config
 from effectgate.gateway.observability import telemetry_sdk
 from effectgate.gateway.runtime.commands.check import validate
 from effectgate.gateway.runtime.listener import cannot_listen, refusal
 from effectgate.gateway.runtime.metrics_port import ProbeServer, fetch, merge_metrics
-from effectgate.gateway.runtime.startup import METRICS, PROBES, READY, WEBHOOKS, ServeOptions, announce
+from effectgate.gateway.runtime.startup import (
+    METRICS,
+    POOL_HOLDS,
+    PROBES,
+    READY,
+    WEBHOOKS,
+    ServeOptions,
+    announce,
+    claim_name,
+    refuse_workers,
+)
 from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.workers")
+
+
+def _hold(held: socket.socket, address: tuple[str, int]) -> None:
+    """Binds `held` with SO_REUSEPORT and, once bound, without SO_REUSEADDR.
+
+    A bound socket with SO_REUSEADDR that does not listen lets any other SO_REUSEADDR socket
+    (a plain gateway's gRPC or webhook listener, most servers) bind and listen on the port
+    before the workers do; without it, only SO_REUSEPORT sockets of this user (the workers) may.
+    The bind itself needs SO_REUSEADDR only when the port has TIME_WAIT connections of a plain
+    gateway that stopped (they have no SO_REUSEPORT): then it is set for the bind alone, cleared
+    by the next call (a process that bound the port in between can no longer listen on it)."""
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        held.bind(address)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    held.bind(address)
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
 
 
 class PortClaim:
@@ -56,19 +89,17 @@ class PortClaim:
         self._held = socket.socket(family, socket.SOCK_STREAM)
         self._claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self._held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            self._held.bind((host, int(port)))
+            _hold(self._held, (host, int(port)))
         except OSError as exc:
             self.close()
             raise refusal(listen, exc, setting) from None
         self.port = int(self._held.getsockname()[1])
         try:
             # Linux abstract namespace: exclusive per host, released when this process dies.
-            self._claim.bind(f"\0effectgate-port-{self.port}")
+            self._claim.bind(claim_name(self.port))
         except OSError:
             self.close()
-            raise OSError(cannot_listen(listen, setting, "another `effectgate serve --workers` holds it")) from None
+            raise OSError(cannot_listen(listen, setting, POOL_HOLDS)) from None
 
     def close(self) -> None:
         self._held.close()
@@ -196,10 +227,7 @@ async def serve_workers(config: Config, options: ServeOptions) -> int:
     """Runs `options.workers` workers on the config's address; returns when stopped by a signal
     (0) or when a worker died (1). A worker that fails to start fails the whole start (2)."""
     count = options.workers
-    if count < 1:
-        raise ConfigError("--workers: at least 1")
-    if unix_path(config.listen):  # workers share a TCP port (SO_REUSEPORT); a socket file cannot be
-        raise ConfigError(f"--workers: needs a HOST:PORT [server] listen, not the Unix socket {config.listen}")
+    refuse_workers(config, count)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # from the start: never leave workers behind

@@ -1,7 +1,8 @@
 """`effectgate check`: the config validated as `serve` would start it (every adapter built with
 its secrets, the listener's credentials, the notification sinks, the store opened and its clock
 probed, each tool's window against the read lags observed, each address serve binds looked at
-without binding it), then one summary and exit.
+without binding it; with `--workers N` what `serve --workers N` refuses too), then one summary
+and exit.
 
 It loads what a start-up check touches and no more: not the gRPC server and its services, nor
 the webhook listener's HTTP stack (`runtime.server` is never imported; tests/test_lazy_imports.py).
@@ -25,7 +26,7 @@ from effectgate.gateway.runtime.configured import (
     window_problems,
 )
 from effectgate.gateway.runtime.listener import credentials
-from effectgate.gateway.runtime.startup import StartupFailed
+from effectgate.gateway.runtime.startup import StartupFailed, refuse_workers
 from effectgate.gateway.store import StoreClock, skew_problem
 
 
@@ -57,9 +58,12 @@ async def validate(config: Config, probe: bool = False) -> tuple[StoreClock, lis
         await close_adapters(adapters)
 
 
-async def run_check(config_path: str, probe: bool = False) -> int:
-    """The command: the summary on stdout, exit 0; a refused config raises StartupFailed."""
+async def run_check(config_path: str, probe: bool = False, workers: int = 0) -> int:
+    """The command: the summary on stdout, exit 0; a refused config raises StartupFailed.
+    `workers`: as `serve --workers` would start it (0: a single process)."""
     config = load_config(config_path)
+    if workers:
+        refuse_workers(config, workers)  # serve --workers' own refusal, before anything is opened
     try:
         clock, problems, probed = await validate(config, probe)
         listening = listen_readiness(config)  # nothing bound, no file made
@@ -77,6 +81,8 @@ async def run_check(config_path: str, probe: bool = False) -> int:
         print(address.line)
         if address.warning:
             logging.getLogger("effectgate.check").warning("%s", address.warning)
+    if workers:
+        print(f"workers: {workers}: OK: serve --workers {workers} shares {config.listen} between {workers} processes")
     for line in probed:
         print(line)
     if not probe and config.adapters:
