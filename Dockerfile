@@ -106,8 +106,10 @@ EXPOSE 9464
 # elsewhere than 127.0.0.1:50051 sets it). With TLS, set EFFECTGATE_TLS_CA (and for mTLS
 # EFFECTGATE_TLS_CERT / EFFECTGATE_TLS_KEY, a client certificate of your CA;
 # EFFECTGATE_TLS_SERVER_NAME when the certificate does not name 127.0.0.1): it speaks TLS / mTLS.
+# The check is a Python process: on a busy node its start alone has taken over 3 s (a check past
+# its timeout counts as a failure), so it gets 10 s; three failures in a row make it unhealthy.
 ENV EFFECTGATE_HEALTH_TARGET=127.0.0.1:50051
-HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+HEALTHCHECK --interval=15s --timeout=10s --start-period=10s --retries=3 \
     CMD ["sh", "-c", "exec python -m effectgate.gateway.runtime.healthcheck \"$EFFECTGATE_HEALTH_TARGET\""]
 ENTRYPOINT ["effectgate"]
 CMD ["--log-format", "json", "serve", "--config", "/etc/effectgate/effectgate.toml"]

@@ -77,6 +77,12 @@ def image_healthcheck(image: str) -> list[str]:
     return [str(word) for word in check["Test"][1:]]
 
 
+def image_healthcheck_retries(image: str) -> int:
+    """The HEALTHCHECK's `--retries`: failed checks in a row before the container is unhealthy."""
+    (inspected,) = json.loads(podman("image", "inspect", image).stdout)
+    return int(inspected["Healthcheck"]["Retries"])
+
+
 @dataclass
 class Container:
     """One `podman run -d` of the image, removed by `remove()`."""

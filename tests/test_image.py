@@ -177,7 +177,12 @@ async def test_the_locked_down_container_serves_charges_once_and_stops_cleanly(
         assert writes.returncode == 0, writes
 
         # The image's own HEALTHCHECK: healthy here, and failing when aimed at a closed port.
-        assert (await apodman("healthcheck", "run", gateway.name, check=False)).returncode == 0
+        # Podman calls a container unhealthy after `--retries` failed checks in a row (a check
+        # that outlives its timeout on a loaded host is one): healthy is a pass within them.
+        runs = [await apodman("healthcheck", "run", gateway.name, check=False)]
+        while runs[-1].returncode != 0 and len(runs) < image_kit.image_healthcheck_retries(IMAGE):
+            runs.append(await apodman("healthcheck", "run", gateway.name, check=False))
+        assert runs[-1].returncode == 0, [(r.returncode, r.stderr) for r in runs]
         check = image_kit.image_healthcheck(IMAGE)
         with closed_port() as nothing:  # held: nobody else listens there meanwhile
             closed = await gateway.exec(*check, env={"EFFECTGATE_HEALTH_TARGET": f"127.0.0.1:{nothing}"})

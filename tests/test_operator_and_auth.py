@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
+from effectgate.gateway.store import open_store
 from effectgate.tools.v1 import tools_pb2
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
@@ -158,6 +160,41 @@ async def test_unknown_is_reconciled_by_an_operator(tmp_path: Path, sim: StripeS
         assert replay.replayed and replay.action.state == pb.EFFECT_STATE_CONFIRMED
         assert len(effects(sim)) == 1
     finally:
+        await live.close()
+
+
+async def test_a_reconcile_waits_out_another_replicas_lease_within_the_callers_deadline(
+    tmp_path: Path, sim: StripeSimulator
+) -> None:
+    """Another replica holds the UNKNOWN action's lease (a read-back, here taken on the same
+    SQLite file): the operator's Reconcile waits for it; a lease kept past the caller's deadline
+    is answered ABORTED/IN_FLIGHT before that deadline, never DEADLINE_EXCEEDED."""
+    sim.settle_seconds = 60
+    sim.injector.script(["partial"])
+    live = await gateway(tmp_path, sim, deadline="1s", attempt_timeout="0.5s")
+    store = open_store(f"sqlite:///{tmp_path}/eg.db")
+    await store.open()
+    try:
+        answer = await live.stub.Execute(request(), metadata=auth(AGENT_TOKEN))
+        assert answer.action.state == pb.EFFECT_STATE_UNKNOWN
+        action_id = answer.action.action_id
+        settle = pb.ReconcileRequest(
+            action_id=action_id, resolution=pb.EFFECT_STATE_CONFIRMED, note="seen", external_id=effects(sim)[0]["id"]
+        )
+        # Held for 60 s: a call with 4 s left is answered IN_FLIGHT a second before its deadline.
+        held = await store.acquire_lease(action_id, "another-replica", time.time(), 60.0)
+        assert held is not None
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await live.operator.Reconcile(settle, metadata=auth(OPERATOR_TOKEN), timeout=4.0)
+        assert caught.value.code() == grpc.StatusCode.ABORTED, caught.value
+        assert details(caught.value)["ErrorInfo"].reason == "IN_FLIGHT"
+        # Its holder now keeps it 2 s more (the same lease, shortened): the next call waits, then settles.
+        assert await store.update(held.evolve(lease_expires_at=time.time() + 2.0))
+        settled = await live.operator.Reconcile(settle, metadata=auth(OPERATOR_TOKEN), timeout=30.0)
+        assert settled.state == pb.EFFECT_STATE_CONFIRMED
+        assert len(effects(sim)) == 1
+    finally:
+        await store.close()
         await live.close()
 
 

@@ -3,17 +3,21 @@ virtual time (effectgate.testing)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from effectgate.adapters.base import AmbiguousError, DefinitiveError, NoEffectError, RateLimited
 from effectgate.gateway.config.schema import Approval, Bypass, OnMismatch, OnRepeat
+from effectgate.gateway.core import transitions as t
+from effectgate.gateway.core.operators.operator import LEASE_PATIENCE
 from effectgate.gateway.core.protocol.replay_cache import ReplayCache
 from effectgate.gateway.model.domain import NextStep, State
 from effectgate.gateway.model.errors import (
     ActionNotFound,
     AlreadyExecuted,
+    InFlight,
     InvalidRequest,
     PayloadMismatch,
     PolicyConflict,
@@ -187,6 +191,45 @@ async def test_operator_confirms_with_an_external_id() -> None:
     assert done.state is State.CONFIRMED and done.receipt is not None and done.receipt.external_id == "ch_9"
     replay = await r.execute(command(call="again"))
     assert replay.replayed and replay.record == done
+
+
+async def test_a_reconcile_waits_for_another_replicas_read_back_then_settles() -> None:
+    """An operator reconciles while another replica holds the lease (reading the UNKNOWN back):
+    the reconcile waits for the lease instead of answering IN_FLIGHT to the operator."""
+    r = await unknown_action()
+    held = await r.store.acquire_lease(ACTION, "reading-back", r.clock(), 4.0)  # another replica's
+    assert held is not None
+    started = r.clock()
+    done = await r.operations.reconcile("acme", ACTION, State.CONFIRMED, "ops", "in dashboard", "ch_9")
+    assert done.state is State.CONFIRMED and done.receipt is not None and done.receipt.external_id == "ch_9"
+    assert held.lease_expires_at <= r.clock() < started + LEASE_PATIENCE  # the holder's lease ran out
+
+
+async def test_a_reconcile_answers_in_flight_when_the_holder_keeps_the_lease_past_the_patience() -> None:
+    r = await unknown_action()
+    held = await r.store.acquire_lease(ACTION, "stuck", r.clock(), 60.0)
+    assert held is not None
+    started = r.clock()
+    with pytest.raises(InFlight):
+        await r.operations.reconcile("acme", ACTION, State.CONFIRMED, "ops", "in dashboard", "ch_9")
+    assert started + LEASE_PATIENCE <= r.clock() < held.lease_expires_at
+    assert r.stored(ACTION).state is State.UNKNOWN and r.stored(ACTION).lease_owner == "stuck"
+
+
+async def test_a_reconcile_that_waited_refuses_an_action_the_holder_settled() -> None:
+    r = await unknown_action()
+    other = await r.replica("reading-back")
+    held = await other.protocol.try_lease(ACTION)
+    assert held is not None
+    reconcile = asyncio.ensure_future(
+        r.operations.reconcile("acme", ACTION, State.NOT_FOUND, "ops", "not in the ledger", "")
+    )
+    await asyncio.sleep(0)  # it found the lease held and waits
+    # The holder proves the effect (a read-back found it) and hands the lease back.
+    await other.protocol.commit(held, t.Reconcile(resolution=State.CONFIRMED, who="ops2", note="seen", external_id="x"))
+    with pytest.raises(PolicyConflict) as refused:
+        await reconcile
+    assert refused.value.reason == "NOT_UNKNOWN" and r.stored(ACTION).state is State.CONFIRMED
 
 
 async def test_bypass_grant_and_use_make_a_new_generation() -> None:

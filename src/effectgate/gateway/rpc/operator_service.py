@@ -18,6 +18,14 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc as pb_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
+# An act that waits for a lease answers IN_FLIGHT this long before the caller's deadline.
+ANSWER_MARGIN = 1.0
+
+
+def _patience(context: Context, most: float) -> float:
+    """How long an act may wait for a lease: at most `most`, within the call's deadline."""
+    remaining = context.time_remaining()
+    return most if remaining is None else max(min(most, remaining - ANSWER_MARGIN), 0.0)
 
 
 class OperatorService(pb_grpc.OperatorServicer):
@@ -44,7 +52,13 @@ class OperatorService(pb_grpc.OperatorServicer):
         if resolution is None:
             raise InvalidRequest([("resolution", "must be CONFIRMED, REJECTED or NOT_FOUND")])
         record = await self.operations.reconcile(
-            who.tenant, request.action_id, resolution, who.name, request.note, request.external_id
+            who.tenant,
+            request.action_id,
+            resolution,
+            who.name,
+            request.note,
+            request.external_id,
+            patience=_patience(context, self.operations.lease_patience),
         )
         audit_log.operator_act("reconcile", who.name, request.note, record)
         return self._shown(record)
@@ -74,7 +88,13 @@ class OperatorService(pb_grpc.OperatorServicer):
     async def GrantBypass(self, request: pb.GrantBypassRequest, context: Context) -> pb.Action:
         who = current_principal()
         self._check(request.action_id, request.note)
-        record = await self.operations.grant_bypass(who.tenant, request.action_id, who.name, request.note)
+        record = await self.operations.grant_bypass(
+            who.tenant,
+            request.action_id,
+            who.name,
+            request.note,
+            patience=_patience(context, self.operations.lease_patience),
+        )
         audit_log.operator_act("grant_bypass", who.name, request.note, record)
         return self._shown(record)
 

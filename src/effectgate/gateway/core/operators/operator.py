@@ -19,9 +19,16 @@ from effectgate.gateway.core.protocol.verbs import EffectProtocol
 from effectgate.gateway.model import ActionRecord, InvalidRequest, PolicyConflict, State
 
 RESOLUTIONS = tuple(t.RESOLUTIONS)
+# How long a reconcile or a bypass grant waits for the gateway's own work on the action (the
+# reconciler reading an UNKNOWN back, a drive writing its outcome) to hand the lease back, before
+# it answers IN_FLIGHT: an operator's click should not fail because a read-back was running. (The
+# RPC layer shortens it to the caller's deadline.)
+LEASE_PATIENCE = 10.0
 
 
 class Operations:
+    lease_patience = LEASE_PATIENCE
+
     def __init__(self, protocol: EffectProtocol) -> None:
         self.protocol = protocol
         self.decisions = Decisions(protocol)
@@ -38,7 +45,15 @@ class Operations:
         return await self.decisions.deny(tenant, action_id, who, note)
 
     async def reconcile(
-        self, tenant: str, action_id: str, resolution: State, who: str, note: str, external_id: str
+        self,
+        tenant: str,
+        action_id: str,
+        resolution: State,
+        who: str,
+        note: str,
+        external_id: str,
+        *,
+        patience: float = LEASE_PATIENCE,
     ) -> ActionRecord:
         if resolution not in RESOLUTIONS:
             raise InvalidRequest([("resolution", "must be CONFIRMED, REJECTED or NOT_FOUND")])
@@ -47,14 +62,16 @@ class Operations:
         record = await self.protocol.get(tenant, action_id)
         if not t.allows(record.state, t.Reconcile.name):
             raise _not_unknown(record)
-        leased = await self.protocol.lease(action_id)
+        leased = await self.protocol.lease(action_id, patience)
         if not t.allows(leased.state, t.Reconcile.name):  # settled between read and lease
             await self.protocol.release(leased)
             raise _not_unknown(leased)
         event = t.Reconcile(resolution=resolution, who=who, note=note, external_id=external_id)
         return await self.protocol.commit(leased, event)
 
-    async def grant_bypass(self, tenant: str, action_id: str, who: str, note: str) -> ActionRecord:
+    async def grant_bypass(
+        self, tenant: str, action_id: str, who: str, note: str, *, patience: float = LEASE_PATIENCE
+    ) -> ActionRecord:
         record = await self.protocol.get(tenant, action_id)
         if self.protocol.tool_config(record.tool).bypass is not Bypass.OPERATOR:
             raise PolicyConflict(
@@ -66,7 +83,7 @@ class Operations:
             raise _not_settled(record)
         if not note.strip():
             raise InvalidRequest([("note", "say why a second effect is wanted")])
-        leased = await self.protocol.lease(action_id)
+        leased = await self.protocol.lease(action_id, patience)
         if not t.allows(leased.state, t.GrantBypass.name):  # a bypass was used between our read and our lease
             await self.protocol.release(leased)
             raise _not_settled(leased)

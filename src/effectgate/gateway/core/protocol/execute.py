@@ -31,7 +31,7 @@ from effectgate.gateway.core.protocol.driver import (
     SentThenStoreFailed,
     approved_under_another_policy,
 )
-from effectgate.gateway.core.protocol.leases import Leases
+from effectgate.gateway.core.protocol.leases import POLL_MIN, Leases
 from effectgate.gateway.core.protocol.replay_cache import RequestKey
 from effectgate.gateway.core.tools import BoundTool, DispatcherGone
 from effectgate.gateway.core.transitions.moves import MIN_CALL_BUDGET
@@ -56,8 +56,6 @@ from effectgate.gateway.store import StoreUnavailable
 
 log = logging.getLogger("effectgate.protocol")
 
-# Polling back-off while another replica holds the lease.
-POLL_MIN, POLL_MAX = 0.02, 0.5
 # A duplicate waiting for the holder answers IN_FLIGHT this long before the caller's deadline
 # (half its budget at most), so that the answer reaches the caller before its deadline fires.
 ANSWER_MARGIN = 1.0
@@ -251,14 +249,7 @@ class ExecutePath:
 
     async def _wait_for_holder(self, record: ActionRecord, deadline: float, delay: float) -> tuple[ActionRecord, float]:
         self._parts.observer.waited_on_holder()
-        task = self._parts.inflight.get(record.action_id) or self._parts.claiming.get(record.action_id)
-        if task is not None:  # the holder is in this process: wait for it directly
-            # asyncio.wait neither raises the holder's error nor cancels it at our deadline;
-            # whatever the holder left is re-read below.
-            await asyncio.wait([task], timeout=max(deadline - self._parts.clock(), 0.0))
-        else:
-            await self._parts.sleep(min(delay, max(deadline - self._parts.clock(), 0.0)))
-            delay = min(delay * 2, POLL_MAX)
+        delay = await self._leases.wait_for_holder(record, deadline, delay)
         return await self._parts.get(record.action_id), delay
 
     async def _bypass(self, record: ActionRecord, tool: BoundTool, deadline: float) -> ExecuteResult:

@@ -15,6 +15,9 @@ from effectgate.gateway.core.protocol.collaborators import Collaborators
 from effectgate.gateway.core.protocol.driver import Driver, LeaseLost
 from effectgate.gateway.model import ActionRecord, InFlight, State
 
+# The pauses of a wait for another replica's lease: from POLL_MIN, doubling up to POLL_MAX.
+POLL_MIN, POLL_MAX = 0.02, 0.5
+
 
 class Leases:
     def __init__(self, parts: Collaborators, driver: Driver) -> None:
@@ -31,13 +34,31 @@ class Leases:
             parts.store.acquire_lease(action_id, parts.settings.owner, parts.clock(), parts.settings.lease_ttl)
         )
 
-    async def lease(self, action_id: str) -> ActionRecord:
-        """The action's lease, or InFlight when another worker holds it."""
-        leased = await self.try_lease(action_id)
-        if leased is None:
-            await self._parts.get(action_id)  # raises ActionNotFound when absent
-            raise InFlight(action_id, retry_after=1.0)
-        return leased
+    async def lease(self, action_id: str, patience: float = 0.0) -> ActionRecord:
+        """The action's lease. While another worker holds it (a read-back, a drive finishing its
+        write), waits for it up to `patience` seconds on the protocol's clock, then InFlight."""
+        give_up = self._parts.clock() + patience
+        delay = POLL_MIN
+        while True:
+            leased = await self.try_lease(action_id)
+            if leased is not None:
+                return leased
+            record = await self._parts.get(action_id)  # raises ActionNotFound when absent
+            if self._parts.clock() >= give_up:
+                raise InFlight(action_id, retry_after=1.0)
+            delay = await self.wait_for_holder(record, give_up, delay)
+
+    async def wait_for_holder(self, record: ActionRecord, until: float, delay: float) -> float:
+        """Waits, at most until `until`, for whoever holds `record`'s lease: a holder in this
+        process directly (never cancelled, its error never raised here), another one by a pause
+        of `delay`; returns the next pause. The caller reads the action again."""
+        parts = self._parts
+        task = parts.inflight.get(record.action_id) or parts.claiming.get(record.action_id)
+        if task is not None:
+            await asyncio.wait([task], timeout=max(until - parts.clock(), 0.0))
+            return delay
+        await parts.sleep(min(delay, max(until - parts.clock(), 0.0)))
+        return min(delay * 2, POLL_MAX)
 
     async def commit(self, leased: ActionRecord, event: t.Event) -> ActionRecord:
         """Applies an operator's event to a leased record and releases the lease in one write
