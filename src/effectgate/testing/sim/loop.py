@@ -79,10 +79,8 @@ class VirtualLoop(base_events.BaseEventLoop):
         self._selector = _Jump(self)
         self._clock_resolution = 1e-9
         self.jumps = 0  # how many times time moved (a measure of a run's length)
-        # When it created each of its tasks, by the task's id (a live task's id is its own: one
-        # made before at the same address is gone). Numbers, not references: nothing is kept alive.
-        self._made: dict[int, int] = {}
-        self._count = itertools.count()
+        self._count = itertools.count()  # numbers its tasks and futures in the order it made them
+        _anyio_scopes_in_order()
 
     def create_task(  # type: ignore[override]
         self, coro: Any, *, name: str | None = None, context: contextvars.Context | None = None
@@ -91,21 +89,17 @@ class VirtualLoop(base_events.BaseEventLoop):
         # still used) and never in debug mode (no creation traceback to trim).
         if self._closed:  # type: ignore[attr-defined]
             raise RuntimeError("Event loop is closed")
-        task: asyncio.Task[Any]
         if self._task_factory is None:  # type: ignore[attr-defined]
-            task = _Task(coro, loop=self, name=name, context=context)
-        else:
-            task = super().create_task(coro, name=name, context=context)
-        self._made[id(task)] = next(self._count)
-        return task
+            return Task(next(self._count), coro, loop=self, name=name, context=context)
+        return super().create_task(coro, name=name, context=context)
 
     def create_future(self) -> asyncio.Future[Any]:
-        return _Future(loop=self)
+        return Future(next(self._count), loop=self)
 
     def pending_tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks it created that have not finished, in the order it created them (a set of
-        tasks, as `asyncio.all_tasks` gives, has the order of their addresses in memory)."""
-        return sorted(asyncio.all_tasks(self), key=lambda task: self._made.get(id(task), -1))
+        tasks, as `asyncio.all_tasks` gives, has the order of their hashes)."""
+        return sorted(asyncio.all_tasks(self), key=hash)
 
     def time(self) -> float:
         return self._now
@@ -286,9 +280,76 @@ class _TimerHandle(events.TimerHandle):
             me._args = None
 
 
+class Task(asyncio.Task):  # type: ignore[type-arg]
+    """The loop's task: asyncio's, hashed as the number of its making, not by its address in
+    memory (and named as asyncio's: its reports, which can end up in a trace, name the class).
+
+    Libraries keep tasks in sets and act on them in the set's order: anyio's cancel scope cancels
+    its tasks, and asyncio's `wait` hands back what finished, in the order of their hashes. By
+    address, that order was the order of wherever the allocator put each task, which depends on
+    what the process ran before: the same seed gave another trace after other worlds (seed 74494
+    of the long run). By number, the same run makes the same numbers, so the same order."""
+
+    def __init__(self, number: int, coro: Any, **kwargs: Any) -> None:
+        self._number = number  # before asyncio's `__init__`, which puts the task in a set
+        super().__init__(coro, **kwargs)
+
+    def __hash__(self) -> int:
+        return self._number
+
+
+class Future(asyncio.Future):  # type: ignore[type-arg]
+    """The loop's future: asyncio's, and it hashes as the number of its making (see `Task`)."""
+
+    def __init__(self, number: int, **kwargs: Any) -> None:
+        self._number = number
+        super().__init__(**kwargs)
+
+    def __hash__(self) -> int:
+        return self._number
+
+
+class _InOrder(dict[Any, None]):
+    """A set that iterates in the order its members came in (what `set` is to anyio, kept in order)."""
+
+    def add(self, member: Any) -> None:
+        self[member] = None
+
+    def remove(self, member: Any) -> None:
+        del self[member]
+
+    def discard(self, member: Any) -> None:
+        self.pop(member, None)
+
+
+def _anyio_scopes_in_order() -> None:
+    """Makes anyio's cancel scopes keep their child scopes in the order they were entered.
+
+    A cancelled scope cancels its child scopes' tasks in the order of its set of children, and a
+    scope hashes by its address: the same seed cancelled the MCP upstream's sessions in another
+    order after other worlds had run in the process, and so gave another trace (seed 74494 of the
+    long run). anyio keeps the set in a slot of each scope, so the set is swapped for an ordered
+    one as the scope is made; nothing else about anyio changes, and nothing if it is not
+    installed (the `mcp` extra brings it)."""
+    try:
+        from anyio._backends import _asyncio as anyio_asyncio
+    except ImportError:
+        return
+    scope: Any = anyio_asyncio.CancelScope
+    if getattr(scope.__init__, "_in_order", False):
+        return
+    made = scope.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        self._child_scopes = _InOrder()
+
+    __init__._in_order = True  # type: ignore[attr-defined]
+    scope.__init__ = __init__
+
+
 _handle_new = events.Handle.__new__
 _copy_context = contextvars.copy_context
-_Task, _Future = asyncio.Task, asyncio.Future
 _heappush, _heappop = heapq.heappush, heapq.heappop
 
 
