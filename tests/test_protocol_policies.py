@@ -263,6 +263,29 @@ async def test_bypass_needs_the_tool_policy_and_a_settled_action() -> None:
     assert caught.value.reason == "NOT_SETTLED"
 
 
+async def test_a_bypass_grant_waits_for_a_held_lease_and_answers_in_flight_past_the_patience() -> None:
+    """Like a reconcile, a grant meets the lease of the gateway's own work on the action (another
+    replica's, here): it waits for a lease that ends within its patience and applies, and answers
+    IN_FLIGHT, granting nothing, for one held longer."""
+    r = await rig(bypass=Bypass.OPERATOR)
+    await r.execute()
+    held = await r.store.acquire_lease(ACTION, "writing-back", r.clock(), 4.0)
+    assert held is not None
+    started = r.clock()
+    granted = await r.operations.grant_bypass("acme", ACTION, "ops", "customer asked twice")
+    assert granted.bypass_granted and held.lease_expires_at <= r.clock() < started + LEASE_PATIENCE
+
+    stuck = await rig(bypass=Bypass.OPERATOR)
+    await stuck.execute()
+    kept = await stuck.store.acquire_lease(ACTION, "stuck", stuck.clock(), 60.0)
+    assert kept is not None
+    started = stuck.clock()
+    with pytest.raises(InFlight):
+        await stuck.operations.grant_bypass("acme", ACTION, "ops", "customer asked twice")
+    assert started + LEASE_PATIENCE <= stuck.clock() < kept.lease_expires_at
+    assert not stuck.stored(ACTION).bypass_granted and stuck.stored(ACTION).lease_owner == "stuck"
+
+
 # -- the settled cache ---------------------------------------------------------------------------------
 
 

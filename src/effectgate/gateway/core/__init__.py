@@ -7,7 +7,7 @@ from effectgate.gateway.core.limits import LimitsDesk, PolicyError, ToolPolicy
 from effectgate.gateway.core.limits.policy import refuse_unstorable, unstorable
 from effectgate.gateway.core.observer import ExecuteWatch, Observer, ProviderWatch
 from effectgate.gateway.core.operators.inbox import MASK, Watch, masked_payload
-from effectgate.gateway.core.operators.operator import Operations
+from effectgate.gateway.core.operators.operator import LEASE_PATIENCE, Operations
 from effectgate.gateway.core.operators.waits import Waits, decided, settled
 from effectgate.gateway.core.protocol import (
     Collaborators,
@@ -26,6 +26,7 @@ from effectgate.gateway.core.tools import BoundTool, ToolSet
 from effectgate.gateway.core.transitions import IllegalTransition, Policy
 
 __all__ = [
+    "LEASE_PATIENCE",
     "MASK",
     "AdapterTenants",
     "Applied",

@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 
-from effectgate.gateway.core import LimitsDesk, Operations
+from effectgate.gateway.core import LEASE_PATIENCE, LimitsDesk, Operations
 from effectgate.gateway.model import ActionRecord, InvalidRequest
 from effectgate.gateway.observability import audit_log, limits_log
 from effectgate.gateway.rpc.admission import current_principal
@@ -58,7 +58,7 @@ class OperatorService(pb_grpc.OperatorServicer):
             who.name,
             request.note,
             request.external_id,
-            patience=_patience(context, self.operations.lease_patience),
+            patience=_patience(context, LEASE_PATIENCE),
         )
         audit_log.operator_act("reconcile", who.name, request.note, record)
         return self._shown(record)
@@ -93,7 +93,7 @@ class OperatorService(pb_grpc.OperatorServicer):
             request.action_id,
             who.name,
             request.note,
-            patience=_patience(context, self.operations.lease_patience),
+            patience=_patience(context, LEASE_PATIENCE),
         )
         audit_log.operator_act("grant_bypass", who.name, request.note, record)
         return self._shown(record)

@@ -27,8 +27,6 @@ LEASE_PATIENCE = 10.0
 
 
 class Operations:
-    lease_patience = LEASE_PATIENCE
-
     def __init__(self, protocol: EffectProtocol) -> None:
         self.protocol = protocol
         self.decisions = Decisions(protocol)
