@@ -196,7 +196,7 @@ class EffectGatewayService:
             tool=request.tool,
         )
         watch = Watch(self.protocol, query, request.cursor)
-        yield pb.WatchActionsResponse(cursor=watch.start())
+        yield pb.WatchActionsResponse(cursor=await watch.start())
         async for change in watch.changes():
             yield pb.WatchActionsResponse(action=self._shown(change.record, True), cursor=change.cursor)
 

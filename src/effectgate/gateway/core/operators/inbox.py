@@ -12,6 +12,14 @@ re-reads the last `LOOKBACK` seconds and skips what it already sent (a bounded s
 (action, updated_at) keys, at most `MAX_SEEN`), so a late commit is still delivered, once. Memory
 per watcher is that set and one page of records. Delivery is at least once across a resume (a
 client dedups by action id and updated_at); within one watch, once.
+
+A new watch (no cursor) starts at its replica's "now", but another replica stamps by its own
+reading of the store's clock, which may be behind by up to a probe's round trip (`StoreClock`), and
+a change stamped just before "now" may not have committed yet. So `start()` reads what is already
+stored within the lookback and keeps it as seen, not sent: that is the past; whatever commits
+after it is delivered, even if stamped a little before the watch began. (Before, such a change
+was below the new watch's floor and never delivered: a watch on one PostgreSQL replica missed an
+action made on another under load.)
 """
 
 from __future__ import annotations
@@ -61,16 +69,24 @@ class Watch:
         self._position: tuple[float, str] = (0.0, "")
         self._seen: dict[tuple[str, float], None] = {}
 
-    def start(self) -> str:
+    async def start(self, *, past: bool = True) -> str:
+        """The cursor the watch starts at. A new watch keeps what is stored already as the past
+        (`past`, the module's docstring); `past=False` starts at "now" without reading (the waits'
+        feed, whose callers read the action themselves after joining it)."""
         if self._cursor:
             try:
                 self._floor = decode_cursor(self._cursor)
             except ValueError:
                 raise InvalidRequest([("cursor", "not a cursor this gateway issued")]) from None
-        else:
-            self._floor = (self.protocol.now(), "")
-        self._position = self._floor
-        return encode_cursor(*self._floor)
+            self._position = self._floor
+            return encode_cursor(*self._floor)
+        now = self.protocol.now()
+        if not past:
+            self._floor = self._position = (now, "")
+            return encode_cursor(now, "")
+        self._floor, self._position = (now - LOOKBACK, ""), (now, "")
+        await self._poll()  # what is stored already is the past: seen, not sent
+        return encode_cursor(now, "")
 
     async def changes(self) -> AsyncGenerator[Change, None]:
         while True:

@@ -134,8 +134,8 @@ class Waits:
 
     async def _run(self, tenant: str, feed: _Feed) -> None:
         watch = Watch(self.protocol, ListQuery(tenant=tenant), "", poll=self.poll)
-        watch.start()
         try:
+            await watch.start(past=False)
             async with contextlib.aclosing(watch.changes()) as changes:
                 async for change in changes:
                     for waiter in list(feed.waiters.get(change.record.action_id, ())):
