@@ -1,4 +1,5 @@
-"""A new watch (the live inbox, WatchActions) on one replica and changes stamped by another.
+"""A new watch (the live inbox, WatchActions; the waits' feed, WaitAction) on one replica and
+changes stamped by another.
 
 Replicas on one PostgreSQL stamp changes by their own reading of the store's clock, which may be
 off by up to half a probe's round trip (`StoreClock`). A watch that starts at its replica's "now"
@@ -14,6 +15,7 @@ import asyncio
 
 from effectgate.gateway.config.schema import Approval
 from effectgate.gateway.core.operators.inbox import Watch
+from effectgate.gateway.core.operators.waits import Waits, decided
 from effectgate.gateway.model import ListQuery, State
 from effectgate.gateway.store import decode_cursor
 from effectgate.testing import rig
@@ -60,3 +62,39 @@ async def test_what_was_stored_when_a_watch_began_is_not_delivered_what_changes_
     await a.operations.deny(TENANT, before.action_id, "ops", "no")
     seen = await asyncio.wait_for(anext(watch.changes()), 10)
     assert (seen.record.action_id, seen.record.state) == (before.action_id, State.REJECTED)
+
+
+async def test_a_wait_sees_a_decision_stamped_before_its_feed_began_by_a_replica_behind_it() -> None:
+    """The waits' feed (WaitAction) had the same blind spot: the wait ran until its timeout. The
+    60 s timeout only bounds a wait that never sees the decision."""
+    a = await rig(approval=Approval.REQUIRED)
+    b = await rig(owner="worker-2", clock=Skewed(a.clock, 0.4), adapter=a.adapter, db=a.db, tool=a.tool)
+    made = (await a.execute()).record
+    waits = Waits(b.protocol, poll=0.01)
+    waiting = asyncio.ensure_future(waits.wait(TENANT, made.action_id, decided, 60.0))
+    while not waits.active:  # noqa: ASYNC110 (no event says so) the wait has read the action and joined
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)  # the feed has started and polled
+    a.clock.advance(0.1)
+    denied = await a.operations.deny(TENANT, made.action_id, "ops", "no")
+    assert denied.updated_at < b.clock()  # stamped before the feed began, by B's clock
+    started = asyncio.get_running_loop().time()
+    record, reached = await asyncio.wait_for(waiting, 90)
+    assert reached and record.state is State.REJECTED
+    assert asyncio.get_running_loop().time() - started < 30  # seen by the feed, not at the timeout
+
+
+async def test_a_wait_that_runs_out_says_whether_the_action_it_reads_then_got_there() -> None:
+    """A wait whose feed cannot deliver (its replica stalled, in the simulator's seeds 12, 57, 78)
+    answers at its timeout with the action as read then: `reached` says whether that record is
+    where the wait was waiting for it to be, not merely that the timeout fired."""
+    a = await rig(approval=Approval.REQUIRED)
+    made = (await a.execute()).record
+    waits = Waits(a.protocol, poll=3600.0)  # the feed polls once, before the decision
+    waiting = asyncio.ensure_future(waits.wait(TENANT, made.action_id, decided, 0.5))
+    while not waits.active:  # noqa: ASYNC110 (no event says so)
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)  # the feed has polled, and sleeps
+    await a.operations.deny(TENANT, made.action_id, "ops", "no")
+    record, reached = await waiting
+    assert record.state is State.REJECTED and reached

@@ -108,6 +108,8 @@ class MoreChecks:
     def waited(self, record: ActionRecord, reached: bool, until: Callable[[ActionRecord], bool]) -> None:
         if reached and not until(record):
             self.fail(f"a wait on {record.action_id} answered {until.__name__} with it {record.state.value}")
+        if not reached and until(record):
+            self.fail(f"a wait on {record.action_id} answered not {until.__name__} with it {record.state.value}")
         self.world.watch.answer(record)
 
     # -- once settled ---------------------------------------------------------------------------

@@ -169,8 +169,8 @@ MUTANTS = (
         "wait-answers-any-change",
         "a wait answers when its condition holds, with the action as the provider left it",
         f"{GATEWAY}/core/operators/waits.py",
-        "                        if not waiter.answer.done() and waiter.until(change.record):",
-        "                        if not waiter.answer.done():",
+        "            if until(record):  # there before the feed could tell",
+        "            if True:  # there before the feed could tell",
     ),
     Mutant(
         "webhook-unbound",

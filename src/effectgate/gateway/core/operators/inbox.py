@@ -71,8 +71,9 @@ class Watch:
 
     async def start(self, *, past: bool = True) -> str:
         """The cursor the watch starts at. A new watch keeps what is stored already as the past
-        (`past`, the module's docstring); `past=False` starts at "now" without reading (the waits'
-        feed, whose callers read the action themselves after joining it)."""
+        (`past`, the module's docstring); `past=False` reads nothing and delivers the last
+        `LOOKBACK` seconds too (the waits' feed: its changes are hints, each wait reads its
+        action again)."""
         if self._cursor:
             try:
                 self._floor = decode_cursor(self._cursor)
@@ -82,7 +83,7 @@ class Watch:
             return encode_cursor(*self._floor)
         now = self.protocol.now()
         if not past:
-            self._floor = self._position = (now, "")
+            self._floor, self._position = (now - LOOKBACK, ""), (now, "")
             return encode_cursor(now, "")
         self._floor, self._position = (now - LOOKBACK, ""), (now, "")
         await self._poll()  # what is stored already is the past: seen, not sent

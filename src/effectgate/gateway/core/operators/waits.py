@@ -10,6 +10,11 @@ when it ends (reached, timed out, cancelled by the caller) it leaves no task and
 No change is missed between the first read and the feed: a wait registers first, then reads the
 action. A change committed before that read is in the read; one committed after it is delivered
 by a poll that starts after the registration (and the watch's lookback covers late commits).
+The feed starts 5 s back: another replica stamps a change by its own reading of the store's
+clock, which may be a little behind this one's, so a change made just after a wait began may be
+stamped before its feed did. A change the feed delivers is a hint, not the answer: the wait reads
+its action again and answers only what is stored (a hint from before the wait's own read may be
+older than it). A wait that runs out answers the action as it reads it then, reached or not.
 """
 
 from __future__ import annotations
@@ -89,12 +94,18 @@ class Waits:
         self.protocol.observer.waits_changed(1)
         try:
             record = await self.protocol.get(tenant, action_id)  # after joining: see the docstring
-            if until(record):
+            if until(record):  # there before the feed could tell
                 return record, True
             async with asyncio.timeout(timeout):
-                return await waiter.answer, True
+                while True:
+                    await waiter.answer  # a change for which `until` held (a hint: see the docstring)
+                    record = await self.protocol.get(tenant, action_id)
+                    if until(record):
+                        return record, True
+                    waiter.answer = asyncio.get_running_loop().create_future()
         except (TimeoutError, _Released):
-            return await self.protocol.get(tenant, action_id), False
+            record = await self.protocol.get(tenant, action_id)
+            return record, until(record)
         finally:
             self.protocol.observer.waits_changed(-1)
             self._leave(tenant, feed, action_id, waiter)
