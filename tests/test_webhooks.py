@@ -68,12 +68,14 @@ async def wait_for(live: LiveGateway, action: str, state: int, until: float) -> 
 async def parked_unknown(live: LiveGateway, sim: SimulatorServer) -> pb.Action:
     """A charge whose answer is lost, with no time left to wait out the window: UNKNOWN. (The
     gateway answers 0.75 s before the caller's 1.5 s deadline; a loaded machine has held that
-    answer past it. The action is parked all the same: then it is read back.)"""
+    answer past it, or held the attempt's end past the answer time, which is answered IN_FLIGHT.
+    The action is parked all the same: then it is read back.)"""
     sim.injector.script(["drop_after_commit"])
     try:
         action = (await live.stub.Execute(request(), timeout=1.5)).action
     except grpc.aio.AioRpcError as exc:
-        if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+        in_flight = exc.code() == grpc.StatusCode.ABORTED and "is in flight" in (exc.details() or "")
+        if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED and not in_flight:
             raise
         (only,) = (await live.stub.ListActions(pb.ListActionsRequest())).actions
         action = await wait_for(live, only.action_id, pb.EFFECT_STATE_UNKNOWN, time.time() + 30)
