@@ -82,11 +82,9 @@ class Watch:
             self._position = self._floor
             return encode_cursor(*self._floor)
         now = self.protocol.now()
-        if not past:
-            self._floor, self._position = (now - LOOKBACK, ""), (now, "")
-            return encode_cursor(now, "")
         self._floor, self._position = (now - LOOKBACK, ""), (now, "")
-        await self._poll()  # what is stored already is the past: seen, not sent
+        if past:
+            await self._poll()  # what is stored already is the past: seen, not sent
         return encode_cursor(now, "")
 
     async def changes(self) -> AsyncGenerator[Change, None]:
