@@ -72,11 +72,13 @@ async def sim() -> AsyncIterator[CountingStripe]:
     await simulator.stop()
 
 
-def replica_config(tmp_path: Path, dsn: str, sim: StripeSimulator) -> Path:
+def replica_config(
+    tmp_path: Path, dsn: str, sim: StripeSimulator, *, lease_ttl: float = LEASE_TTL, attempt_timeout: float = 1.2
+) -> Path:
     doc = config_doc(
         dsn,
-        gateway={"lease_ttl": f"{LEASE_TTL}s", "reconcile_interval": "0.2s", "recheck_min": "0.2s"},
-        **stripe_tools(sim.base_url, attempt_timeout="1.2s"),
+        gateway={"lease_ttl": f"{lease_ttl}s", "reconcile_interval": "0.2s", "recheck_min": "0.2s"},
+        **stripe_tools(sim.base_url, attempt_timeout=f"{attempt_timeout}s"),
     )
     return write_config(doc, tmp_path / "effectgate.toml")
 
@@ -173,7 +175,10 @@ async def test_fifty_duplicates_over_three_replicas_make_one_effect(
     tmp_path: Path, pg_dsn: str, sim: CountingStripe
 ) -> None:
     sim.latency = 0.3  # the first dispatch is still at the provider while the duplicates arrive
-    config = replica_config(tmp_path, pg_dsn, sim)
+    # The claim is one send. With the short lease and attempt timeout the other tests need, a
+    # loaded machine could make the first send time out and be sent again with its key, deduped
+    # by the provider (one effect, correctly, but two sends): here neither can run out.
+    config = replica_config(tmp_path, pg_dsn, sim, lease_ttl=60.0, attempt_timeout=15.0)
     replicas = [GatewayProcess(config) for _ in range(3)]
     async with running(*replicas):
         channels = [grpc.aio.insecure_channel(r.target) for r in replicas]

@@ -1,5 +1,5 @@
-"""A new watch (the live inbox, WatchActions; the waits' feed, WaitAction) on one replica and
-changes stamped by another.
+"""A new or resumed watch (the live inbox, WatchActions; the waits' feed, WaitAction) on one
+replica and changes stamped by another.
 
 Replicas on one PostgreSQL stamp changes by their own reading of the store's clock, which may be
 off by up to half a probe's round trip (`StoreClock`). A watch that starts at its replica's "now"
@@ -20,6 +20,7 @@ from effectgate.gateway.model import ListQuery, State
 from effectgate.gateway.store import decode_cursor
 from effectgate.testing import rig
 from effectgate.testing.clock import FakeClock
+from effectgate.testing.rig import command
 
 TENANT = "acme"
 
@@ -62,6 +63,32 @@ async def test_what_was_stored_when_a_watch_began_is_not_delivered_what_changes_
     await a.operations.deny(TENANT, before.action_id, "ops", "no")
     seen = await asyncio.wait_for(anext(watch.changes()), 10)
     assert (seen.record.action_id, seen.record.state) == (before.action_id, State.REJECTED)
+
+
+async def test_a_resumed_watch_delivers_a_change_stamped_before_its_cursor_and_committed_after() -> None:
+    """A watch on B delivers B's action X and ends; A, whose clock reads 0.4 s behind B's, then
+    makes Y, stamped before X. A watch resumed from X's cursor delivers Y (it never did: Y was at
+    or before the cursor), and does not send X, the cursor's own change, again."""
+    a = await rig(approval=Approval.REQUIRED)
+    b = await rig(owner="worker-2", clock=Skewed(a.clock, 0.4), adapter=a.adapter, db=a.db, tool=a.tool)
+    first = Watch(b.protocol, ListQuery(tenant=TENANT), "", poll=0.0)
+    await first.start()
+    b.clock.advance(1.0)
+    x = (await b.execute(command(run="run-x"))).record
+    delivered = await asyncio.wait_for(anext(first.changes()), 10)
+    assert delivered.record.action_id == x.action_id
+    a.clock.advance(0.1)
+    y = (await a.execute(command(run="run-y"))).record
+    assert y.updated_at < x.updated_at  # stamped before the cursor, committed after the watch ended
+    resumed = Watch(b.protocol, ListQuery(tenant=TENANT), delivered.cursor, poll=0.0)
+    assert await resumed.start() == delivered.cursor
+    changes = resumed.changes()
+    seen = await asyncio.wait_for(anext(changes), 10)  # bounds a watch that never sees it
+    assert (seen.record.action_id, seen.record.state) == (y.action_id, State.AWAITING_APPROVAL)
+    a.clock.advance(1.0)
+    await a.operations.deny(TENANT, y.action_id, "ops", "no")
+    after = await asyncio.wait_for(anext(changes), 10)
+    assert (after.record.action_id, after.record.state) == (y.action_id, State.REJECTED)  # not X again
 
 
 async def test_a_wait_sees_a_decision_stamped_before_its_feed_began_by_a_replica_behind_it() -> None:

@@ -116,10 +116,14 @@ class Watch:
             if record.receipt is None or record.receipt.external_id not in ids:
                 got = record.receipt.external_id if record.receipt else "no receipt"
                 self.fail(f"answered CONFIRMED for {record.action_id} ({got}) without that effect at the provider")
-        elif record.state in NO_EFFECT and (
-            effects or w.provider.pending(keys.provider_key(record.action_id, record.generation))
-        ):
-            self.fail(f"answered {record.state.value} for {record.action_id} while the provider has its effect")
+        elif record.state in NO_EFFECT:
+            # True of the attempts sent before it was written. A NOT_FOUND may be sent again at
+            # once by another worker (that is what it allows), so by the time it is answered a
+            # later attempt may be under way: the caller's next Execute joins that one.
+            sent = [e for e in effects if e.attempt <= record.attempts]
+            key = keys.provider_key(record.action_id, record.generation)
+            if sent or w.provider.pending_up_to(key, record.attempts):
+                self.fail(f"answered {record.state.value} for {record.action_id} while the provider has its effect")
 
     # -- after the settling phase ---------------------------------------------------------------
 

@@ -52,6 +52,8 @@ class Effect:
     applied_at: float
     visible_at: float
     partial: bool = False
+    # The gateway's attempt whose request applied it (`ActionCall.attempt`).
+    attempt: int = 0
 
     @property
     def external_id(self) -> str:
@@ -111,6 +113,7 @@ class SimProvider:
     # Keys whose request is still being processed (a second one gets 409 or waits).
     _busy: Counter[str] = field(default_factory=Counter)
     _busy_actions: Counter[str] = field(default_factory=Counter)
+    _busy_attempts: Counter[tuple[str, int]] = field(default_factory=Counter)
     # Dedup memory: key -> the effect it applied.
     _by_key: dict[str, Effect] = field(default_factory=dict)
     # Told of every new effect (a simulator checks its invariants there).
@@ -125,6 +128,10 @@ class SimProvider:
     def pending(self, provider_key: str) -> bool:
         """Whether a request with this key is still being processed (it may still apply)."""
         return self._busy[provider_key] > 0
+
+    def pending_up_to(self, provider_key: str, attempt: int) -> bool:
+        """Whether a request with this key from one of the attempts up to `attempt` may still apply."""
+        return any(n > 0 and k == provider_key and a <= attempt for (k, a), n in self._busy_attempts.items())
 
     def pending_for(self, action_id: str) -> bool:
         """Whether a request for this action is still being processed (it may still apply)."""
@@ -150,10 +157,12 @@ class SimProvider:
         applied: asyncio.Future[Effect] = asyncio.get_running_loop().create_future()
         self._busy[call.provider_key] += 1
         self._busy_actions[call.action_id] += 1
+        self._busy_attempts[call.provider_key, call.attempt] += 1
 
         def apply() -> None:
             self._busy[call.provider_key] -= 1
             self._busy_actions[call.action_id] -= 1
+            self._busy_attempts[call.provider_key, call.attempt] -= 1
             applied.set_result(self._apply(call, amount, lag, dedups, partial))
 
         asyncio.get_running_loop().call_later(delay, apply)
@@ -168,7 +177,15 @@ class SimProvider:
             return self._by_key[call.provider_key]
         now = self.now()
         effect = Effect(
-            len(self.ledger) + 1, call.tool, call.action_id, call.provider_key, amount, now, now + lag, partial
+            len(self.ledger) + 1,
+            call.tool,
+            call.action_id,
+            call.provider_key,
+            amount,
+            applied_at=now,
+            visible_at=now + lag,
+            partial=partial,
+            attempt=call.attempt,
         )
         self.ledger.append(effect)
         if dedups:

@@ -19,7 +19,8 @@ a change stamped just before "now" may not have committed yet. So `start()` read
 stored within the lookback and keeps it as seen, not sent: that is the past; whatever commits
 after it is delivered, even if stamped a little before the watch began. (Before, such a change
 was below the new watch's floor and never delivered: a watch on one PostgreSQL replica missed an
-action made on another under load.)
+action made on another under load.) A watch resumed from a cursor cannot tell what the last watch
+sent, so it sends the lookback before its cursor again, all but the cursor's own change.
 """
 
 from __future__ import annotations
@@ -76,11 +77,16 @@ class Watch:
         action again)."""
         if self._cursor:
             try:
-                self._floor = decode_cursor(self._cursor)
+                at, action_id = decode_cursor(self._cursor)
             except ValueError:
                 raise InvalidRequest([("cursor", "not a cursor this gateway issued")]) from None
-            self._position = self._floor
-            return encode_cursor(*self._floor)
+            # The same blind spot as a new watch's: a change stamped a little before the cursor
+            # may have committed after the last watch read. The lookback before it is read again
+            # and delivered (a client drops what it has: at least once across a resume), all but
+            # the cursor's own change.
+            self._floor, self._position = (at - LOOKBACK, ""), (at, action_id)
+            self._seen[(action_id, at)] = None
+            return self._cursor
         now = self.protocol.now()
         self._floor, self._position = (now - LOOKBACK, ""), (now, "")
         if past:
