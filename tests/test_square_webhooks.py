@@ -22,7 +22,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.square_sim import SquareSimulator
 from tests.harness import LiveGateway, config_doc, start_gateway
 from tests.test_execute import request
-from tests.test_webhooks import parked_unknown, wait_for
+from tests.test_webhooks import RECHECK_MIN, parked_unknown, wait_for
 
 TOKEN_ENV, TOKEN = "EFFECTGATE_TEST_SQUARE_TOKEN", "EAAA_test_square_webhooks"
 KEYS_ENV = "EFFECTGATE_TEST_SQUARE_SIGNATURE_KEYS"
@@ -66,7 +66,10 @@ async def live(
     tool: dict[str, Any] = {"adapter": "square", "consistency_window": f"{window}s", "max_attempts": 1}
     tool |= {"attempt_timeout": "1s", "deadline": "10s"}
     doc: dict[str, Any] = config_doc(
-        f"sqlite:///{tmp_path}/eg.db", adapters={"square": adapter}, tools={"charge_card": tool}
+        f"sqlite:///{tmp_path}/eg.db",
+        gateway={"recheck_min": RECHECK_MIN},
+        adapters={"square": adapter},
+        tools={"charge_card": tool},
     )
     doc["webhooks"] = {"listen": "127.0.0.1:0"}
     gateway = await start_gateway(doc)
