@@ -23,7 +23,7 @@ TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS=--junitxml=run.xml (scripts/slow_tests.py reads it).
 PYTEST_ARGS ?=
 
-.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-campaign sim-mutants venv venv-crewai test-bytecode clean
+.PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-bench sim-campaign sim-mutants venv venv-crewai test-bytecode clean
 
 $(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt constraints-build.txt
 	$(PYTHON) -m venv $(VENV)
@@ -161,6 +161,11 @@ LEDGER ?= sim-campaign.jsonl
 CHECK ?=
 sim-campaign: $(STAMP)
 	$(PY) -m tests.sim.campaign --seeds $(or $(SEEDS),1000000) --seed $(SEED) --jobs $(JOBS) --ledger $(LEDGER) $(if $(CHECK),--check $(CHECK))
+
+## sim-bench: the simulator's speed in CPU seconds, the budget's worlds beside the target's smallest
+# world (two replicas, two agents of two steps), alternating over the same seeds
+sim-bench: $(STAMP)
+	$(PY) -m tests.sim.bench
 
 ## sim-mutants: one-line breaks of the protocol, each must be caught by `make sim`'s budget
 sim-mutants: $(STAMP)
