@@ -687,7 +687,9 @@ class WatchActionsRequest(_message.Message):
     tool: _builtins.str
     run_id: _builtins.str
     cursor: _builtins.str
-    """Resume after this cursor (a WatchActionsResponse.cursor); empty: from now."""
+    """Resume after this cursor (a WatchActionsResponse.cursor); empty: from now. The actions
+    changed in the 5 s before it may come again (at least once across a resume).
+    """
     def __init__(
         self,
         *,

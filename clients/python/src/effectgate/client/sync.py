@@ -96,7 +96,9 @@ class SyncEffectGateClient(ClientCore[gateway_pb2_grpc.EffectGatewayStub, gatewa
         self, *, state: int = 0, tool: str = "", run_id: str = "", cursor: str = ""
     ) -> Iterator[pb.WatchActionsResponse]:
         """The tenant's actions as they change (roles: operator, observer). The first message
-        carries only the cursor the watch starts at; pass a message's cursor to resume after it."""
+        carries only the cursor the watch starts at; pass a message's cursor to resume after it
+        (the actions changed in the 5 s before it may come again: drop a message whose action and
+        `updated_at` you already have)."""
         stub, _ = self._ensure()
         request = calls.watch_request(state=state, tool=tool, run_id=run_id, cursor=cursor)
         yield from stub.WatchActions(request, metadata=self.metadata)

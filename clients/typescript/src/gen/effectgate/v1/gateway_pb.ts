@@ -645,7 +645,8 @@ export type WatchActionsRequest = Message<"effectgate.v1.WatchActionsRequest"> &
   runId: string;
 
   /**
-   * Resume after this cursor (a WatchActionsResponse.cursor); empty: from now.
+   * Resume after this cursor (a WatchActionsResponse.cursor); empty: from now. The actions
+   * changed in the 5 s before it may come again (at least once across a resume).
    *
    * @generated from field: string cursor = 4;
    */
