@@ -20,7 +20,7 @@ from effectgate.gateway.model import ListQuery, State
 from effectgate.gateway.store import decode_cursor
 from effectgate.testing import rig
 from effectgate.testing.clock import FakeClock
-from effectgate.testing.rig import command
+from effectgate.testing.rig import Rig, command
 
 TENANT = "acme"
 
@@ -42,9 +42,15 @@ class Skewed(FakeClock):
         await self.base.sleep(seconds)
 
 
-async def test_a_new_watch_delivers_a_change_stamped_before_it_began_by_a_replica_behind_it() -> None:
+async def b_ahead_of_a() -> tuple[Rig, Rig]:
+    """Two replicas on one store; B's reading of the clock 0.4 s ahead of A's."""
     a = await rig(approval=Approval.REQUIRED)
     b = await rig(owner="worker-2", clock=Skewed(a.clock, 0.4), adapter=a.adapter, db=a.db, tool=a.tool)
+    return a, b
+
+
+async def test_a_new_watch_delivers_a_change_stamped_before_it_began_by_a_replica_behind_it() -> None:
+    a, b = await b_ahead_of_a()
     watch = Watch(b.protocol, ListQuery(tenant=TENANT), "", poll=0.0)
     began = decode_cursor(await watch.start())[0]
     a.clock.advance(0.1)
@@ -69,8 +75,7 @@ async def test_a_resumed_watch_delivers_a_change_stamped_before_its_cursor_and_c
     """A watch on B delivers B's action X and ends; A, whose clock reads 0.4 s behind B's, then
     makes Y, stamped before X. A watch resumed from X's cursor delivers Y (it never did: Y was at
     or before the cursor), and does not send X, the cursor's own change, again."""
-    a = await rig(approval=Approval.REQUIRED)
-    b = await rig(owner="worker-2", clock=Skewed(a.clock, 0.4), adapter=a.adapter, db=a.db, tool=a.tool)
+    a, b = await b_ahead_of_a()
     first = Watch(b.protocol, ListQuery(tenant=TENANT), "", poll=0.0)
     await first.start()
     b.clock.advance(1.0)
@@ -94,8 +99,7 @@ async def test_a_resumed_watch_delivers_a_change_stamped_before_its_cursor_and_c
 async def test_a_wait_sees_a_decision_stamped_before_its_feed_began_by_a_replica_behind_it() -> None:
     """The waits' feed (WaitAction) had the same blind spot: the wait ran until its timeout. The
     60 s timeout only bounds a wait that never sees the decision."""
-    a = await rig(approval=Approval.REQUIRED)
-    b = await rig(owner="worker-2", clock=Skewed(a.clock, 0.4), adapter=a.adapter, db=a.db, tool=a.tool)
+    a, b = await b_ahead_of_a()
     made = (await a.execute()).record
     waits = Waits(b.protocol, poll=0.01)
     waiting = asyncio.ensure_future(waits.wait(TENANT, made.action_id, decided, 60.0))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -110,10 +110,10 @@ class SimProvider:
     odds: ProviderOdds = field(default_factory=ProviderOdds)
     ledger: list[Effect] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
-    # Keys whose request is still being processed (a second one gets 409 or waits).
-    _busy: Counter[str] = field(default_factory=Counter)
+    # Requests still being processed, by key and then by the gateway's attempt (a second request
+    # with a key in flight gets 409 or waits).
+    _busy: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     _busy_actions: Counter[str] = field(default_factory=Counter)
-    _busy_attempts: Counter[tuple[str, int]] = field(default_factory=Counter)
     # Dedup memory: key -> the effect it applied.
     _by_key: dict[str, Effect] = field(default_factory=dict)
     # Told of every new effect (a simulator checks its invariants there).
@@ -127,11 +127,11 @@ class SimProvider:
 
     def pending(self, provider_key: str) -> bool:
         """Whether a request with this key is still being processed (it may still apply)."""
-        return self._busy[provider_key] > 0
+        return any(n > 0 for n in self._busy[provider_key].values())
 
     def pending_up_to(self, provider_key: str, attempt: int) -> bool:
         """Whether a request with this key from one of the attempts up to `attempt` may still apply."""
-        return any(n > 0 and k == provider_key and a <= attempt for (k, a), n in self._busy_attempts.items())
+        return any(n > 0 for sent, n in self._busy[provider_key].items() if sent <= attempt)
 
     def pending_for(self, action_id: str) -> bool:
         """Whether a request for this action is still being processed (it may still apply)."""
@@ -155,14 +155,12 @@ class SimProvider:
         (a caller that gave up leaves a write that lands later): busy for its key and action
         until then."""
         applied: asyncio.Future[Effect] = asyncio.get_running_loop().create_future()
-        self._busy[call.provider_key] += 1
+        self._busy[call.provider_key][call.attempt] += 1
         self._busy_actions[call.action_id] += 1
-        self._busy_attempts[call.provider_key, call.attempt] += 1
 
         def apply() -> None:
-            self._busy[call.provider_key] -= 1
+            self._busy[call.provider_key][call.attempt] -= 1
             self._busy_actions[call.action_id] -= 1
-            self._busy_attempts[call.provider_key, call.attempt] -= 1
             applied.set_result(self._apply(call, amount, lag, dedups, partial))
 
         asyncio.get_running_loop().call_later(delay, apply)
