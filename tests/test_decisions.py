@@ -25,7 +25,7 @@ from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools
 from tests.test_execute import details, effects, refused, request
 
 TOKENS = {"bot": "bot-token-1", "alice": "alice-token-2", "bob": "bob-token-3", "carol": "carol-token-4"}
-TOKENS |= {"watcher": "watcher-token-5", "mallory": "mallory-token-6"}
+TOKENS |= {"watcher": "watcher-token-5", "mallory": "mallory-token-6", "gbot": "gbot-token-7"}
 
 
 def principal(name: str, roles: list[str], tenant: str = "acme") -> dict[str, Any]:
@@ -40,6 +40,7 @@ PRINCIPALS = [
     principal("carol", ["operator"]),
     principal("watcher", ["observer"]),
     principal("mallory", ["operator", "observer"], tenant="globex"),
+    principal("gbot", ["agent"], tenant="globex"),
 ]
 
 
@@ -338,3 +339,56 @@ async def test_a_watch_on_one_replica_sees_an_action_made_on_another(
         assert (again.action.action_id, again.action.state) == (seen.action.action_id, pb.EFFECT_STATE_REJECTED)
         resumed.cancel()
         assert effects(sim) == []
+
+
+async def test_a_resumed_watch_sends_its_tenants_lookback_again_and_no_other_tenants(
+    tmp_path: Path, sim: StripeSimulator
+) -> None:
+    """A resumed watch sends again the actions whose last change is stamped in the 5 s before its
+    cursor (tests/test_watch_clocks.py says why). A cursor is a position, not a permission: what it
+    sends again is the caller's tenant's only."""
+    async with serve(tmp_path, sim) as gw:
+        watch = gw.stub.WatchActions(pb.WatchActionsRequest(), metadata=auth("alice"))
+        await asyncio.wait_for(watch.read(), 10)  # the start
+        first = await gw.stub.Execute(request(run="run-1"), metadata=auth("bot"))
+        second = await gw.stub.Execute(request(run="run-2"), metadata=auth("bot"))
+        seen = [await asyncio.wait_for(watch.read(), 30) for _ in range(2)]
+        assert [m.action.action_id for m in seen] == [first.action.action_id, second.action.action_id]
+        watch.cancel()
+        cursor = seen[1].cursor
+
+        # Acme's operator, resumed after the second: the first (in the 5 s before) comes again,
+        # the cursor's own change does not; the second's denial does.
+        resumed = gw.stub.WatchActions(pb.WatchActionsRequest(cursor=cursor), metadata=auth("alice"))
+        assert (await asyncio.wait_for(resumed.read(), 10)).cursor == cursor
+        again = await asyncio.wait_for(resumed.read(), 30)
+        assert (again.action.action_id, again.action.state) == (
+            first.action.action_id,
+            pb.EFFECT_STATE_AWAITING_APPROVAL,
+        )
+        denied = gw.operator.Deny(pb.DenyRequest(action_id=second.action.action_id, note="no"), metadata=auth("alice"))
+        await denied
+        after = await asyncio.wait_for(resumed.read(), 30)
+        assert (after.action.action_id, after.action.state) == (second.action.action_id, pb.EFFECT_STATE_REJECTED)
+        resumed.cancel()
+
+        # Another tenant's operator with acme's cursor: acme's lookback is not sent to it; the
+        # first action it is sent is its own tenant's, made after it resumed.
+        foreign = gw.stub.WatchActions(pb.WatchActionsRequest(cursor=cursor), metadata=auth("mallory"))
+        assert (await asyncio.wait_for(foreign.read(), 10)).cursor == cursor
+        own = await gw.stub.Execute(request(run="run-g"), metadata=auth("gbot"))
+        delivered = await asyncio.wait_for(foreign.read(), 30)
+        assert delivered.action.action_id == own.action.action_id and delivered.action.tenant == "globex"
+        foreign.cancel()
+        assert not sim.ledger  # every action waits for an approval: nothing was sent
+
+
+async def test_a_cursor_the_gateway_did_not_issue_is_refused_with_its_field(
+    tmp_path: Path, sim: StripeSimulator
+) -> None:
+    async with serve(tmp_path, sim) as gw:
+        for forged in ("not-a-cursor", "bm90IGEgY3Vyc29y", "%%%"):
+            watch = gw.stub.WatchActions(pb.WatchActionsRequest(cursor=forged), metadata=auth("alice"))
+            code, found = await refused(watch.read())
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, forged
+            assert [v.field for v in found["BadRequest"].field_violations] == ["cursor"], forged
