@@ -3,16 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# The environments install with --no-compile: pip would compile every module of every package
-# (about half its CPU), while the suite and the demo import a fraction of them, compiled on first
-# import (make test writes bytecode). In .venv the build back-end (setuptools, pinned in
-# constraints-build.txt; grpcio-tools needs it there anyway) goes in with pip, and the four
-# editable projects build without isolation: pip would otherwise make each a throw-away
-# environment and install setuptools into it again (a pip process and setuptools' whole release
-# list each: 58 s of the install's wall time, 16 s without, on a loaded 2-core machine; the same
-# packages end up installed). The CrewAI environment keeps isolation: two projects, no gain
-# measured, and its setuptools stays the one venv bundles.
-# CrewAI pins pydantic and mcp below the gateway's: its own environment, for tests/test_crewai.py.
+UV := $(VENV)/bin/uv
+# The environments install with uv (pinned in constraints.txt, put in by the venv's own pip): it
+# resolves, fetches and unpacks the same pinned packages in a few seconds where pip took about half
+# a minute (a clean clone on this project's 2-core machine: 31 s for .venv with pip, 6 s with uv,
+# the same 165 packages at the same versions). .venv's install also writes the bytecode of every
+# installed module, on every core (--compile-bytecode): the suite starts hundreds of Python
+# processes (gateways, CLIs, pytest's workers) that would otherwise each compile what they import.
+# In .venv the build back-end (setuptools) goes in first, and the four editable projects build
+# without isolation (no throw-away build environment each). The CrewAI environment keeps build
+# isolation and writes no bytecode up front (one test file imports from it).
 CREWAI_VENV := .venv-crewai
 CREWAI_STAMP := $(CREWAI_VENV)/.installed
 # `make test` runs the tests in two pytest-xdist workers a core: most tests wait on the processes
@@ -25,27 +25,31 @@ PYTEST_ARGS ?=
 
 .PHONY: demo run image test test-services test-ts ts-checks lint proto proto-check bench bench-notify bench-peers chaos soak fuzz sim sim-bench sim-campaign sim-mutants venv venv-crewai test-bytecode clean
 
-$(STAMP): pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt constraints-build.txt
+# .venv with uv in it (the one tool both environments install with).
+$(UV): constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --no-compile -c constraints.txt -c constraints-build.txt --upgrade pip setuptools
-	$(PY) -m pip install --quiet --no-compile --no-build-isolation -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents,pydantic-ai,otel]' -e '.[dev]' -e 'lab[peers]'
+	$(PY) -m pip install --quiet --no-compile --disable-pip-version-check -c constraints.txt uv
+	touch $@
+
+$(STAMP): $(UV) pyproject.toml clients/protos/pyproject.toml clients/python/pyproject.toml lab/pyproject.toml constraints.txt constraints-build.txt
+	$(UV) pip install --quiet --python $(PY) -c constraints.txt -c constraints-build.txt --upgrade pip setuptools
+	$(UV) pip install --quiet --python $(PY) --compile-bytecode --no-build-isolation -c constraints.txt -e clients/protos -e 'clients/python[langgraph,openai-agents,pydantic-ai,otel]' -e '.[dev]' -e 'lab[peers]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-$(CREWAI_STAMP): clients/protos/pyproject.toml clients/python/pyproject.toml constraints-crewai.txt
+$(CREWAI_STAMP): $(UV) clients/protos/pyproject.toml clients/python/pyproject.toml constraints-crewai.txt
 	$(PYTHON) -m venv $(CREWAI_VENV)
-	$(CREWAI_VENV)/bin/python -m pip install --quiet --no-compile -c constraints-crewai.txt --upgrade pip
-	$(CREWAI_VENV)/bin/python -m pip install --quiet --no-compile -c constraints-crewai.txt -e clients/protos -e 'clients/python[crewai]'
+	$(UV) pip install --quiet --python $(CREWAI_VENV)/bin/python -c constraints-crewai.txt --upgrade pip
+	$(UV) pip install --quiet --python $(CREWAI_VENV)/bin/python -c constraints-crewai.txt -e clients/protos -e 'clients/python[crewai]'
 	touch $(CREWAI_STAMP)
 
 venv-crewai: $(CREWAI_STAMP)
 
-# The bytecode of every module pytest's collection imports, written once by one collection (for
-# `make test`, beside the crewai environment's install, which mostly waits on the package index):
-# pytest's workers, started together on an environment installed --no-compile, would otherwise
-# each compile the same modules (three cold collections side by side cost ~74 s of CPU, one cold
-# then three warm ~61 s, on this project's 2-core machine). A collection error shows in the run.
+# The bytecode of the project's own modules and of the test modules as pytest rewrites them, written
+# once by one collection (for `make test`, beside the crewai environment's install): pytest's
+# workers, started together, would otherwise each rewrite and compile every test module (the
+# installed packages' bytecode is written by .venv's install). A collection error shows in the run.
 test-bytecode: $(STAMP)
 	-@$(PY) -m pytest --collect-only -q -p no:cacheprovider > /dev/null 2>&1
 

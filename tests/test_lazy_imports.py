@@ -159,3 +159,26 @@ def test_the_lazy_names_of_the_packages_are_the_modules_own() -> None:
         assert getattr(observability, name) is not None
     assert observability.RpcMetrics is calls.RpcMetrics and observability.calls is calls
     assert observability.Backlog is metrics.Backlog
+
+
+def test_the_client_packages_names_load_on_first_use_and_are_the_modules_own() -> None:
+    # The gateway reads `effectgate.client.money_text` and `.states`; importing them must not load
+    # the clients (a twentieth of a second of every gateway's start).
+    code = (
+        "import sys, effectgate.client.money_text, effectgate.client.states\n"
+        "print(sorted(m for m in ('effectgate.client.client', 'effectgate.client.sync', 'effectgate.client.retry')"
+        " if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    import effectgate.client as client
+    from effectgate.client import client as clients_module
+    from effectgate.client import context, errors, retry, states, sync
+
+    homes = {"client": clients_module, "sync": sync, "retry": retry, "states": states, "context": context}
+    for name in client.__all__:
+        module = homes.get(client._HOME[name], errors)
+        assert getattr(client, name) is getattr(module, name), name
+    assert sorted(client._HOME) == sorted(client.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = client.Nope  # type: ignore[attr-defined]
