@@ -181,4 +181,4 @@ def test_the_client_packages_names_load_on_first_use_and_are_the_modules_own() -
         assert getattr(client, name) is getattr(module, name), name
     assert sorted(client._HOME) == sorted(client.__all__)
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = client.Nope  # type: ignore[attr-defined]
+        _ = client.Nope
