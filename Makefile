@@ -46,13 +46,12 @@ $(CREWAI_STAMP): $(UV) clients/protos/pyproject.toml clients/python/pyproject.to
 
 venv-crewai: $(CREWAI_STAMP)
 
-# The bytecode of the project's own modules, on every core (the installed packages' is written by
-# .venv's install). The test modules are left to pytest's workers, which rewrite them for their
-# assertions as they collect: one collection first, to write them once, kept a core idle for 15 s
-# while the workers then took 17 s to collect; the workers collecting from cold take about as long
-# as that second step alone.
+# The bytecode of the project's own modules and the tests' helpers, on every core (the installed
+# packages' is written by .venv's install). The test modules themselves are left to pytest's
+# workers, which rewrite them for their assertions as they collect: a collection run first to write
+# them once (what this step was) kept a core idle for 15 s before the workers started theirs.
 test-bytecode: $(STAMP)
-	@$(PY) -m compileall -q -j0 src lab/src clients/python/src clients/protos scripts > /dev/null
+	@$(PY) -m compileall -q -j0 src lab/src clients/python/src clients/protos scripts tests > /dev/null
 
 ## demo: gateway on SQLite + provider simulators + a demo agent that re-plans under faults
 demo: $(STAMP)
