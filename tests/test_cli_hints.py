@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from effectgate.gateway.runtime.cli import top_level_help
+from effectgate.gateway.runtime.cli import docstring_in_source, top_level_help
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate.v1 import gateway_pb2_grpc
 from tests import test_operator_cli
@@ -217,3 +217,56 @@ def test_only_the_list_of_commands_loads_the_plug_ins_for_their_summaries() -> N
     assert top_level_help(["--log-level", "debug", "-h"], names)
     assert not top_level_help(["serve", "--help"], names) and not top_level_help(["actions", "-h"], names)
     assert not top_level_help(["serve"], names)
+
+
+PLUG_IN_MODULES = ("effectgate_lab.chaos.cli", "effectgate_lab.dev", "effectgate.mcp.cli", "effectgate.console.cli")
+
+
+def help_of(*argv: str) -> tuple[str, str]:
+    """`effectgate ARGV` run in a fresh interpreter: what it printed, and then the plug-in modules
+    it loaded (as a last line `LOADED [...]`)."""
+    code = (
+        "import sys\nfrom effectgate.gateway.runtime.cli import main\n"
+        f"try:\n    main({list(argv)!r})\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', sorted(m for m in {PLUG_IN_MODULES!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    *printed, loaded = done.stdout.splitlines()
+    return "\n".join(printed), loaded
+
+
+def test_an_operator_commands_help_loads_no_plug_in() -> None:
+    # `effectgate actions --help` printed its own help after loading every plug-in (the lab's
+    # `chaos` alone: two seconds of imports) to summarize commands it never listed.
+    printed, loaded = help_of("actions", "--help")
+    assert "usage: effectgate actions" in printed and loaded == "LOADED []", (printed, loaded)
+
+
+def test_the_list_of_commands_summarizes_the_plug_ins_from_their_source_without_loading_them() -> None:
+    from effectgate.console.cli import main as console_main
+    from effectgate_lab.chaos.cli import main as chaos_main
+
+    printed, loaded = help_of("--help")
+    assert loaded == "LOADED []", loaded
+    for command, doc in (("chaos", chaos_main.__doc__), ("console", console_main.__doc__)):
+        assert doc and docstring_in_source(f"{command_module(command)}:main") == doc.strip()
+        assert " ".join(doc.split()[:4]) in " ".join(printed.split()), (command, printed)
+
+
+def command_module(command: str) -> str:
+    return {"chaos": "effectgate_lab.chaos.cli", "console": "effectgate.console.cli"}[command]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "effectgate_nowhere.cli:main",
+        "effectgate_lab.chaos.cli",
+        "effectgate_lab.chaos.cli:no_such_function",
+        "effectgate_lab.chaos.cli:main.attr",
+        "effectgate_lab:main",
+    ],
+)
+def test_a_target_not_found_as_a_function_in_source_is_left_to_loading(target: str) -> None:
+    # None: the help then loads the plug-in, as it always did (a broken one says it failed to load).
+    assert docstring_in_source(target) is None

@@ -47,13 +47,53 @@ def plugin_command(name: str) -> Callable[[list[str]], int] | None:
 
 def plugin_summary(name: str) -> str:
     """What `effectgate --help` says of a plug-in command: the first line of its `main`'s
-    docstring (loading it: only done when the help is printed)."""
-    try:
-        command = plugin_command(name)
-    except Exception as exc:  # a broken plug-in must not break the help
-        return f"plug-in command ({COMMANDS_GROUP}); it failed to load: {type(exc).__name__}"
-    doc = (getattr(command, "__doc__", None) or "").strip()
+    docstring, read from the module's source where it can be (loading the lab's `chaos` or the
+    MCP front door is seconds of imports), else from the loaded command."""
+    ep = plugins.installed(COMMANDS_GROUP).get(name)
+    doc = docstring_in_source(ep.value) if ep is not None else None
+    if doc is None:
+        try:
+            command = plugin_command(name)
+        except Exception as exc:  # a broken plug-in must not break the help
+            return f"plug-in command ({COMMANDS_GROUP}); it failed to load: {type(exc).__name__}"
+        doc = getattr(command, "__doc__", None) or ""
+    doc = doc.strip()
     return doc.splitlines()[0] if doc else f"plug-in command ({COMMANDS_GROUP})"
+
+
+def docstring_in_source(target: str) -> str | None:
+    """The docstring of the function `target` ("package.module:function") names, read from its
+    module's source file without importing the module or its packages; None when it is not a
+    function defined in a source file on sys.path."""
+    module, _, attr = target.partition(":")
+    if not attr or "." in attr.strip():
+        return None
+    from importlib.machinery import PathFinder
+
+    parts = module.split(".")
+    path: list[str] | None = None  # None: sys.path, for the top-level package
+    spec = None
+    for depth in range(1, len(parts) + 1):
+        spec = PathFinder.find_spec(".".join(parts[:depth]), path)
+        if spec is None:
+            return None
+        if depth < len(parts):
+            if not spec.submodule_search_locations:
+                return None
+            path = list(spec.submodule_search_locations)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    import ast
+
+    try:
+        with open(spec.origin, encoding="utf-8") as source:
+            tree = ast.parse(source.read(), spec.origin)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr.strip():
+            return ast.get_docstring(node) or ""
+    return None
 
 
 def top_level_help(argv: list[str], command_names: set[str]) -> bool:
@@ -185,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
 
     notify_cli.add_command(commands, [common])
     plugins = plugin_names()
-    help_wanted = top_level_help(argv, {*commands.choices, *plugins})
+    # The operator commands are added after the plug-ins (the help lists them last) but are
+    # commands all the same: `effectgate actions --help` loads no plug-in.
+    help_wanted = top_level_help(argv, {*commands.choices, *plugins, *admin_cli.COMMANDS})
     for name in sorted(plugins):
         summary = plugin_summary(name) if help_wanted else f"plug-in command ({COMMANDS_GROUP})"
         commands.add_parser(name, help=summary, add_help=False)
