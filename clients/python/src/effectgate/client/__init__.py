@@ -35,38 +35,6 @@ if TYPE_CHECKING:
     from effectgate.client.states import NextStep, State
     from effectgate.client.sync import SyncEffectGateClient
 
-# Each public name and the module that defines it.
-_HOME = {
-    "EffectGateClient": "client",
-    "SyncEffectGateClient": "sync",
-    "RetryPolicy": "retry",
-    "NextStep": "states",
-    "State": "states",
-    **dict.fromkeys(("RunContext", "current", "run", "stable_step_id", "step", "subagent"), "context"),
-    **dict.fromkeys(
-        (
-            "AlreadyExecuted",
-            "BudgetExceeded",
-            "CircuitOpen",
-            "DeadlineExceeded",
-            "EffectGateError",
-            "InFlight",
-            "InvalidRequest",
-            "LimitExceeded",
-            "NotFound",
-            "PayloadMismatch",
-            "PermissionDenied",
-            "PolicyConflict",
-            "RateLimited",
-            "RecordTooNew",
-            "ScopeTaken",
-            "Unauthenticated",
-            "Unavailable",
-        ),
-        "errors",
-    ),
-}
-
 __all__ = [
     "AlreadyExecuted",
     "BudgetExceeded",
@@ -97,6 +65,16 @@ __all__ = [
     "step",
     "subagent",
 ]
+
+# The module that defines each public name: the errors module, but for these.
+_HOME = dict.fromkeys(__all__, "errors") | {
+    "EffectGateClient": "client",
+    "SyncEffectGateClient": "sync",
+    "RetryPolicy": "retry",
+    "NextStep": "states",
+    "State": "states",
+    **dict.fromkeys(("RunContext", "current", "run", "stable_step_id", "step", "subagent"), "context"),
+}
 
 
 def __getattr__(name: str) -> Any:
