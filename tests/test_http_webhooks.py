@@ -24,12 +24,14 @@ from tests.adapter_targets import CANARY, SECRET_ENV, scenario
 from tests.harness import LiveGateway, config_doc, start_gateway
 
 HOOK_ENV = "EFFECTGATE_TEST_CRM_HOOK"
-WINDOW = 6.0
+# The window, well inside the simulator's read lag: only the event can settle the action.
+WINDOW = 20.0
+READ_LAG = 2 * WINDOW
 
 
 @pytest.fixture
 async def crm() -> AsyncIterator[CrmSimulator]:
-    sim = CrmSimulator(api_key=CANARY, visibility_lag=20.0)
+    sim = CrmSimulator(api_key=CANARY, visibility_lag=READ_LAG)
     await sim.start()
     yield sim
     await sim.webhooks.drain()
@@ -65,14 +67,17 @@ def invoice(n: str) -> struct_pb2.Struct:
 
 
 async def test_signed_crm_event_settles_unknown(live: LiveGateway, crm: CrmSimulator) -> None:
-    # The event comes 4 s after the request, inside the 6 s window: the UNKNOWN answer (the 1 s
-    # attempt timed out, the read shows nothing yet) comes first, with room on a loaded machine
-    # (a 1.5 s client deadline and a 2.5 s delay were missed there: DEADLINE_EXCEEDED).
-    crm.webhooks.delay = 4.0
+    # The UNKNOWN answer (the 1 s attempt timed out, the reads show nothing yet; the gateway
+    # answers before the caller's 8 s deadline) comes first; the simulator holds its event until
+    # then and sends it well inside the window. (It was sent 4 s after the request, with a 3.5 s
+    # deadline: under two suites at once the answer missed that deadline.)
+    crm.webhooks.hold = asyncio.Event()
     crm.injector.script(["drop_delayed"])  # the answer is lost and reads do not show the row yet
     with run("hook-1"), step("invoice"):
-        answer = await live.client.execute("record_invoice", invoice("1"), scope="inv_1", timeout=3.5)
+        answer = await live.client.execute("record_invoice", invoice("1"), scope="inv_1", timeout=8)
     assert answer.action.state == pb.EFFECT_STATE_UNKNOWN, answer.action.reason
+    assert crm.webhooks.sent == []
+    crm.webhooks.hold.set()
     parked_at = time.time()
     while time.time() < parked_at + WINDOW - 1:
         got = await live.client.get(answer.action.action_id)

@@ -61,6 +61,9 @@ class WebhookSender:
     scheme: str = "stripe"
     signed_url: str = ""
     sent: list[Delivery] = field(default_factory=list)
+    # When set, a scheduled delivery also waits for this event after its delay: a test releases
+    # the provider's event once it has seen what must come first, instead of racing a clock.
+    hold: asyncio.Event | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
@@ -98,6 +101,8 @@ class WebhookSender:
     async def _later(self, event: JsonDict, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
+        if self.hold is not None:
+            await self.hold.wait()
         await self.deliver(json.dumps(event).encode(), str(event.get("id") or event.get("event_id") or ""))
 
     def headers(self, body: bytes, *, timestamp: int | None = None, secret: str | None = None) -> dict[str, str]:
@@ -130,6 +135,8 @@ class WebhookSender:
         return delivery
 
     async def drain(self) -> None:
-        """Waits for the scheduled deliveries."""
+        """Waits for the scheduled deliveries (releasing any held)."""
+        if self.hold is not None:
+            self.hold.set()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
