@@ -19,6 +19,7 @@ from effectgate.client import EffectGateClient, InFlight, State, run, step, suba
 from effectgate.tools.v1.tools_pb2 import ChargeCard
 from effectgate.v1 import gateway_pb2 as pb
 from tests.console_kit import CHROMIUM, CHROMIUM_ARGS, TOKENS, ConsoleProcess, Stack, stack
+from tests.notify_kit import until
 from tests.test_execute import effects
 
 # One event loop for the module: the browser is started once for all its tests (a Playwright
@@ -136,7 +137,10 @@ async def test_an_unknown_action_is_reconciled_with_a_note_and_audited(browser: 
     eg.sim.injector.script(["partial"])
     unknown = await execute(eg.agent, "run-unknown", card("cus_console_unknown", 1500), tool="charge_direct")
     assert unknown.state == State.UNKNOWN
-    external_id = effects(eg.sim)[0]["id"]
+    # Under load the request can reach the simulator after the 0.5 s attempt timed out and the
+    # UNKNOWN answer came (pair U2): the effect is there once it lands.
+    (landed, *_) = await until(lambda: effects(eg.sim), "the partial intent at the simulator")
+    external_id = landed["id"]
     page = await sign_in(browser, eg, "alice")
     unknown_card = page.get_by_role("listitem").filter(has_text="order:run-unknown")
     await expect(unknown_card).to_contain_text("UNKNOWN", timeout=WAIT)
