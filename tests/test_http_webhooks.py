@@ -18,6 +18,7 @@ import pytest
 from google.protobuf import struct_pb2
 
 from effectgate.client import run, step
+from effectgate.client.errors import DeadlineExceeded
 from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from tests.adapter_targets import CANARY, SECRET_ENV, scenario
@@ -60,6 +61,16 @@ async def live(tmp_path: Path, crm: CrmSimulator) -> AsyncIterator[LiveGateway]:
     await gateway.close()
 
 
+async def parked(live: LiveGateway, run_id: str) -> pb.Action:
+    """The run's one action once it is UNKNOWN (or after 30 s, as it is then)."""
+    end = time.time() + 30
+    while True:
+        (action,) = (await live.stub.ListActions(pb.ListActionsRequest(run_id=run_id))).actions
+        if action.state == pb.EFFECT_STATE_UNKNOWN or time.time() > end:
+            return action
+        await asyncio.sleep(0.1)
+
+
 def invoice(n: str) -> struct_pb2.Struct:
     doc = struct_pb2.Struct()
     doc.update({"id": f"inv_{n}", "amount": 1250, "currency": "usd"})
@@ -74,13 +85,16 @@ async def test_signed_crm_event_settles_unknown(live: LiveGateway, crm: CrmSimul
     crm.webhooks.hold = asyncio.Event()
     crm.injector.script(["drop_delayed"])  # the answer is lost and reads do not show the row yet
     with run("hook-1"), step("invoice"):
-        answer = await live.client.execute("record_invoice", invoice("1"), scope="inv_1", timeout=8)
-    assert answer.action.state == pb.EFFECT_STATE_UNKNOWN, answer.action.reason
+        try:
+            action = (await live.client.execute("record_invoice", invoice("1"), scope="inv_1", timeout=8)).action
+        except DeadlineExceeded:  # a very loaded machine (pair U4): the action is stored all the same
+            action = await parked(live, "hook-1")
+    assert action.state == pb.EFFECT_STATE_UNKNOWN, action.reason
     assert crm.webhooks.sent == []
     crm.webhooks.hold.set()
     parked_at = time.time()
     while time.time() < parked_at + WINDOW - 1:
-        got = await live.client.get(answer.action.action_id)
+        got = await live.client.get(action.action_id)
         if got.state == pb.EFFECT_STATE_CONFIRMED:
             break
         await asyncio.sleep(0.05)
