@@ -23,6 +23,7 @@ from effectgate.v1 import gateway_pb2 as pb
 from effectgate_lab.simulators.crm_sim import CrmSimulator
 from tests.adapter_targets import CANARY, SECRET_ENV, scenario
 from tests.harness import LiveGateway, config_doc, start_gateway
+from tests.test_webhooks import wait_for
 
 HOOK_ENV = "EFFECTGATE_TEST_CRM_HOOK"
 # The window, well inside the simulator's read lag: only the event can settle the action.
@@ -61,16 +62,6 @@ async def live(tmp_path: Path, crm: CrmSimulator) -> AsyncIterator[LiveGateway]:
     await gateway.close()
 
 
-async def parked(live: LiveGateway, run_id: str) -> pb.Action:
-    """The run's one action once it is UNKNOWN (or after 30 s, as it is then)."""
-    end = time.time() + 30
-    while True:
-        (action,) = (await live.stub.ListActions(pb.ListActionsRequest(run_id=run_id))).actions
-        if action.state == pb.EFFECT_STATE_UNKNOWN or time.time() > end:
-            return action
-        await asyncio.sleep(0.1)
-
-
 def invoice(n: str) -> struct_pb2.Struct:
     doc = struct_pb2.Struct()
     doc.update({"id": f"inv_{n}", "amount": 1250, "currency": "usd"})
@@ -88,16 +79,12 @@ async def test_signed_crm_event_settles_unknown(live: LiveGateway, crm: CrmSimul
         try:
             action = (await live.client.execute("record_invoice", invoice("1"), scope="inv_1", timeout=8)).action
         except DeadlineExceeded:  # a very loaded machine (pair U4): the action is stored all the same
-            action = await parked(live, "hook-1")
+            (stored,) = (await live.stub.ListActions(pb.ListActionsRequest(run_id="hook-1"))).actions
+            action = await wait_for(live, stored.action_id, pb.EFFECT_STATE_UNKNOWN, time.time() + 30)
     assert action.state == pb.EFFECT_STATE_UNKNOWN, action.reason
     assert crm.webhooks.sent == []
     crm.webhooks.hold.set()
-    parked_at = time.time()
-    while time.time() < parked_at + WINDOW - 1:
-        got = await live.client.get(action.action_id)
-        if got.state == pb.EFFECT_STATE_CONFIRMED:
-            break
-        await asyncio.sleep(0.05)
+    got = await wait_for(live, action.action_id, pb.EFFECT_STATE_CONFIRMED, time.time() + WINDOW - 1)
     assert got.state == pb.EFFECT_STATE_CONFIRMED, got.reason
     assert time.time() < got.next_check_at.ToNanoseconds() / 1e9 or not got.HasField("next_check_at")
     assert [d.status for d in crm.webhooks.sent] == [200]
