@@ -195,7 +195,12 @@ async def test_writes_around_the_cut_on_two_postgres_replicas(tmp_path: Path, pg
 
 # -- one slow action: a Verify inside the bound ------------------------------------------------------
 
-SLOW = 2.5  # the provider applies the invoice 2.5 s after it arrived: past the attempt and the cut
+# One slow invoice. The caller's deadline is 2 s, so the gateway answers 1 s before it (the most
+# `answer_by` keeps): the margin a loaded machine's event loop needs, which this test shares with
+# the gateway and the simulator (0.5 s, a 0.25 s margin, was missed beside a second suite). The
+# exact answer time is proved in virtual time (tests/test_caller_deadline.py).
+SLOW_CUT, SLOW_ATTEMPT = 2.0, 2.5
+SLOW = 3.5  # the provider applies the invoice 3.5 s after it arrived: past the attempt and the cut
 
 
 async def story_states(stub: gateway_pb2_grpc.EffectGatewayAsyncStub, action: str) -> list[int]:
@@ -214,29 +219,39 @@ async def until_state(
             await asyncio.sleep(0.05)
 
 
-def crm_tables(sim: SlowCrm, keeps: float) -> dict[str, Any]:
+def crm_tables(sim: SlowCrm, keeps: float, attempt: float) -> dict[str, Any]:
     adapter = scenario("crm_invoice") | {"base_url": sim.base_url, "token_env": CRM_KEY_ENV, "timeout": 5}
-    tool = {"adapter": "crm", "deadline": "10s", **TIMING, "keeps_processing": f"{keeps:g}s"}
+    tool = {
+        "adapter": "crm",
+        "deadline": "10s",
+        **TIMING,
+        "attempt_timeout": f"{attempt:g}s",
+        "keeps_processing": f"{keeps:g}s",
+    }
     return {"adapters": {"crm": adapter}, "tools": {"record_invoice": tool}}
 
 
 async def test_the_caller_is_answered_at_its_deadline_and_verify_inside_the_bound_proves_nothing(
     tmp_path: Path,
 ) -> None:
-    """The caller's 0.5 s deadline passes while the create is at the provider: it gets IN_FLIGHT
-    with RetryInfo, the attempt runs its full second, ends in doubt and is parked. An operator's
+    """The caller's 2 s deadline passes while the create is at the provider: it gets IN_FLIGHT
+    with RetryInfo, the attempt runs its full 2.5 s, ends in doubt and is parked. An operator's
     Verify then reads nothing yet, and that is not recorded as NOT_FOUND; the provider applies
     the invoice, and the action is CONFIRMED with one effect."""
     sim = SlowCrm(api_key=CRM_KEY, read_lag=0.0)
     await sim.start()
     sim.latency = SLOW
-    live = await start_gateway(config_doc(f"sqlite:///{tmp_path}/eg.db", gateway=GATEWAY, **crm_tables(sim, SLOW)))
+    live = await start_gateway(
+        config_doc(
+            f"sqlite:///{tmp_path}/eg.db", gateway=GATEWAY | {"lease_ttl": "4s"}, **crm_tables(sim, SLOW, SLOW_ATTEMPT)
+        )
+    )
     try:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await live.stub.Execute(invoice(1), timeout=CUT)
-        assert caught.value.code() == grpc.StatusCode.ABORTED
+            await live.stub.Execute(invoice(1), timeout=SLOW_CUT)
+        assert caught.value.code() == grpc.StatusCode.ABORTED, caught.value
         reason, retry_after = reason_of(caught.value)
-        assert reason == "IN_FLIGHT" and 0 < retry_after <= ATTEMPT
+        assert reason == "IN_FLIGHT" and 0 < retry_after <= SLOW_ATTEMPT
         action = invoice_action(1)
         parked = await until_state(live.stub, action, {pb.EFFECT_STATE_UNKNOWN, pb.EFFECT_STATE_CONFIRMED}, 20)
         verified = await live.stub.Verify(pb.VerifyRequest(action_id=action), timeout=10)
