@@ -286,11 +286,14 @@ def test_every_build_of_one_commit_installs_the_same_versions(image: Path, tmp_p
     # distributions of the source tree at VERSION. (A second build from nothing, which this test
     # ran before, took minutes and proved less: two builds minutes apart, not every build.)
     stage = f"effectgate-build-stage:{os.getpid()}"
-    image_kit.build(stage, tmp_path, "--target", "build", sbom=False)
-    # The image's id, not its name: a build of the same stage beside this one (another checkout's
-    # suite) finds it cached and may leave it with its own name alone (a clean clone's pair run
-    # lost this name between two `podman run`s: "short-name ... did not resolve").
-    built = image_kit.podman("image", "inspect", "--format", "{{.Id}}", stage).stdout.strip()
+    iidfile = tmp_path / "build-stage.iid"
+    image_kit.build(stage, tmp_path, "--target", "build", "--iidfile", str(iidfile), sbom=False)
+    # The id the build wrote, never its name: a build of the same stage beside this one (another
+    # checkout's suite) finds it cached, and its names are rewritten by both builds and both
+    # clean-ups. Clean clones' pair runs lost this name between two `podman run`s ("short-name
+    # ... did not resolve"), and once between the build and the inspect that read its id ("image
+    # not known").
+    built = iidfile.read_text().strip().removeprefix("sha256:")
     try:
         installed = image_kit.frozen(built, "/opt/effectgate", "/opt/effectgate-app")
         pins = pinned()
