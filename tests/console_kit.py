@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 from effectgate.client import EffectGateClient
 from effectgate_lab.chaos.config_writer import write_config
 from effectgate_lab.simulators.stripe_sim import StripeSimulator
+from tests.gateway_forks import popen_gateway
 from tests.harness import API_KEY, GatewayProcess, config_doc, stripe_tools, wait_for_line
 
 CHROMIUM = "/usr/bin/chromium"
@@ -44,11 +44,9 @@ class ConsoleProcess:
     """`effectgate console` on port 0, talking to the gateway at `target`."""
 
     def __init__(self, target: str, *extra: str, env: dict[str, str] | None = None) -> None:
-        command = [sys.executable, "-m", "effectgate.gateway", "console", "--target", target, "--port", "0", *extra]
-        child_env = {**os.environ, **(env or {})}
-        self.proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env
-        )
+        child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        # A fork of the test's gateway driver (tests/gateway_forks.py).
+        self.proc = popen_gateway(["console", "--target", target, "--port", "0", *extra], child_env)
         self.url = ""
         self.output: list[str] = []
 

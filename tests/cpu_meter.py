@@ -1,6 +1,7 @@
 """The CPU each test costs, in the JUnit XML (`--junitxml`): a `cpu_s` property per test, this
 process's user + system time over setup, call and teardown plus that of the child processes it
-waited for (gateways, CLIs, pip, node; not podman's containers, which are not our children).
+waited for (gateways, CLIs, pip, node; not podman's containers, which are not our children) and
+of the gateways forked for it (tests/gateway_forks.py: its driver reaps them and reports it).
 The suite is CPU-bound on two cores, so this, not a test's wall time, says what shortens it:
 `scripts/slow_tests.py --cpu run.xml` lists the costliest. Each test also gets its worker and the
 wall-clock seconds (epoch) it started and ended at (`worker`, `t0`, `t1`): `scripts/slow_tests.py
@@ -14,13 +15,16 @@ import time
 
 import pytest
 
+from tests import gateway_forks
+
 _STARTED = pytest.StashKey[float]()
 _STARTED_AT = pytest.StashKey[float]()
 
 
 def cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    forks = gateway_forks.reaped_cpu()  # the gateways forked for it (tests/gateway_forks.py)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + forks
 
 
 def started(item: pytest.Item) -> None:

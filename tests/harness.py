@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from effectgate.client import EffectGateClient
 from effectgate.gateway.config import Config, parse_config
 from effectgate.gateway.runtime.server import Gateway
 from effectgate.v1 import gateway_pb2_grpc
+from tests.gateway_forks import ForkedChild, popen_gateway
 
 API_KEY = "sk_test_effectgate_canary_3f9a1c"
 API_KEY_ENV = "EFFECTGATE_TEST_STRIPE_KEY"
@@ -112,8 +112,11 @@ async def start_gateway(config: Config | dict[str, Any], *, token: str = "") -> 
 # -- a gateway in a child process -----------------------------------------------------------
 
 
+GatewayChild = subprocess.Popen[str] | ForkedChild
+
+
 async def wait_for_line(
-    proc: subprocess.Popen[str], pattern: str, output: list[str], timeout: float, what: str
+    proc: GatewayChild, pattern: str, output: list[str], timeout: float, what: str
 ) -> re.Match[str]:
     """Reads the child's output into `output` until a line matches `pattern`; then keeps
     draining the pipe in a thread, so the child never blocks on a full pipe."""
@@ -135,7 +138,7 @@ async def wait_for_line(
     raise RuntimeError(f"{what} did not start:\n" + "".join(output))
 
 
-async def output_line(proc: subprocess.Popen[str], pattern: str, output: list[str], timeout: float, what: str) -> str:
+async def output_line(proc: GatewayChild, pattern: str, output: list[str], timeout: float, what: str) -> str:
     """The first group of `pattern` in a line of `output` (filled by a reader thread, e.g. after
     `wait_for_line`), waiting for it until the child exits or `timeout`."""
     loop = asyncio.get_running_loop()
@@ -173,22 +176,9 @@ class GatewayProcess:
             child_env["EFFECTGATE_CRASH_AT"] = crash_at
         if pause_at:
             child_env["EFFECTGATE_PAUSE_AT"] = pause_at
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "effectgate.gateway",
-                "--log-level",
-                "WARNING",
-                "serve",
-                "--config",
-                str(config_path),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=child_env,
-            text=True,
-        )
+        # A fork of the test's gateway driver, or a process of its own under a failpoint
+        # (tests/gateway_forks.py).
+        self.proc = popen_gateway(["--log-level", "WARNING", "serve", "--config", str(config_path)], child_env)
         self.port = 0
         self.output: list[str] = []
         LIVE.add(self)

@@ -16,8 +16,6 @@ import gzip
 import os
 import re
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +40,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from effectgate_lab.chaos.config_writer import write_config
+from tests.gateway_forks import popen_gateway
 
 T = TypeVar("T")
 
@@ -200,18 +199,8 @@ class ChildGateway:
         child_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "EFFECTGATE_CRASH_AT"))}
         child_env.update(env)
         child_env["PYTHONUNBUFFERED"] = "1"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "effectgate.gateway",
-                *((*command, *options) if options_last else (*options, *command)),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=child_env,
-            text=True,
-        )
+        argv = [*command, *options] if options_last else [*options, *command]
+        self.proc = popen_gateway(argv, child_env)  # a fork of the test's driver (tests/gateway_forks.py)
         self.output: list[str] = []
         self.port = 0
         self.metrics = 0

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from effectgate_lab.chaos.config_writer import write_config
+from tests.gateway_forks import AsyncForkedChild, eligible, spawn_gateway
 
 
 class ServeChild:
@@ -28,7 +29,7 @@ class ServeChild:
         self.popen = dict(popen or {})
         self.stdout: list[str] = []
         self.stderr: list[str] = []
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | AsyncForkedChild | None = None
         self._pumps: list[asyncio.Task[None]] = []
 
     @classmethod
@@ -39,10 +40,15 @@ class ServeChild:
         return cls([*before, "serve", "--config", str(path), *options], **kw)
 
     async def start(self) -> ServeChild:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "effectgate.gateway", *self.args,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env, **self.popen,
-        )  # fmt: skip
+        """A fork of the test's gateway driver (tests/gateway_forks.py) unless the options or the
+        environment need a process of its own."""
+        if not self.popen and eligible(self.env):
+            self.proc = await spawn_gateway(self.args, self.env)
+        else:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "effectgate.gateway", *self.args,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env, **self.popen,
+            )  # fmt: skip
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._pumps = [
             asyncio.create_task(self._pump(self.proc.stdout, self.stdout)),
