@@ -9,6 +9,7 @@ UNKNOWN backlog when metrics are on), and a graceful shutdown that lets in-fligh
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -258,7 +259,7 @@ class Gateway:
                 intake.on_refused = ForgeryWatch(notifier, background_clock).refused
         background.start()
         try:
-            await server.start()
+            await start_grpc(server)
             webhook_port = await _start_webhooks(intake, config, shared_port)
             await readiness.check()
         except BaseException:
@@ -303,6 +304,23 @@ class Gateway:
         await deadline.run("adapters", lambda _: close_adapters(self.adapters), closing=True)
         await deadline.run("store", lambda _: self.store.close(), closing=True)
         deadline.report()
+
+
+async def start_grpc(server: grpc.aio.Server) -> None:
+    """`server.start()`, finished even when the caller is cancelled (Ctrl-C while a gateway starts).
+
+    Cancelled half-way, grpc.aio's start leaves its serving loop to set a result on the future the
+    start was waiting on, now cancelled: `InvalidStateError`, raised again from `server.stop()`
+    and logged as a task exception nobody retrieved. Shielded, the start ends first (it binds and
+    starts the loop, it waits on nothing), then the cancellation goes on and the caller stops the
+    server as after any failed start.
+    """
+    starting = asyncio.ensure_future(server.start())
+    try:
+        await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        await starting
+        raise
 
 
 async def _start_webhooks(intake: WebhookIntake | None, config: Config, shared: bool) -> int:
