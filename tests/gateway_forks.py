@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import json
 import os
 import re
@@ -42,7 +43,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import IO
 
@@ -60,25 +62,15 @@ def eligible(env: Mapping[str, str]) -> bool:
     """Whether a gateway with this environment may be a fork (see the module's docstring)."""
     if os.environ.get(REAL_GATEWAYS) == "1" or env.get(REAL_GATEWAYS) == "1":
         return False
-    driver = _DRIVER_ENV()
+    driver = _driver_env()
     keys = {k for k in (*env, *driver) if READ_AT_START.match(k)}
     return env.get("PYTHONUNBUFFERED") == "1" and all(env.get(k) == driver.get(k) for k in keys)
 
 
-def _driver_environment() -> Callable[[], dict[str, str]]:
+@functools.cache
+def _driver_env() -> dict[str, str]:
     """The environment the driver starts with (this process's when the first gateway starts)."""
-    frozen: dict[str, str] = {}
-
-    def get() -> dict[str, str]:
-        if not frozen:
-            frozen.update({**os.environ, "PYTHONUNBUFFERED": "1"})
-            frozen.pop(REAL_GATEWAYS, None)
-        return frozen
-
-    return get
-
-
-_DRIVER_ENV = _driver_environment()
+    return {k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1"}.items() if k != REAL_GATEWAYS}
 
 
 class ForkedChild:
@@ -89,35 +81,20 @@ class ForkedChild:
         self.args = list(args)
         self.stdout: IO[str] | None = None
         self.stderr: IO[str] | None = None
-        self.returncode: int | None = None
-        self._exited = threading.Event()
-        self._callbacks: list[Callable[[int], None]] = []
-        self._lock = threading.Lock()
+        self.exited: Future[int] = Future()  # its exit status, set by the reader thread
 
-    def _exit(self, returncode: int) -> None:
-        with self._lock:
-            self.returncode = returncode
-            self._exited.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback(returncode)
-
-    def on_exit(self, callback: Callable[[int], None]) -> None:
-        """`callback(returncode)` once it has exited (at once if it has), from any thread."""
-        with self._lock:
-            if self.returncode is None:
-                self._callbacks.append(callback)
-                return
-        callback(self.returncode)
+    @property
+    def returncode(self) -> int | None:
+        return self.exited.result() if self.exited.done() else None
 
     def poll(self) -> int | None:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        if not self._exited.wait(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
-        assert self.returncode is not None
-        return self.returncode
+        try:
+            return self.exited.result(timeout)
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0) from None
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
@@ -143,7 +120,7 @@ class GatewayForks:
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                env=_DRIVER_ENV(),
+                env=_driver_env(),
             )
         ready = json.loads(self._sock.recv(MESSAGE) or b'{"error": "the driver exited"}')
         if "error" in ready:
@@ -152,7 +129,7 @@ class GatewayForks:
         self.reaped_cpu = 0.0
         self._next = 0
         self._lock = threading.Lock()
-        self._started: dict[int, tuple[threading.Event, list[int]]] = {}
+        self._started: dict[int, Future[int]] = {}  # request id -> the fork's pid
         self._children: dict[int, ForkedChild] = {}
         self._early: dict[int, tuple[int, float]] = {}
         self._reader = threading.Thread(target=self._read, name="gateway-forks", daemon=True)
@@ -164,13 +141,11 @@ class GatewayForks:
         with self._lock:
             self._next += 1
             ident = self._next
-            answer: tuple[threading.Event, list[int]] = (threading.Event(), [])
-            self._started[ident] = answer
+            started: Future[int] = Future()
+            self._started[ident] = started
         request = {"id": ident, "argv": list(argv), "env": dict(env), "cwd": os.getcwd()}
         socket.send_fds(self._sock, [json.dumps(request).encode()], [stdout, stderr])
-        if not answer[0].wait(60) or not answer[1]:
-            raise RuntimeError("the gateway fork driver did not start the gateway (it exited?)")
-        pid = answer[1][0]
+        pid = started.result(60)  # RuntimeError when the driver exited first
         child = ForkedChild(pid, [sys.executable, "-m", "effectgate.gateway", *argv])
         with self._lock:
             self._children[pid] = child
@@ -181,16 +156,15 @@ class GatewayForks:
 
     def _exited(self, child: ForkedChild, returncode: int, cpu: float) -> None:
         self.reaped_cpu += cpu
-        child._exit(returncode)
+        child.exited.set_result(returncode)
 
     def _read(self) -> None:
         while data := self._sock.recv(MESSAGE):
             message = json.loads(data)
             if "id" in message:
                 with self._lock:
-                    event, pid = self._started.pop(message["id"])
-                pid.append(message["pid"])
-                event.set()
+                    started = self._started.pop(message["id"])
+                started.set_result(message["pid"])
                 continue
             with self._lock:
                 child = self._children.pop(message["exited"], None)
@@ -199,13 +173,13 @@ class GatewayForks:
             if child is not None:
                 self._exited(child, message["returncode"], message["cpu"])
         with self._lock:  # the driver is gone: nothing will report these again
-            waiting = [event for event, _ in self._started.values()]
+            waiting = list(self._started.values())
             orphans = list(self._children.values())
             self._children.clear()
-        for event in waiting:
-            event.set()
+        for started in waiting:
+            started.set_exception(RuntimeError("the gateway fork driver exited before the gateway started"))
         for child in orphans:
-            child._exit(-signal.SIGKILL)
+            child.exited.set_result(-signal.SIGKILL)
 
     def close(self) -> None:
         """Ends the driver, which kills the forks still running."""
@@ -270,19 +244,7 @@ class AsyncForkedChild:
         return self._child.returncode
 
     async def wait(self) -> int:
-        loop = asyncio.get_running_loop()
-        exited: asyncio.Future[int] = loop.create_future()
-
-        def settle(returncode: int) -> None:
-            if not exited.done():
-                exited.set_result(returncode)
-
-        def report(returncode: int) -> None:  # from the reader thread: the loop may be closed
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(settle, returncode)
-
-        self._child.on_exit(report)
-        return await exited
+        return await asyncio.wrap_future(self._child.exited)
 
     def send_signal(self, sig: int) -> None:
         self._child.send_signal(sig)
