@@ -61,10 +61,11 @@ def _preload(sock: socket.socket) -> None:
     import gc
     import importlib
 
-    gc.disable()  # as a gateway loads its modules (runtime/process.py)
-    for name in PRELOAD:
-        importlib.import_module(name)
-    gc.enable()
+    from effectgate.gateway.runtime.process import collector_paused
+
+    with collector_paused():  # as a gateway loads its modules
+        for name in PRELOAD:
+            importlib.import_module(name)
     loaded = sorted(m for m in sys.modules if m == "grpc" or m.startswith(("grpc.", "grpc_")))
     threads = threading.active_count()
     if loaded or threads != 1:
